@@ -1,0 +1,15 @@
+/** Component tests against real PostgreSQL and Redis; see test/helpers/context.ts. */
+module.exports = {
+  testEnvironment: 'node',
+  roots: ['<rootDir>/test'],
+  testMatch: ['**/*.test.ts'],
+  transform: {
+    '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
+  },
+  // jose, kysely, uuid and base-x ship ESM only; swc turns them into CommonJS for jest's module loader.
+  transformIgnorePatterns: ['/node_modules/(?!(jose|uuid|base-x|kysely)/)'],
+  globalSetup: '<rootDir>/test/helpers/global-setup.ts',
+  globalTeardown: '<rootDir>/test/helpers/global-teardown.ts',
+  testTimeout: 30000,
+  maxWorkers: 2,
+};

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# `npm run up`: from a fresh machine to a running API and workers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+ensure_dependencies
+bash scripts/services.sh
+npx tsx scripts/migrate.ts
+
+# Without a configured realm, a local development realm lets `npm run dev-token` mint access tokens.
+if [ -z "${REALM_JWKS_URL:-}" ] && [ -z "${REALM_PUBLIC_KEY:-}" ] && [ "${NODE_ENV:-development}" != production ]; then
+  npx tsx scripts/dev-token.ts --ensure-keys >/dev/null
+  export REALM_PUBLIC_KEY="$(cat .dev/realm-public.pem)"
+  export REALM_ISSUER="urn:helpdesk:dev-realm"
+  export REALM_ALGORITHMS="ES256"
+  say "development realm: access tokens from 'npm run dev-token' are accepted"
+fi
+
+port="${PORT:-8080}"
+npx tsx workers/index.ts &
+workers=$!
+npx tsx src/server.ts &
+api=$!
+trap 'kill -TERM $api $workers 2>/dev/null; wait $api $workers 2>/dev/null' EXIT INT TERM
+
+for _ in $(seq 1 60); do
+  if node -e "fetch('http://127.0.0.1:$port/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"; then break; fi
+  kill -0 "$api" 2>/dev/null || { say "the API exited during start-up"; exit 1; }
+  sleep 0.5
+done
+cat >&2 <<MSG
+
+  Helpdesk API is up:  http://localhost:$port   (readiness: /readyz, API document: /v1/openapi.json)
+
+  First credential:    npm run bootstrap -- --workspace "Acme" --owner-email owner@acme.test
+                       prints {tenant_id, owner_user_id, api_key: {secret, ...}}; send it as
+                       Authorization: Bearer <secret>
+  Dev access token:    npm run dev-token -- --sub <realm_subject> --tenant <tenant_id>
+
+MSG
+wait "$api"

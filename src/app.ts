@@ -1,0 +1,123 @@
+import { randomUUID } from 'node:crypto';
+import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { pinoHttp } from 'pino-http';
+import { sql } from 'kysely';
+import type { Config } from './config';
+import type { Db } from './db';
+import { AppError, dependencyUnavailable, notFound } from './http/errors';
+import { buildOpenApi } from './http/openapi';
+import { asDependencyError, sendProblem } from './http/problem';
+import { expressPath, mountOperations } from './http/router';
+import { buildOperationTable } from './operations';
+import type { QueueHub } from './queue/hub';
+import { createServices, type Services } from './services';
+
+export interface AppDeps {
+  config: Config;
+  logger: Logger;
+  db: Db;
+  redis: Redis;
+  queues: QueueHub;
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+const withTimeout = <T>(p: Promise<T>, ms: number) =>
+  Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), ms).unref())]);
+
+export function createApp(deps: AppDeps): { app: Express; services: Services } {
+  const { config, logger, db, redis } = deps;
+  const services = createServices({ db, config });
+  const operations = buildOperationTable();
+  const openapi = buildOpenApi(operations, { version: '1.0.0' });
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', config.TRUST_PROXY);
+  app.set('query parser', 'simple');
+
+  app.use(
+    pinoHttp({
+      logger,
+      genReqId: (req, res) => {
+        const incoming = req.headers['x-request-id'];
+        const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+        res.setHeader('X-Request-Id', id);
+        return id;
+      },
+      // One line per request with only what an operator needs; never headers or bodies.
+      serializers: {
+        req: (req) => ({ id: req.id, method: req.method, path: String(req.url).split('?')[0] }),
+        res: (res) => ({ status: res.statusCode }),
+      },
+      customProps: (_req, res) => ({
+        operation_id: (res as Response).locals?.operationId,
+        tenant_id: (res as Response).locals?.tenantId,
+      }),
+      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
+    }),
+  );
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok' });
+  });
+
+  app.get('/readyz', async (req, res) => {
+    const [pg, rd] = await Promise.allSettled([
+      withTimeout(sql`select 1`.execute(db), 2000),
+      withTimeout(redis.ping(), 2000),
+    ]);
+    const checks = { postgres: pg.status === 'fulfilled' ? 'ok' : 'unreachable', redis: rd.status === 'fulfilled' ? 'ok' : 'unreachable' };
+    if (pg.status === 'fulfilled' && rd.status === 'fulfilled') {
+      res.json({ status: 'ready', checks });
+      return;
+    }
+    const down = [pg.status === 'rejected' ? 'PostgreSQL' : null, rd.status === 'rejected' ? 'Redis' : null].filter(Boolean);
+    const err = dependencyUnavailable(down.join(' and '));
+    res.setHeader('Retry-After', '5');
+    res
+      .status(503)
+      .type('application/problem+json')
+      .send(JSON.stringify({ type: 'about:blank', title: err.title, status: 503, detail: err.detail, code: err.code, checks, request_id: req.id }));
+  });
+
+  app.get('/v1/openapi.json', (_req, res) => {
+    res.json(openapi);
+  });
+
+  const router = express.Router({ caseSensitive: true, strict: false });
+  mountOperations(router, operations, services, { bodyLimit: config.BODY_LIMIT_BYTES });
+  app.use(router);
+
+  // A known path with another method is 405 with Allow, not a misleading 404.
+  const known = operations.map((op) => ({ re: new RegExp(`^${expressPath(op.path).replace(/:[^/]+/g, '[^/]+')}/?$`), method: op.method }));
+  app.use((req: Request, res: Response) => {
+    const allowed = [...new Set(known.filter((k) => k.re.test(req.path)).map((k) => k.method.toUpperCase()))];
+    if (allowed.length > 0) {
+      res.setHeader('Allow', allowed.join(', '));
+      sendProblem(res, new AppError(405, 'method_not_allowed', 'Method not allowed', `Use ${allowed.join(' or ')}.`), String(req.id));
+      return;
+    }
+    sendProblem(res, notFound('route'), String(req.id));
+  });
+
+  app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const known = err instanceof AppError ? err : asDependencyError(err);
+    if (known) {
+      if (known.status >= 500) req.log.warn({ err_code: known.code, cause: (err as Error)?.message }, 'dependency unavailable');
+      sendProblem(res, known, String(req.id));
+      return;
+    }
+    // Malformed JSON on routes outside the operation table, e.g. a body sent to a probe.
+    if ((err as { type?: string })?.type === 'entity.parse.failed') {
+      sendProblem(res, new AppError(400, 'validation_failed', 'Validation failed', 'The body is not valid JSON.'), String(req.id));
+      return;
+    }
+    req.log.error({ err }, 'unhandled error');
+    sendProblem(res, new AppError(500, 'internal_error', 'Internal error', 'Something went wrong on our side; it has been logged.'), String(req.id));
+  });
+
+  return { app, services };
+}

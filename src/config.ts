@@ -1,0 +1,83 @@
+import { z } from 'zod';
+
+const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v && v.trim() !== '' ? v : undefined));
+
+// The development pepper exists so `npm run up` works on a laptop without ceremony; production refuses it.
+const DEV_PEPPER = 'dev-only-pepper-change-me-in-production-0000';
+
+const schema = z
+  .object({
+    NODE_ENV: z.enum(['development', 'test', 'production']).default('development'),
+    PORT: int(0, 65535).default(8080),
+    HOST: z.string().default('0.0.0.0'),
+    PUBLIC_BASE_URL: z.url().optional(),
+    DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').default('postgres://postgres@127.0.0.1:5432/helpdesk'),
+    PG_POOL_MAX: int(1, 200).default(10),
+    PG_CONNECT_TIMEOUT_MS: int(100, 60000).default(2000),
+    PG_STATEMENT_TIMEOUT_MS: int(100, 600000).default(15000),
+    REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').default('redis://127.0.0.1:6379'),
+    REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9:_-]{1,64}$/, 'letters, digits, : _ - only').default('hd'),
+    LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(1024 * 1024),
+    API_KEY_PEPPER: z.string().min(32, 'must be at least 32 characters').default(DEV_PEPPER),
+    API_KEY_TOUCH_INTERVAL_SECONDS: int(1, 86400).default(60),
+    REALM_JWKS_URL: z.url().optional(),
+    REALM_PUBLIC_KEY: optionalString,
+    REALM_ISSUER: optionalString,
+    REALM_AUDIENCE: optionalString,
+    REALM_ALGORITHMS: z
+      .string()
+      .default('RS256,ES256,EdDSA')
+      .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
+    JOB_WAIT_MS: int(0, 120000).default(5000),
+    WORKER_CONCURRENCY: int(1, 256).default(8),
+    AUDIT_RETENTION_DAYS: int(1, 36500).default(365),
+    SHUTDOWN_GRACE_MS: int(0, 600000).default(25000),
+    TRUST_PROXY: bool.default(false),
+  })
+  .superRefine((c, ctx) => {
+    if (c.NODE_ENV === 'production' && c.API_KEY_PEPPER === DEV_PEPPER) {
+      ctx.addIssue({ code: 'custom', path: ['API_KEY_PEPPER'], message: 'must be set to a secret value in production' });
+    }
+    if ((c.REALM_JWKS_URL || c.REALM_PUBLIC_KEY) && !c.REALM_ISSUER) {
+      ctx.addIssue({ code: 'custom', path: ['REALM_ISSUER'], message: 'is required when REALM_JWKS_URL or REALM_PUBLIC_KEY is set' });
+    }
+    if (c.REALM_JWKS_URL && c.REALM_PUBLIC_KEY) {
+      ctx.addIssue({ code: 'custom', path: ['REALM_PUBLIC_KEY'], message: 'set either REALM_JWKS_URL or REALM_PUBLIC_KEY, not both' });
+    }
+  });
+
+export type Config = z.infer<typeof schema>;
+
+export class ConfigError extends Error {}
+
+/** Parses an environment into a typed config; the error message names the first offending variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const result = schema.safeParse(env);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const name = String(issue.path[0] ?? 'environment');
+    const raw = env[name];
+    const shown = raw === undefined || /PEPPER|KEY|SECRET|PASSWORD/.test(name) ? '' : ` (got "${raw}")`;
+    throw new ConfigError(`Invalid configuration: ${name} ${issue.message}${shown}`);
+  }
+  return result.data;
+}
+
+/** For process entry points: a bad value stops the process with one clear line. */
+export function loadConfigOrExit(env: NodeJS.ProcessEnv = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,51 @@
+import { Kysely, PostgresDialect, type Transaction } from 'kysely';
+import { Migrator } from 'kysely/migration';
+import { Pool, types } from 'pg';
+import type { Config } from '../config';
+import type { Database } from './types';
+import { migrationProvider } from './migrations';
+
+// int8 counts fit comfortably in a JS number for every count this service reports.
+types.setTypeParser(types.builtins.INT8, (v) => Number(v));
+
+export type Db = Kysely<Database>;
+export type Tx = Transaction<Database>;
+export type Executor = Db | Tx;
+
+export interface DbHandle {
+  db: Db;
+  pool: Pool;
+  close(): Promise<void>;
+}
+
+export function createDb(
+  config: Pick<Config, 'DATABASE_URL' | 'PG_POOL_MAX' | 'PG_CONNECT_TIMEOUT_MS' | 'PG_STATEMENT_TIMEOUT_MS'>,
+  onError: (err: Error) => void = () => {},
+): DbHandle {
+  const pool = new Pool({
+    connectionString: config.DATABASE_URL,
+    max: config.PG_POOL_MAX,
+    // A down database must produce a fast 503, not a request that hangs until the client gives up.
+    connectionTimeoutMillis: config.PG_CONNECT_TIMEOUT_MS,
+    statement_timeout: config.PG_STATEMENT_TIMEOUT_MS,
+    idleTimeoutMillis: 30000,
+  });
+  // An idle client losing its server must not crash the process; the next query reports it.
+  pool.on('error', onError);
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return {
+    db,
+    pool,
+    close: async () => {
+      await db.destroy();
+    },
+  };
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the migrator works on any schema
+export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
+  const migrator = new Migrator({ db, provider: migrationProvider });
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) throw error instanceof Error ? error : new Error(String(error));
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}

@@ -1,0 +1,11 @@
+import type { Migration, MigrationProvider } from 'kysely/migration';
+import * as m0001 from './0001_foundation';
+
+// Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
+const migrations: Record<string, Migration> = {
+  '0001_foundation': m0001,
+};
+
+export const migrationProvider: MigrationProvider = {
+  getMigrations: async () => migrations,
+};

@@ -1,0 +1,38 @@
+import type { Executor } from '../../db';
+import type { ApiKeyRow, NewApiKey } from '../../db/types';
+
+export async function insertKey(db: Executor, tenantId: string, key: Omit<NewApiKey, 'tenant_id'>): Promise<ApiKeyRow> {
+  return db
+    .insertInto('api_keys')
+    .values({ ...key, tenant_id: tenantId })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function listKeys(db: Executor, tenantId: string, includeRevoked: boolean): Promise<ApiKeyRow[]> {
+  let q = db.selectFrom('api_keys').selectAll().where('tenant_id', '=', tenantId);
+  if (!includeRevoked) q = q.where('revoked_at', 'is', null);
+  return q.orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
+}
+
+/** Only an active key flips, so a second revoke finds nothing and answers 404. */
+export async function revokeKey(db: Executor, tenantId: string, keyId: string): Promise<ApiKeyRow | undefined> {
+  return db
+    .updateTable('api_keys')
+    .set({ revoked_at: new Date() })
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', keyId)
+    .where('revoked_at', 'is', null)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function deleteKey(db: Executor, tenantId: string, keyId: string): Promise<ApiKeyRow | undefined> {
+  return db.deleteFrom('api_keys').where('tenant_id', '=', tenantId).where('id', '=', keyId).returningAll().executeTakeFirst();
+}
+
+export async function existingAgentIds(db: Executor, tenantId: string, ids: string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await db.selectFrom('agents').select('id').where('tenant_id', '=', tenantId).where('id', 'in', ids).execute();
+  return new Set(rows.map((r) => r.id));
+}

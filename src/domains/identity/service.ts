@@ -1,0 +1,125 @@
+import { createRemoteJWKSet, errors as joseErrors, importSPKI, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import type { Config } from '../../config';
+import type { Db } from '../../db';
+import { dependencyUnavailable, forbidden, notFound, unauthenticated } from '../../http/errors';
+import type { Principal } from '../../http/principal';
+import { isUuid } from '../../lib/ids';
+import { API_KEY_MARK, apiKeyPrefixOf, hashApiKeySecret, sameHash } from '../../lib/secrets';
+import { agentIdsOf } from './scopes';
+import * as store from './store';
+
+type KeySource = JWTVerifyGetKey | Awaited<ReturnType<typeof importSPKI>>;
+
+export interface IdentityService {
+  authenticate(authorization: string | undefined): Promise<Principal>;
+}
+
+export function createIdentityService(deps: { db: Db; config: Config }): IdentityService {
+  const { db, config } = deps;
+  const touchedAt = new Map<string, number>();
+  const touchIntervalMs = config.API_KEY_TOUCH_INTERVAL_SECONDS * 1000;
+  let realmKey: Promise<KeySource> | null = null;
+
+  function realmKeySource(): Promise<KeySource> | null {
+    if (realmKey) return realmKey;
+    if (config.REALM_JWKS_URL) {
+      const jwks = createRemoteJWKSet(new URL(config.REALM_JWKS_URL), { timeoutDuration: 3000, cooldownDuration: 30000 });
+      realmKey = Promise.resolve(jwks);
+    } else if (config.REALM_PUBLIC_KEY) {
+      const alg = config.REALM_ALGORITHMS[0] ?? 'RS256';
+      realmKey = importSPKI(config.REALM_PUBLIC_KEY.replace(/\\n/g, '\n'), alg);
+    }
+    return realmKey;
+  }
+
+  async function fromApiKey(secret: string): Promise<Principal> {
+    const row = await store.findKeyByPrefix(db, apiKeyPrefixOf(secret));
+    // One message for every failure so a caller cannot probe which prefixes exist.
+    if (!row || !sameHash(row.secret_hash, hashApiKeySecret(config.API_KEY_PEPPER, secret))) {
+      throw unauthenticated('The API key is not valid.');
+    }
+    if (row.revoked_at) throw unauthenticated('The API key has been revoked.');
+    if (row.expires_at && row.expires_at <= row.now) throw unauthenticated('The API key has expired.');
+    // The key acts as its creator: a creator no longer (actively) in the workspace leaves it powerless.
+    if (!row.creator_role || row.creator_status !== 'active') {
+      throw unauthenticated('The API key is no longer valid: its creator is not an active member of the workspace.');
+    }
+    await touch(row.tenant_id, row.id, row.last_used_at);
+    return {
+      kind: 'api_key',
+      tenantId: row.tenant_id,
+      userId: row.created_by_user_id,
+      role: row.creator_role,
+      apiKeyId: row.id,
+      scopes: row.scopes,
+      agentIds: agentIdsOf(row.scopes),
+    };
+  }
+
+  async function touch(tenantId: string, keyId: string, lastUsedAt: Date | null): Promise<void> {
+    const now = Date.now();
+    if (lastUsedAt && now - lastUsedAt.getTime() < touchIntervalMs) return;
+    const memo = touchedAt.get(keyId);
+    if (memo && now - memo < touchIntervalMs) return;
+    touchedAt.set(keyId, now);
+    if (touchedAt.size > 50_000) touchedAt.clear();
+    await store.touchKey(db, tenantId, keyId, config.API_KEY_TOUCH_INTERVAL_SECONDS);
+  }
+
+  async function verifyAccessToken(token: string): Promise<JWTPayload> {
+    const source = realmKeySource();
+    if (!source) throw unauthenticated('This deployment accepts API keys only; no identity realm is configured.');
+    try {
+      const key = await source;
+      const options = {
+        issuer: config.REALM_ISSUER,
+        audience: config.REALM_AUDIENCE,
+        algorithms: config.REALM_ALGORITHMS,
+        clockTolerance: 5,
+      };
+      const result =
+        typeof key === 'function' ? await jwtVerify(token, key, options) : await jwtVerify(token, key, options);
+      return result.payload;
+    } catch (err) {
+      if (err instanceof joseErrors.JWKSTimeout || (err instanceof TypeError && /fetch/i.test(err.message))) {
+        throw dependencyUnavailable('The identity realm');
+      }
+      if (err instanceof joseErrors.JWTExpired) throw unauthenticated('The access token has expired.');
+      if (err instanceof joseErrors.JOSEError) throw unauthenticated('The access token is not valid.');
+      throw err;
+    }
+  }
+
+  async function fromAccessToken(token: string): Promise<Principal> {
+    const payload = await verifyAccessToken(token);
+    const tenantId = payload['tenant_id'];
+    if (typeof payload.sub !== 'string' || payload.sub === '') throw unauthenticated('The access token has no subject.');
+    if (typeof tenantId !== 'string' || !isUuid(tenantId)) {
+      throw unauthenticated('The access token does not select a workspace (tenant_id claim).');
+    }
+    const membership = await store.findMembershipBySubject(db, tenantId, payload.sub);
+    if (!membership) throw notFound('workspace');
+    if (membership.status !== 'active') {
+      throw forbidden('member_deactivated', 'Your membership in this workspace is deactivated.');
+    }
+    return {
+      kind: 'user',
+      tenantId,
+      userId: membership.user_id,
+      role: membership.role,
+      apiKeyId: null,
+      scopes: null,
+      agentIds: [],
+    };
+  }
+
+  return {
+    async authenticate(authorization) {
+      const match = /^Bearer ([^\s]+)$/i.exec(authorization?.trim() ?? '');
+      if (!match) throw unauthenticated();
+      const token = match[1]!;
+      return token.startsWith(API_KEY_MARK) ? fromApiKey(token) : fromAccessToken(token);
+    },
+  };
+}
+

@@ -1,0 +1,53 @@
+import { defineOperation } from '../../http/operation';
+import { addMemberBody, member, memberList, patchMemberBody, userIdParams } from './schemas';
+
+export const memberOperations = [
+  defineOperation({
+    id: 'list_members',
+    method: 'get',
+    path: '/v1/members',
+    summary: 'List workspace members',
+    access: { floor: 'viewer', tag: 'admin-resources', action: 'read' },
+    response: { status: 200, description: 'Members of the workspace', schema: memberList },
+    handler: async ({ principal }, s) => ({ body: await s.members.list(principal) }),
+  }),
+  defineOperation({
+    id: 'add_member',
+    method: 'post',
+    path: '/v1/members',
+    summary: 'Add a member (creating the user if new)',
+    description: 'Only an owner may grant the owner role. An existing user keeps their name and realm subject.',
+    access: { floor: 'admin', tag: 'admin-resources', action: 'write' },
+    body: addMemberBody,
+    response: { status: 201, description: 'The new membership', schema: member },
+    errors: ['member_exists', 'realm_subject_conflict'],
+    handler: async ({ principal, body }, s) => ({ status: 201, body: await s.members.add(principal, body) }),
+  }),
+  defineOperation({
+    id: 'patch_member',
+    method: 'patch',
+    path: '/v1/members/{user_id}',
+    summary: 'Change a member\'s role or status',
+    description: 'Only an owner may grant or remove the owner role. The last active owner cannot be demoted or deactivated.',
+    access: { floor: 'admin', tag: 'admin-resources', action: 'write' },
+    params: userIdParams,
+    body: patchMemberBody,
+    response: { status: 200, description: 'The membership as it now stands', schema: member },
+    errors: ['last_owner'],
+    handler: async ({ principal, params, body }, s) => ({ body: await s.members.patch(principal, params.user_id, body) }),
+  }),
+  defineOperation({
+    id: 'remove_member',
+    method: 'delete',
+    path: '/v1/members/{user_id}',
+    summary: 'Remove a member; keys they created stop working at once',
+    access: { floor: 'admin', tag: 'admin-resources', action: 'write' },
+    params: userIdParams,
+    response: { status: 204, description: 'The membership was removed' },
+    errors: ['last_owner'],
+    handler: async ({ principal, params }, s) => {
+      await s.members.remove(principal, params.user_id);
+      return { status: 204 };
+    },
+  }),
+];

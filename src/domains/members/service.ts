@@ -1,0 +1,116 @@
+import type { Db, Executor } from '../../db';
+import type { Role } from '../../db/types';
+import { conflict, insufficientRole, notFound } from '../../http/errors';
+import type { Principal } from '../../http/principal';
+import { newId } from '../../lib/ids';
+import { iso } from '../../lib/time';
+import type { AuditService } from '../audit/service';
+import type { AddMemberInput, PatchMemberInput } from './schemas';
+import * as store from './store';
+
+const present = (m: store.MemberRow) => ({
+  user_id: m.user_id,
+  email: m.email,
+  name: m.name,
+  role: m.role,
+  status: m.status,
+  realm_subject: m.realm_subject,
+  created_at: iso(m.created_at),
+  updated_at: iso(m.updated_at),
+});
+
+const isUniqueViolation = (err: unknown) => (err as { code?: string })?.code === '23505';
+
+/**
+ * Finds the global user for an email or creates it. An existing user's realm subject and name are never
+ * rewritten here: a workspace admin must not be able to re-point someone's identity.
+ */
+export async function findOrCreateUser(
+  tx: Executor,
+  input: { email: string; name: string; realm_subject?: string | undefined },
+) {
+  const existing = await store.findUserByEmail(tx, input.email);
+  if (existing) {
+    if (input.realm_subject !== undefined && existing.realm_subject !== input.realm_subject) {
+      throw conflict('realm_subject_conflict', 'A user with this email already exists with a different realm subject.');
+    }
+    return existing;
+  }
+  if (input.realm_subject !== undefined && (await store.findUserBySubject(tx, input.realm_subject))) {
+    throw conflict('realm_subject_conflict', 'This realm subject already belongs to another user.');
+  }
+  try {
+    return await store.insertUser(tx, {
+      id: newId(),
+      email: input.email,
+      name: input.name,
+      realm_subject: input.realm_subject ?? null,
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) throw conflict('user_conflict', 'A concurrent request created this user; retry.');
+    throw err;
+  }
+}
+
+function requireOwnerFor(actor: Principal, touchesOwner: boolean): void {
+  if (touchesOwner && actor.role !== 'owner') throw insufficientRole('owner');
+}
+
+export function createMemberService(deps: { db: Db; audit: AuditService }) {
+  const { db, audit } = deps;
+
+  async function loadLocked(tx: Executor, actor: Principal, userId: string) {
+    await store.lockTenant(tx, actor.tenantId);
+    const current = await store.getMember(tx, actor.tenantId, userId);
+    if (!current) throw notFound('member');
+    return current;
+  }
+
+  async function guardLastOwner(tx: Executor, tenantId: string, target: store.MemberRow, losesOwner: boolean) {
+    if (losesOwner && target.role === 'owner' && target.status === 'active' && (await store.countActiveOwners(tx, tenantId)) <= 1) {
+      throw conflict('last_owner', 'The workspace must keep at least one active owner.');
+    }
+  }
+
+  return {
+    async list(actor: Principal) {
+      return { members: (await store.listMembers(db, actor.tenantId)).map(present) };
+    },
+
+    add: (actor: Principal, input: AddMemberInput) =>
+      db.transaction().execute(async (tx) => {
+        requireOwnerFor(actor, input.role === 'owner');
+        const user = await findOrCreateUser(tx, input);
+        if (!(await store.insertMembership(tx, actor.tenantId, user.id, input.role))) {
+          throw conflict('member_exists', 'This user is already a member of the workspace.');
+        }
+        await audit.record(tx, actor, 'member.added', { type: 'user', id: user.id }, { email: user.email, role: input.role });
+        return present((await store.getMember(tx, actor.tenantId, user.id))!);
+      }),
+
+    patch: (actor: Principal, userId: string, input: PatchMemberInput) =>
+      db.transaction().execute(async (tx) => {
+        const current = await loadLocked(tx, actor, userId);
+        const nextRole: Role = input.role ?? current.role;
+        requireOwnerFor(actor, current.role === 'owner' || nextRole === 'owner');
+        await guardLastOwner(tx, actor.tenantId, current, nextRole !== 'owner' || input.status === 'deactivated');
+        await store.updateMembership(tx, actor.tenantId, userId, input);
+        await audit.record(tx, actor, 'member.updated', { type: 'user', id: userId }, {
+          before: { role: current.role, status: current.status },
+          after: { role: nextRole, status: input.status ?? current.status },
+        });
+        return present((await store.getMember(tx, actor.tenantId, userId))!);
+      }),
+
+    remove: (actor: Principal, userId: string) =>
+      db.transaction().execute(async (tx) => {
+        const current = await loadLocked(tx, actor, userId);
+        requireOwnerFor(actor, current.role === 'owner');
+        await guardLastOwner(tx, actor.tenantId, current, true);
+        await store.deleteMembership(tx, actor.tenantId, userId);
+        await audit.record(tx, actor, 'member.removed', { type: 'user', id: userId }, { email: current.email, role: current.role });
+      }),
+  };
+}
+
+export type MemberService = ReturnType<typeof createMemberService>;

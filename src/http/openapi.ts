@@ -1,0 +1,95 @@
+import { z } from 'zod';
+import type { Operation } from './operation';
+
+const GUARD_ERRORS: Record<number, string[]> = {
+  400: ['validation_failed'],
+  401: ['unauthenticated'],
+  403: ['insufficient_role', 'insufficient_scope'],
+  404: ['not_found'],
+  503: ['dependency_unavailable'],
+};
+
+const STATUS_OF: Record<string, number> = {
+  scope_invalid: 422,
+  agent_unknown: 422,
+  member_exists: 409,
+  realm_subject_conflict: 409,
+  last_owner: 409,
+};
+
+const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
+  z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as Record<string, unknown>;
+
+function parametersOf(schema: z.ZodType | undefined, where: 'path' | 'query') {
+  if (!schema || !(schema instanceof z.ZodObject)) return [];
+  const shape = schema.shape as Record<string, z.ZodType>;
+  return Object.entries(shape).map(([name, s]) => ({
+    name,
+    in: where,
+    required: where === 'path' || !s.safeParse(undefined).success,
+    schema: jsonSchema(s, 'input'),
+  }));
+}
+
+const problem = {
+  type: 'object',
+  required: ['type', 'title', 'status', 'code'],
+  properties: {
+    type: { type: 'string' },
+    title: { type: 'string' },
+    status: { type: 'integer' },
+    detail: { type: 'string' },
+    code: { type: 'string' },
+    errors: { type: 'array', items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } } },
+    request_id: { type: 'string' },
+  },
+};
+
+/** The OpenAPI 3.1 document, derived entirely from the operation table and its zod schemas. */
+export function buildOpenApi(ops: Operation[], info: { version: string }) {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const op of ops) {
+    const codesByStatus = new Map<number, Set<string>>();
+    for (const [s, codes] of Object.entries(GUARD_ERRORS)) codesByStatus.set(Number(s), new Set(codes));
+    for (const code of op.errors ?? []) {
+      const s = STATUS_OF[code] ?? 400;
+      codesByStatus.set(s, (codesByStatus.get(s) ?? new Set()).add(code));
+    }
+    const responses: Record<string, unknown> = {
+      [op.response.status]: {
+        description: op.response.description,
+        ...(op.response.schema ? { content: { 'application/json': { schema: jsonSchema(op.response.schema, 'output') } } } : {}),
+      },
+    };
+    for (const [s, codes] of [...codesByStatus.entries()].sort((a, b) => a[0] - b[0])) {
+      responses[s] = {
+        description: `Problem: ${[...codes].join(', ')}`,
+        content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
+      };
+    }
+    const scope = `${op.access.tag}:${op.access.action}`;
+    (paths[op.path] ??= {})[op.method] = {
+      operationId: op.id,
+      summary: op.summary,
+      description: [op.description, `Floor: ${op.access.floor}. Scope: ${scope}.`].filter(Boolean).join('\n\n'),
+      tags: [op.access.tag],
+      'x-floor': op.access.floor,
+      'x-scope': scope,
+      security: [{ bearer: [] }],
+      parameters: [...parametersOf(op.params, 'path'), ...parametersOf(op.query, 'query')],
+      ...(op.body ? { requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(op.body, 'input') } } } } : {}),
+      responses,
+    };
+  }
+  return {
+    openapi: '3.1.0',
+    info: { title: 'Helpdesk API', version: info.version },
+    components: {
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'An API key (sk_zr_…) or a realm access token (JWT).' },
+      },
+      schemas: { Problem: problem },
+    },
+    paths,
+  };
+}

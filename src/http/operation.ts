@@ -1,0 +1,63 @@
+import type { z } from 'zod';
+import type { Role } from '../db/types';
+import type { ScopeAction, ScopeTag } from '../domains/identity/scopes';
+import type { Principal } from './principal';
+import type { Services } from '../services';
+
+export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
+
+export interface Access {
+  floor: Role;
+  tag: ScopeTag;
+  action: ScopeAction;
+}
+
+export interface HandlerResult {
+  status?: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface OperationInput<P, Q, B> {
+  principal: Principal;
+  params: P;
+  query: Q;
+  body: B;
+  requestId: string;
+}
+
+type Infer<T> = T extends z.ZodType ? z.output<T> : undefined;
+
+/**
+ * One row of the operation table: routing, the auth guard, validation and the OpenAPI document are all
+ * derived from these fields, so they cannot drift apart.
+ */
+export interface Operation<
+  P extends z.ZodType | undefined = z.ZodType | undefined,
+  Q extends z.ZodType | undefined = z.ZodType | undefined,
+  B extends z.ZodType | undefined = z.ZodType | undefined,
+> {
+  id: string;
+  method: Method;
+  /** OpenAPI-style path, e.g. /v1/api-keys/{key_id}. */
+  path: string;
+  summary: string;
+  description?: string;
+  access: Access;
+  params?: P;
+  query?: Q;
+  body?: B;
+  response: { status: number; description: string; schema?: z.ZodType };
+  /** Codes this operation can answer beyond the guard's own (documented in OpenAPI). */
+  errors?: string[];
+  handler: (input: OperationInput<Infer<P>, Infer<Q>, Infer<B>>, services: Services) => Promise<HandlerResult>;
+}
+
+/** Identity function that keeps each row's schema types attached to its handler's input. */
+export function defineOperation<
+  P extends z.ZodType | undefined = undefined,
+  Q extends z.ZodType | undefined = undefined,
+  B extends z.ZodType | undefined = undefined,
+>(op: Operation<P, Q, B>): Operation {
+  return op as unknown as Operation;
+}

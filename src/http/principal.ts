@@ -1,0 +1,15 @@
+import type { Role } from '../db/types';
+
+/** Who is calling, resolved live from the database on every request. */
+export interface Principal {
+  kind: 'user' | 'api_key';
+  tenantId: string;
+  userId: string;
+  /** The live membership role: the signed-in user's, or the key creator's. */
+  role: Role;
+  apiKeyId: string | null;
+  /** Null for access tokens (a person is bounded by role only); the key's scopes otherwise. */
+  scopes: string[] | null;
+  /** Agents an agent:<uuid> scope narrows the key to; empty means not narrowed. */
+  agentIds: string[];
+}

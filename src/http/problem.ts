@@ -1,0 +1,48 @@
+import type { Response } from 'express';
+import { AppError, dependencyUnavailable } from './errors';
+
+export function sendProblem(res: Response, err: AppError, requestId: string): void {
+  for (const [name, value] of Object.entries(err.extra.headers ?? {})) res.setHeader(name, value);
+  res
+    .status(err.status)
+    .type('application/problem+json')
+    .send(
+      JSON.stringify({
+        type: 'about:blank',
+        title: err.title,
+        status: err.status,
+        detail: err.detail,
+        code: err.code,
+        ...(err.extra.errors ? { errors: err.extra.errors } : {}),
+        request_id: requestId,
+      }),
+    );
+}
+
+const PG_UNAVAILABLE_CODES = new Set(['57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006']);
+const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
+
+/**
+ * Recognises a lost PostgreSQL or Redis so the caller gets a 503 with Retry-After instead of a 500.
+ * Transactions roll back on these errors, so nothing is half-written.
+ */
+export function asDependencyError(err: unknown): AppError | null {
+  if (!(err instanceof Error)) return null;
+  const code = (err as { code?: unknown }).code;
+  const message = err.message ?? '';
+  if (typeof code === 'string' && (PG_UNAVAILABLE_CODES.has(code) || NET_CODES.has(code))) {
+    return dependencyUnavailable('A backing service');
+  }
+  if (
+    /timeout exceeded when trying to connect|Connection terminated|Client has encountered a connection error/i.test(message)
+  ) {
+    return dependencyUnavailable('PostgreSQL');
+  }
+  if (
+    err.name === 'MaxRetriesPerRequestError' ||
+    /Stream isn't writeable|Connection is closed|enableOfflineQueue/i.test(message)
+  ) {
+    return dependencyUnavailable('Redis');
+  }
+  return null;
+}

@@ -1,0 +1,95 @@
+import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
+import { z } from 'zod';
+import { roleAtLeast } from '../domains/identity/roles';
+import { scopesCover } from '../domains/identity/scopes';
+import type { Services } from '../services';
+import { AppError, insufficientRole, insufficientScope, notFound, validationFailed, type FieldError } from './errors';
+import type { Operation } from './operation';
+import type { Principal } from './principal';
+
+const noQuery = z.strictObject({});
+
+export const toFieldErrors = (error: z.ZodError, prefix = ''): FieldError[] =>
+  error.issues.map((i) => ({
+    path: [prefix, ...i.path.map(String)].filter(Boolean).join('.') || '(root)',
+    message: i.code === 'unrecognized_keys' ? `unknown field(s): ${i.keys.join(', ')}` : i.message,
+  }));
+
+export const expressPath = (path: string) => path.replace(/\{([^}]+)\}/g, ':$1');
+
+/** The single guard: 401 → 404 (membership, inside authenticate) → 403 insufficient_role → 403 insufficient_scope. */
+function authorize(op: Operation, principal: Principal): void {
+  if (!roleAtLeast(principal.role, op.access.floor)) throw insufficientRole(op.access.floor);
+  if (principal.scopes && !scopesCover(principal.scopes, op.access.tag, op.access.action)) {
+    throw insufficientScope(`${op.access.tag}:${op.access.action}`);
+  }
+}
+
+function runMiddleware(mw: RequestHandler, req: Request, res: Response): Promise<void> {
+  return new Promise((resolve, reject) => mw(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
+}
+
+function bodyParserError(err: unknown): AppError | null {
+  const type = (err as { type?: string })?.type;
+  if (type === 'entity.parse.failed') return validationFailed([{ path: '(body)', message: 'malformed JSON' }], 'The body is not valid JSON.');
+  if (type === 'entity.too.large') return new AppError(413, 'payload_too_large', 'Payload too large', 'The request body exceeds the size limit.');
+  if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
+    return new AppError(415, 'unsupported_media_type', 'Unsupported media type', 'The body encoding is not supported.');
+  }
+  return null;
+}
+
+export function mountOperations(router: Router, ops: Operation[], services: Services, opts: { bodyLimit: number }): void {
+  const json = express.json({ limit: opts.bodyLimit, strict: true, type: () => true });
+
+  for (const op of ops) {
+    router[op.method](expressPath(op.path), async (req: Request, res: Response, next: NextFunction) => {
+      res.locals.operationId = op.id;
+      try {
+        const principal = await services.identity.authenticate(req.headers.authorization);
+        res.locals.tenantId = principal.tenantId;
+        authorize(op, principal);
+
+        // A malformed id cannot name anything, so it is the same 404 as an unknown one.
+        const params = op.params ? op.params.safeParse(req.params) : { success: true as const, data: undefined };
+        if (!params.success) throw notFound();
+
+        const query = (op.query ?? noQuery).safeParse(req.query);
+        if (!query.success) throw validationFailed(toFieldErrors(query.error, 'query'));
+
+        let body: unknown = undefined;
+        if (op.body) {
+          const hasBody = req.headers['content-length'] !== '0' && (req.headers['content-length'] || req.headers['transfer-encoding']);
+          if (hasBody && !req.is('application/json') && !req.is('application/*+json')) {
+            throw new AppError(415, 'unsupported_media_type', 'Unsupported media type', 'Send the body as application/json.');
+          }
+          if (hasBody) {
+            try {
+              await runMiddleware(json, req, res);
+            } catch (err) {
+              throw bodyParserError(err) ?? err;
+            }
+          }
+          const parsed = op.body.safeParse(hasBody ? req.body : {});
+          if (!parsed.success) throw validationFailed(toFieldErrors(parsed.error, 'body'));
+          body = parsed.data;
+        }
+
+        const result = await op.handler(
+          { principal, params: params.data, query: query.data, body, requestId: String(req.id) },
+          services,
+        );
+        for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);
+        const status = result.status ?? op.response.status;
+        if (status === 204 || result.body === undefined) {
+          res.status(status).end();
+          return;
+        }
+        // The response schema is the allowlist of what leaves the service: unknown fields are stripped.
+        res.status(status).json(op.response.schema ? op.response.schema.parse(result.body) : result.body);
+      } catch (err) {
+        next(err);
+      }
+    });
+  }
+}

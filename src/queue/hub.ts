@@ -1,0 +1,87 @@
+import { Queue, QueueEvents } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { dependencyUnavailable } from '../http/errors';
+import { JOBS, jobOptions, QUEUE_NAMES, type JobData, type JobName, type QueueName } from './jobs';
+
+export type AwaitedJob<R> = { state: 'completed'; jobId: string; result: R } | { state: 'accepted'; jobId: string };
+
+export interface QueueHub {
+  queue(name: QueueName): Queue;
+  enqueue<N extends JobName>(name: N, data: JobData<N>, opts?: { jobId?: string }): Promise<string>;
+  /**
+   * Enqueues and waits up to `waitMs` for the worker's answer. On time-out the job still runs exactly
+   * once; the caller answers 202 with the job id instead of the result.
+   */
+  enqueueAndAwait<R, N extends JobName = JobName>(name: N, data: JobData<N>, opts: { waitMs: number; jobId?: string }): Promise<AwaitedJob<R>>;
+  close(): Promise<void>;
+}
+
+const withTimeout = <T>(p: Promise<T>, ms: number): Promise<T> =>
+  Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(dependencyUnavailable('Redis')), ms).unref())]);
+
+export function createQueueHub(connection: Redis, prefix: string): QueueHub {
+  const queues = new Map<QueueName, Queue>();
+  const events = new Map<QueueName, { events: QueueEvents; conn: Redis }>();
+
+  const queue = (name: QueueName) => {
+    let q = queues.get(name);
+    if (!q) {
+      q = new Queue(name, { connection, prefix });
+      q.on('error', () => {});
+      queues.set(name, q);
+    }
+    return q;
+  };
+
+  // QueueEvents holds a blocking connection of its own, so it is opened only for queues someone awaits.
+  const queueEvents = async (name: QueueName) => {
+    let e = events.get(name);
+    if (!e) {
+      const conn = connection.duplicate({ maxRetriesPerRequest: null });
+      conn.on('error', () => {});
+      e = { events: new QueueEvents(name, { connection: conn, prefix }), conn };
+      e.events.on('error', () => {});
+      events.set(name, e);
+    }
+    await e.events.waitUntilReady();
+    return e.events;
+  };
+
+  async function enqueue<N extends JobName>(name: N, data: JobData<N>, opts: { jobId?: string } = {}) {
+    const def = JOBS[name];
+    const payload = def.data.parse(data);
+    const job = await withTimeout(queue(def.queue).add(name, payload, jobOptions(name, opts)), 3000);
+    return job.id!;
+  }
+
+  return {
+    queue,
+    enqueue,
+    async enqueueAndAwait<R, N extends JobName = JobName>(name: N, data: JobData<N>, opts: { waitMs: number; jobId?: string }) {
+      const def = JOBS[name];
+      const ev = await withTimeout(queueEvents(def.queue), 3000);
+      const payload = def.data.parse(data);
+      const job = await withTimeout(queue(def.queue).add(name, payload, jobOptions(name, opts)), 3000);
+      try {
+        const result = (await job.waitUntilFinished(ev, opts.waitMs)) as R;
+        return { state: 'completed', jobId: job.id!, result } as AwaitedJob<R>;
+      } catch (err) {
+        if (err instanceof Error && /timed out before finishing/.test(err.message)) {
+          return { state: 'accepted', jobId: job.id! } as AwaitedJob<R>;
+        }
+        throw err;
+      }
+    },
+    async close() {
+      await Promise.all(
+        [...events.values()].map(async (e) => {
+          await e.events.close().catch(() => {});
+          await e.conn.quit().catch(() => e.conn.disconnect());
+        }),
+      );
+      await Promise.all([...queues.values()].map((q) => q.close()));
+    },
+  };
+}
+
+export { QUEUE_NAMES };

@@ -1,0 +1,30 @@
+import type { Logger } from 'pino';
+import type { Config } from './config';
+import { createDb, type DbHandle } from './db';
+import { createRedis } from './queue/connection';
+import { createQueueHub, type QueueHub } from './queue/hub';
+import type { Redis } from 'ioredis';
+
+export interface Runtime {
+  db: DbHandle;
+  redis: Redis;
+  queues: QueueHub;
+  close(): Promise<void>;
+}
+
+/** Connections shared by the API and worker entry points (and by the test harness). */
+export function openRuntime(config: Config, logger: Logger, role: 'http' | 'worker'): Runtime {
+  const db = createDb(config, (err) => logger.warn({ err: err.message }, 'idle PostgreSQL client lost'));
+  const redis = createRedis(config, role);
+  const queues = createQueueHub(redis, config.REDIS_PREFIX);
+  return {
+    db,
+    redis,
+    queues,
+    async close() {
+      await queues.close().catch(() => {});
+      await redis.quit().catch(() => redis.disconnect());
+      await db.close();
+    },
+  };
+}

@@ -1,0 +1,31 @@
+import { createApp } from './app';
+import { loadConfigOrExit } from './config';
+import { createLogger } from './lib/logger';
+import { openRuntime } from './runtime';
+
+const config = loadConfigOrExit();
+const logger = createLogger(config);
+const runtime = openRuntime(config, logger, 'http');
+const { app } = createApp({ config, logger, db: runtime.db.db, redis: runtime.redis, queues: runtime.queues });
+
+const server = app.listen(config.PORT, config.HOST, () => {
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : config.PORT;
+  logger.info({ port }, `API listening on http://localhost:${port}`);
+});
+
+let stopping = false;
+async function shutdown(signal: string) {
+  if (stopping) return;
+  stopping = true;
+  logger.info({ signal }, 'API shutting down: finishing in-flight requests');
+  const timer = setTimeout(() => process.exit(1), config.SHUTDOWN_GRACE_MS).unref();
+  server.close(async () => {
+    await runtime.close();
+    clearTimeout(timer);
+    process.exit(0);
+  });
+  server.closeIdleConnections();
+}
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));

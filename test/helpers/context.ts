@@ -1,0 +1,155 @@
+import { randomBytes } from 'node:crypto';
+import type { Server } from 'node:http';
+import { Client } from 'pg';
+import { exportSPKI, generateKeyPair, SignJWT, type JWTPayload } from 'jose';
+import supertest from 'supertest';
+import { createApp } from '../../src/app';
+import { loadConfig, type Config } from '../../src/config';
+import type { Db } from '../../src/db';
+import { createLogger } from '../../src/lib/logger';
+import { openRuntime, type Runtime } from '../../src/runtime';
+import type { Services } from '../../src/services';
+import { startWorkers, type WorkerSet } from '../../workers/runtime';
+import { runId, serverUrl } from './db-names';
+
+type SigningKey = Parameters<SignJWT['sign']>[0];
+
+export const TEST_ISSUER = 'https://realm.test/';
+export const TEST_AUDIENCE = 'helpdesk-api';
+
+/** Every line the service logged, as written (JSON text), so tests can search for leaked secrets. */
+export class LogCapture {
+  readonly lines: string[] = [];
+  write(chunk: string): void {
+    for (const line of chunk.split('\n')) if (line.trim()) this.lines.push(line);
+  }
+  get text(): string {
+    return this.lines.join('\n');
+  }
+  parsed(): Record<string, unknown>[] {
+    return this.lines.map((l) => JSON.parse(l) as Record<string, unknown>);
+  }
+  clear(): void {
+    this.lines.length = 0;
+  }
+}
+
+export interface Realm {
+  sign(claims: JWTPayload & { sub?: string; tenant_id?: string }, opts?: { issuer?: string; audience?: string; expiresIn?: string | number; privateKey?: SigningKey }): Promise<string>;
+  publicKeyPem: string;
+  privateKey: SigningKey;
+}
+
+export async function createRealm(): Promise<Realm> {
+  const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
+  const publicKeyPem = await exportSPKI(publicKey);
+  return {
+    publicKeyPem,
+    privateKey,
+    async sign(claims, opts = {}) {
+      const jwt = new SignJWT(claims)
+        .setProtectedHeader({ alg: 'ES256' })
+        .setIssuedAt()
+        .setIssuer(opts.issuer ?? TEST_ISSUER)
+        .setAudience(opts.audience ?? TEST_AUDIENCE)
+        .setExpirationTime(opts.expiresIn ?? '10m');
+      return jwt.sign(opts.privateKey ?? privateKey);
+    },
+  };
+}
+
+export interface TestContext {
+  config: Config;
+  server: Server;
+  http: ReturnType<typeof supertest>;
+  db: Db;
+  runtime: Runtime;
+  services: Services;
+  logs: LogCapture;
+  realm: Realm;
+  databaseName: string | null;
+  startWorkers(): Promise<WorkerSet>;
+  close(): Promise<void>;
+}
+
+export interface ContextOptions {
+  env?: Record<string, string>;
+  /** false: point DATABASE_URL at whatever env says without creating a database (used for outage tests). */
+  database?: boolean;
+}
+
+/** A real app on port 0 over its own cloned database and Redis prefix. */
+export async function startTestApp(options: ContextOptions = {}): Promise<TestContext> {
+  const suffix = randomBytes(4).toString('hex');
+  const wantDb = options.database !== false;
+  const databaseName = wantDb ? `hd_t_${runId()}_${suffix}` : null;
+  if (databaseName) {
+    const admin = new Client({ connectionString: serverUrl('postgres') });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE "${databaseName}" TEMPLATE "hd_tpl_${runId()}"`);
+    await admin.end();
+  }
+  const realm = await createRealm();
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'info',
+    REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+    REDIS_PREFIX: `hdt_${runId()}_${suffix}`,
+    API_KEY_PEPPER: 'test-pepper-test-pepper-test-pepper-0123',
+    REALM_PUBLIC_KEY: realm.publicKeyPem,
+    REALM_ISSUER: TEST_ISSUER,
+    REALM_AUDIENCE: TEST_AUDIENCE,
+    REALM_ALGORITHMS: 'ES256',
+    JOB_WAIT_MS: '5000',
+    ...(databaseName ? { DATABASE_URL: serverUrl(databaseName) } : {}),
+    ...options.env,
+  });
+  const logs = new LogCapture();
+  const logger = createLogger(config, logs);
+  const runtime = openRuntime(config, logger, 'http');
+  const { app, services } = createApp({ config, logger, db: runtime.db.db, redis: runtime.redis, queues: runtime.queues });
+  const server = await new Promise<Server>((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  const workerSets: WorkerSet[] = [];
+
+  return {
+    config,
+    server,
+    http: supertest(server),
+    db: runtime.db.db,
+    runtime,
+    services,
+    logs,
+    realm,
+    databaseName,
+    async startWorkers() {
+      const set = await startWorkers({ config, logger, services, queues: runtime.queues });
+      workerSets.push(set);
+      return set;
+    },
+    async close() {
+      await Promise.all(workerSets.map((w) => w.close()));
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      await cleanRedis(runtime, config.REDIS_PREFIX);
+      await runtime.close();
+      if (databaseName) {
+        const admin = new Client({ connectionString: serverUrl('postgres') });
+        await admin.connect();
+        await admin.query(`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`);
+        await admin.end();
+      }
+    },
+  };
+}
+
+async function cleanRedis(runtime: Runtime, prefix: string): Promise<void> {
+  if (runtime.redis.status !== 'ready') return;
+  let cursor = '0';
+  do {
+    const [next, keys] = await runtime.redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 500);
+    cursor = next;
+    if (keys.length) await runtime.redis.del(...keys);
+  } while (cursor !== '0');
+}

@@ -1,0 +1,36 @@
+import { loadConfigOrExit } from '../src/config';
+import { createLogger } from '../src/lib/logger';
+import { openRuntime } from '../src/runtime';
+import { createServices } from '../src/services';
+import { startWorkers } from './runtime';
+
+async function main() {
+  const config = loadConfigOrExit();
+  const logger = createLogger(config);
+  const runtime = openRuntime(config, logger, 'worker');
+  const services = createServices({ db: runtime.db.db, config });
+  const set = await startWorkers({ config, logger, services, queues: runtime.queues });
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'workers shutting down: finishing in-flight jobs');
+    const timer = setTimeout(() => {
+      logger.error('workers did not finish within the grace period; exiting');
+      process.exit(1);
+    }, config.SHUTDOWN_GRACE_MS).unref();
+    await set.close();
+    await runtime.close();
+    clearTimeout(timer);
+    logger.info('workers stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}
+
+main().catch((err) => {
+  process.stderr.write(`worker start-up failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,7 @@
+import type { Config } from '../../src/config';
+import type { JobData } from '../../src/queue/jobs';
+import type { Services } from '../../src/services';
+
+export const maintenanceProcessors = (services: Services, config: Config) => ({
+  'audit.prune': (data: JobData<'audit.prune'>) => services.audit.prune(data.retention_days ?? config.AUDIT_RETENTION_DAYS),
+});

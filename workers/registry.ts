@@ -1,0 +1,39 @@
+import { UnrecoverableError } from 'bullmq';
+import type { Config } from '../src/config';
+import { JOBS, type JobName, type QueueName } from '../src/queue/jobs';
+import type { Services } from '../src/services';
+import { maintenanceProcessors } from './processors/maintenance';
+
+export type Processor = (data: never) => Promise<unknown>;
+
+/**
+ * Collects every processor and refuses to start when a known job has none, or two, so that no job can be
+ * enqueued into a void or handled by the wrong code.
+ */
+export function buildRegistry(services: Services, config: Config, groups = [maintenanceProcessors(services, config)]) {
+  const handlers = new Map<string, Processor>();
+  for (const group of groups) {
+    for (const [name, fn] of Object.entries(group)) {
+      if (!(name in JOBS)) throw new Error(`worker registry: processor for unknown job "${name}"`);
+      if (handlers.has(name)) throw new Error(`worker registry: job "${name}" has two processors`);
+      handlers.set(name, fn as Processor);
+    }
+  }
+  for (const name of Object.keys(JOBS)) {
+    if (!handlers.has(name)) throw new Error(`worker registry: job "${name}" has no processor`);
+  }
+  return {
+    queues(): QueueName[] {
+      return [...new Set(Object.values(JOBS).map((j) => j.queue))];
+    },
+    /** Validates the payload with the producer's schema; a payload no retry can fix fails for good. */
+    async run(name: string, data: unknown): Promise<unknown> {
+      const def = JOBS[name as JobName];
+      const handler = handlers.get(name);
+      if (!def || !handler) throw new UnrecoverableError(`no processor for job "${name}"`);
+      const parsed = def.data.safeParse(data);
+      if (!parsed.success) throw new UnrecoverableError(`invalid payload for job "${name}": ${parsed.error.message}`);
+      return handler(parsed.data as never);
+    },
+  };
+}

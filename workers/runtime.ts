@@ -1,0 +1,44 @@
+import { Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { Config } from '../src/config';
+import { createRedis } from '../src/queue/connection';
+import type { QueueHub } from '../src/queue/hub';
+import type { Services } from '../src/services';
+import { buildRegistry } from './registry';
+
+export interface WorkerSet {
+  workers: Worker[];
+  /** Stops taking jobs, waits for the ones in flight, then closes the blocking connections. */
+  close(): Promise<void>;
+}
+
+export async function startWorkers(deps: { config: Config; logger: Logger; services: Services; queues: QueueHub }): Promise<WorkerSet> {
+  const { config, logger, services, queues } = deps;
+  const registry = buildRegistry(services, config);
+  const connections: Redis[] = [];
+  const workers: Worker[] = [];
+  for (const queueName of registry.queues()) {
+    const connection = createRedis(config, 'worker');
+    connections.push(connection);
+    const worker = new Worker(queueName, async (job) => registry.run(job.name, job.data), {
+      connection,
+      prefix: config.REDIS_PREFIX,
+      concurrency: config.WORKER_CONCURRENCY,
+    });
+    worker.on('failed', (job, err) => logger.warn({ queue: queueName, job_id: job?.id, job: job?.name, err: err.message }, 'job failed'));
+    worker.on('error', (err) => logger.warn({ queue: queueName, err: err.message }, 'worker error'));
+    workers.push(worker);
+  }
+  await Promise.all(workers.map((w) => w.waitUntilReady()));
+  // Daily retention sweep; the scheduler id makes this idempotent across restarts and replicas.
+  await queues.queue('maintenance').upsertJobScheduler('audit-prune-daily', { every: 24 * 3600 * 1000 }, { name: 'audit.prune', data: {} });
+  logger.info({ queues: registry.queues() }, 'workers started');
+  return {
+    workers,
+    async close() {
+      await Promise.all(workers.map((w) => w.close()));
+      await Promise.all(connections.map((c) => c.quit().catch(() => c.disconnect())));
+    },
+  };
+}
