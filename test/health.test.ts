@@ -1,0 +1,91 @@
+import { AppError } from '../src/http/errors';
+import { startTestApp, type TestContext } from './helpers/context';
+import { bearer } from './helpers/factories';
+
+/** Any well-formed API key: sk_zr_ followed by 43 base62 characters. */
+const SOME_API_KEY = `sk_zr_${'A1b2C3d4E5'.repeat(5).slice(0, 43)}`;
+
+const expectRetryAfter = (value: string | undefined) => {
+  expect(value).toMatch(/^\d+$/);
+  expect(Number(value)).toBeGreaterThan(0);
+};
+
+describe('when PostgreSQL and Redis answer', () => {
+  let ctx: TestContext;
+  beforeAll(async () => {
+    ctx = await startTestApp();
+  });
+  afterAll(async () => {
+    await ctx.close();
+  });
+
+  test('GET /healthz answers 200 {status: "ok"}', async () => {
+    const res = await ctx.http.get('/healthz');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ status: 'ok' });
+  });
+
+  test('GET /readyz answers 200 with postgres and redis checks ok', async () => {
+    const res = await ctx.http.get('/readyz');
+    expect(res.status).toBe(200);
+    expect(res.body.checks).toEqual({ postgres: 'ok', redis: 'ok' });
+  });
+});
+
+describe('when PostgreSQL is unreachable', () => {
+  let ctx: TestContext;
+  beforeAll(async () => {
+    ctx = await startTestApp({
+      database: false,
+      env: { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/none', PG_CONNECT_TIMEOUT_MS: '500' },
+    });
+  });
+  afterAll(async () => {
+    await ctx.close();
+  });
+
+  test('GET /readyz answers 503 dependency_unavailable with an integer Retry-After', async () => {
+    const res = await ctx.http.get('/readyz');
+    expect(res.status).toBe(503);
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(res.body.code).toBe('dependency_unavailable');
+    expect(res.body.checks).toEqual({ postgres: 'unreachable', redis: 'ok' });
+    expectRetryAfter(res.headers['retry-after']);
+  });
+
+  test('an authenticated request answers 503 dependency_unavailable quickly, never 500 or a hang', async () => {
+    const started = Date.now();
+    const res = await ctx.http.get('/v1/api-keys').set(bearer(SOME_API_KEY)).timeout(5000);
+    const elapsed = Date.now() - started;
+    expect(res.status).toBe(503);
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(res.body.code).toBe('dependency_unavailable');
+    expectRetryAfter(res.headers['retry-after']);
+    expect(elapsed).toBeLessThan(2500);
+  });
+});
+
+describe('when Redis is unreachable', () => {
+  let ctx: TestContext;
+  beforeAll(async () => {
+    ctx = await startTestApp({ env: { REDIS_URL: 'redis://127.0.0.1:1' } });
+  });
+  afterAll(async () => {
+    await ctx.close();
+  });
+
+  test('GET /readyz answers 503 naming redis unreachable and postgres ok', async () => {
+    const res = await ctx.http.get('/readyz');
+    expect(res.status).toBe(503);
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(res.body.code).toBe('dependency_unavailable');
+    expect(res.body.checks).toEqual({ postgres: 'ok', redis: 'unreachable' });
+    expectRetryAfter(res.headers['retry-after']);
+  });
+
+  test('enqueueAndAwait rejects with a 503 AppError instead of hanging', async () => {
+    const attempt = ctx.runtime.queues.enqueueAndAwait('audit.prune', {}, { waitMs: 500 });
+    await expect(attempt).rejects.toBeInstanceOf(AppError);
+    await expect(attempt).rejects.toMatchObject({ status: 503, code: 'dependency_unavailable' });
+  });
+});

@@ -1,0 +1,44 @@
+import { buildOperationTable } from '../src/operations';
+import { startTestApp, type TestContext } from './helpers/context';
+
+let ctx: TestContext;
+beforeAll(async () => {
+  ctx = await startTestApp();
+});
+afterAll(async () => {
+  await ctx.close();
+});
+
+test('the OpenAPI document lists every operation of the table with its floor, scope and schemas', async () => {
+  const res = await ctx.http.get('/v1/openapi.json');
+  expect(res.status).toBe(200);
+  expect(res.body.openapi).toBe('3.1.0');
+  const ops = buildOperationTable();
+  for (const op of ops) {
+    const doc = res.body.paths[op.path]?.[op.method];
+    expect(doc).toBeDefined();
+    expect(doc.operationId).toBe(op.id);
+    expect(doc['x-floor']).toBe(op.access.floor);
+    expect(doc['x-scope']).toBe(`${op.access.tag}:${op.access.action}`);
+    expect(doc.responses[String(op.response.status)]).toBeDefined();
+    expect(doc.responses['401']).toBeDefined();
+  }
+  const documented = Object.values(res.body.paths as Record<string, object>).flatMap((p) => Object.keys(p));
+  expect(documented).toHaveLength(ops.length);
+});
+
+test('the create-key request schema comes from the zod schema (bounds included)', async () => {
+  const res = await ctx.http.get('/v1/openapi.json');
+  const schema = res.body.paths['/v1/api-keys'].post.requestBody.content['application/json'].schema;
+  expect(schema.required).toEqual(['name']);
+  expect(schema.properties.expires_in_days).toMatchObject({ minimum: 1, maximum: 3650 });
+  expect(schema.additionalProperties).toBe(false);
+  const resp = res.body.paths['/v1/api-keys'].get.responses['200'].content['application/json'].schema;
+  expect(resp.properties.api_keys.items.properties).not.toHaveProperty('secret');
+});
+
+test('the operation table refuses two operations on one route', () => {
+  const [first] = buildOperationTable();
+  expect(() => buildOperationTable([first!, { ...first!, id: 'other' }])).toThrow(/two operations answer/);
+  expect(() => buildOperationTable([first!, { ...first! }])).toThrow(/duplicate id/);
+});
