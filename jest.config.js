@@ -6,8 +6,8 @@ module.exports = {
   transform: {
     '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
   },
-  // jose, kysely, uuid and base-x ship ESM only; swc turns them into CommonJS for jest's module loader.
-  transformIgnorePatterns: ['/node_modules/(?!(jose|uuid|base-x|kysely)/)'],
+  // jose, uuid and base-x ship ESM only; swc turns them into CommonJS for jest's module loader.
+  transformIgnorePatterns: ['/node_modules/(?!(jose|uuid|base-x)/)'],
   globalSetup: '<rootDir>/test/helpers/global-setup.ts',
   globalTeardown: '<rootDir>/test/helpers/global-teardown.ts',
   testTimeout: 30000,

@@ -110,6 +110,11 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
       sendProblem(res, known, String(req.id));
       return;
     }
+    // Express fails to decode a malformed %-escape in a path id before any handler runs: it names nothing.
+    if (err instanceof URIError) {
+      sendProblem(res, notFound(), String(req.id));
+      return;
+    }
     // Malformed JSON on routes outside the operation table, e.g. a body sent to a probe.
     if ((err as { type?: string })?.type === 'entity.parse.failed') {
       sendProblem(res, new AppError(400, 'validation_failed', 'Validation failed', 'The body is not valid JSON.'), String(req.id));

@@ -16,7 +16,7 @@ export function createServices(deps: { db: Db; config: Config }) {
     identity: createIdentityService({ db, config }),
     audit,
     apiKeys,
-    members: createMemberService({ db, audit }),
+    members: createMemberService({ db, audit, apiKeys }),
     agents: createAgentService({ db, audit }),
     workspaces: createWorkspaceService({ db, apiKeys, audit }),
   };

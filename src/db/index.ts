@@ -1,5 +1,4 @@
-import { Kysely, PostgresDialect, type Transaction } from 'kysely';
-import { Migrator } from 'kysely/migration';
+import { Kysely, Migrator, PostgresDialect, type Transaction } from 'kysely';
 import { Pool, types } from 'pg';
 import type { Config } from '../config';
 import type { Database } from './types';

@@ -36,6 +36,11 @@ function bodyParserError(err: unknown): AppError | null {
   if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
     return new AppError(415, 'unsupported_media_type', 'Unsupported media type', 'The body encoding is not supported.');
   }
+  // Corrupt compressed bodies, aborted uploads, wrong lengths: the client's fault, never a 500.
+  const status = (err as { status?: number })?.status;
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    return validationFailed([{ path: '(body)', message: 'unreadable body' }], 'The body could not be read.');
+  }
   return null;
 }
 

@@ -1,4 +1,4 @@
-import type { Migration, MigrationProvider } from 'kysely/migration';
+import type { Migration, MigrationProvider } from 'kysely';
 import * as m0001 from './0001_foundation';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.

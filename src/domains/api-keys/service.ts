@@ -101,6 +101,13 @@ export function createApiKeyService(deps: { db: Db; config: Config; audit: Audit
         return { id: row.id, revoked: true };
       }),
 
+    /** Used when a member leaves the workspace; each revocation is audited like a manual one. */
+    async revokeAllCreatedBy(tx: Executor, actor: Principal, creatorId: string, reason: string) {
+      for (const row of await store.revokeKeysOfCreator(tx, actor.tenantId, creatorId)) {
+        await audit.record(tx, actor, 'api_key.revoked', { type: 'api_key', id: row.id }, { ...auditDetails(row), reason });
+      }
+    },
+
     remove: (actor: Principal, keyId: string) =>
       db.transaction().execute(async (tx) => {
         const row = await store.deleteKey(tx, actor.tenantId, keyId);

@@ -27,6 +27,17 @@ export async function revokeKey(db: Executor, tenantId: string, keyId: string): 
     .executeTakeFirst();
 }
 
+export async function revokeKeysOfCreator(db: Executor, tenantId: string, creatorId: string): Promise<ApiKeyRow[]> {
+  return db
+    .updateTable('api_keys')
+    .set({ revoked_at: new Date() })
+    .where('tenant_id', '=', tenantId)
+    .where('created_by_user_id', '=', creatorId)
+    .where('revoked_at', 'is', null)
+    .returningAll()
+    .execute();
+}
+
 export async function deleteKey(db: Executor, tenantId: string, keyId: string): Promise<ApiKeyRow | undefined> {
   return db.deleteFrom('api_keys').where('tenant_id', '=', tenantId).where('id', '=', keyId).returningAll().executeTakeFirst();
 }

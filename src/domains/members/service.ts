@@ -1,6 +1,8 @@
 import type { Db, Executor } from '../../db';
 import type { Role } from '../../db/types';
-import { conflict, insufficientRole, notFound } from '../../http/errors';
+import { conflict, forbidden, insufficientRole, notFound } from '../../http/errors';
+import { roleAtLeast } from '../identity/roles';
+import type { ApiKeyService } from '../api-keys/service';
 import type { Principal } from '../../http/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
@@ -52,18 +54,31 @@ export async function findOrCreateUser(
   }
 }
 
-function requireOwnerFor(actor: Principal, touchesOwner: boolean): void {
-  if (touchesOwner && actor.role !== 'owner') throw insufficientRole('owner');
+function requireOwnerFor(actorRole: Role, touchesOwner: boolean): void {
+  if (touchesOwner && actorRole !== 'owner') throw insufficientRole('owner');
 }
 
-export function createMemberService(deps: { db: Db; audit: AuditService }) {
-  const { db, audit } = deps;
+export function createMemberService(deps: { db: Db; audit: AuditService; apiKeys: ApiKeyService }) {
+  const { db, audit, apiKeys } = deps;
+
+  /**
+   * Locks the workspace and re-reads the caller's own role under that lock: the role authentication saw may
+   * have been changed by a concurrent request (an owner demoted mid-flight must not act as an owner).
+   */
+  async function lockAsActor(tx: Executor, actor: Principal): Promise<Role> {
+    await store.lockTenant(tx, actor.tenantId);
+    const me = await store.getMember(tx, actor.tenantId, actor.userId);
+    if (!me) throw notFound('workspace');
+    if (me.status !== 'active') throw forbidden('member_deactivated', 'Your membership in this workspace is deactivated.');
+    if (!roleAtLeast(me.role, 'admin')) throw insufficientRole('admin');
+    return me.role;
+  }
 
   async function loadLocked(tx: Executor, actor: Principal, userId: string) {
-    await store.lockTenant(tx, actor.tenantId);
+    const actorRole = await lockAsActor(tx, actor);
     const current = await store.getMember(tx, actor.tenantId, userId);
     if (!current) throw notFound('member');
-    return current;
+    return { current, actorRole };
   }
 
   async function guardLastOwner(tx: Executor, tenantId: string, target: store.MemberRow, losesOwner: boolean) {
@@ -79,7 +94,7 @@ export function createMemberService(deps: { db: Db; audit: AuditService }) {
 
     add: (actor: Principal, input: AddMemberInput) =>
       db.transaction().execute(async (tx) => {
-        requireOwnerFor(actor, input.role === 'owner');
+        requireOwnerFor(await lockAsActor(tx, actor), input.role === 'owner');
         const user = await findOrCreateUser(tx, input);
         if (!(await store.insertMembership(tx, actor.tenantId, user.id, input.role))) {
           throw conflict('member_exists', 'This user is already a member of the workspace.');
@@ -90,9 +105,9 @@ export function createMemberService(deps: { db: Db; audit: AuditService }) {
 
     patch: (actor: Principal, userId: string, input: PatchMemberInput) =>
       db.transaction().execute(async (tx) => {
-        const current = await loadLocked(tx, actor, userId);
+        const { current, actorRole } = await loadLocked(tx, actor, userId);
         const nextRole: Role = input.role ?? current.role;
-        requireOwnerFor(actor, current.role === 'owner' || nextRole === 'owner');
+        requireOwnerFor(actorRole, current.role === 'owner' || nextRole === 'owner');
         await guardLastOwner(tx, actor.tenantId, current, nextRole !== 'owner' || input.status === 'deactivated');
         await store.updateMembership(tx, actor.tenantId, userId, input);
         await audit.record(tx, actor, 'member.updated', { type: 'user', id: userId }, {
@@ -104,10 +119,12 @@ export function createMemberService(deps: { db: Db; audit: AuditService }) {
 
     remove: (actor: Principal, userId: string) =>
       db.transaction().execute(async (tx) => {
-        const current = await loadLocked(tx, actor, userId);
-        requireOwnerFor(actor, current.role === 'owner');
+        const { current, actorRole } = await loadLocked(tx, actor, userId);
+        requireOwnerFor(actorRole, current.role === 'owner');
         await guardLastOwner(tx, actor.tenantId, current, true);
         await store.deleteMembership(tx, actor.tenantId, userId);
+        // Removal kills the person's keys for good: re-adding them later must not bring old keys back.
+        await apiKeys.revokeAllCreatedBy(tx, actor, userId, 'creator_removed');
         await audit.record(tx, actor, 'member.removed', { type: 'user', id: userId }, { email: current.email, role: current.role });
       }),
   };
