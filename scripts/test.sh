@@ -12,7 +12,7 @@ report=$(mktemp)
 status=0
 npx jest --json --outputFile="$report" "$@" || status=$?
 node -e '
-  const r = require(process.argv[1]);
+  const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
   console.log(`tests: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests} skipped`);
 ' "$report" || true
 rm -f "$report"

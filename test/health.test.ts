@@ -1,3 +1,4 @@
+import type { Redis } from 'ioredis';
 import { AppError } from '../src/http/errors';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer } from './helpers/factories';
@@ -67,11 +68,25 @@ describe('when PostgreSQL is unreachable', () => {
 
 describe('when Redis is unreachable', () => {
   let ctx: TestContext;
+  let closing: Promise<void> | null = null;
+  // Every Redis client derived from the runtime's one (the queue hub's and BullMQ's duplicates), so that
+  // afterAll can still stop them if closing the runtime hangs (see the last test of this block).
+  const derived: Redis[] = [];
   beforeAll(async () => {
     ctx = await startTestApp({ env: { REDIS_URL: 'redis://127.0.0.1:1' } });
+    trackDuplicates(ctx.runtime.redis, derived);
   });
   afterAll(async () => {
-    await ctx.close();
+    closing ??= ctx.close();
+    if (!(await settlesWithin(closing, 5000))) {
+      // Containment only: closing hung, so stop the reconnect loops and the pool it never reached.
+      for (const client of derived) client.disconnect();
+      ctx.runtime.redis.disconnect();
+      await ctx.runtime.db.close();
+    }
+    // ioredis arms a 2 s timer when it disconnects a socket that never connected; let it run out so the
+    // jest worker exits on its own instead of being force-exited.
+    await new Promise((r) => setTimeout(r, 2100));
   });
 
   test('GET /readyz answers 503 naming redis unreachable and postgres ok', async () => {
@@ -88,4 +103,36 @@ describe('when Redis is unreachable', () => {
     await expect(attempt).rejects.toBeInstanceOf(AppError);
     await expect(attempt).rejects.toMatchObject({ status: 503, code: 'dependency_unavailable' });
   });
+
+  test('after a job could not be enqueued, shutting the runtime down still finishes promptly', async () => {
+    closing = ctx.close();
+    expect(await settlesWithin(closing, 5000)).toBe(true);
+  });
 });
+
+/** Records every client duplicated from `client`, transitively. */
+function trackDuplicates(client: Redis, into: Redis[]): void {
+  const original = client.duplicate.bind(client);
+  client.duplicate = ((...args: Parameters<Redis['duplicate']>) => {
+    const copy = original(...args);
+    into.push(copy);
+    trackDuplicates(copy, into);
+    return copy;
+  }) as Redis['duplicate'];
+}
+
+async function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const settled = p.then(
+    () => true,
+    () => true,
+  );
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([settled, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

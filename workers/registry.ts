@@ -10,7 +10,11 @@ export type Processor = (data: never) => Promise<unknown>;
  * Collects every processor and refuses to start when a known job has none, or two, so that no job can be
  * enqueued into a void or handled by the wrong code.
  */
-export function buildRegistry(services: Services, config: Config, groups = [maintenanceProcessors(services, config)]) {
+export function buildRegistry(
+  services: Services,
+  config: Config,
+  groups: Record<string, Processor>[] = [maintenanceProcessors(services, config)],
+) {
   const handlers = new Map<string, Processor>();
   for (const group of groups) {
     for (const [name, fn] of Object.entries(group)) {

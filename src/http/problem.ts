@@ -1,4 +1,5 @@
 import type { Response } from 'express';
+import { types } from 'node:util';
 import { AppError, dependencyUnavailable } from './errors';
 
 export function sendProblem(res: Response, err: AppError, requestId: string): void {
@@ -27,7 +28,8 @@ const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNRE
  * Transactions roll back on these errors, so nothing is half-written.
  */
 export function asDependencyError(err: unknown): AppError | null {
-  if (!(err instanceof Error)) return null;
+  // isNativeError also recognises errors made in another realm (Node's own, seen from a vm context such as jest's).
+  if (!(err instanceof Error) && !types.isNativeError(err)) return null;
   const code = (err as { code?: unknown }).code;
   const message = err.message ?? '';
   if (typeof code === 'string' && (PG_UNAVAILABLE_CODES.has(code) || NET_CODES.has(code))) {

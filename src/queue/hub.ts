@@ -22,6 +22,7 @@ const withTimeout = <T>(p: Promise<T>, ms: number): Promise<T> =>
 export function createQueueHub(connection: Redis, prefix: string): QueueHub {
   const queues = new Map<QueueName, Queue>();
   const events = new Map<QueueName, { events: QueueEvents; conn: Redis }>();
+  let closing = false;
 
   const queue = (name: QueueName) => {
     let q = queues.get(name);
@@ -37,7 +38,12 @@ export function createQueueHub(connection: Redis, prefix: string): QueueHub {
   const queueEvents = async (name: QueueName) => {
     let e = events.get(name);
     if (!e) {
-      const conn = connection.duplicate({ maxRetriesPerRequest: null });
+      // BullMQ duplicates this client for its blocking read and the copy inherits retryStrategy: once the hub
+      // is closing, a failed reconnect ends the client instead of retrying, so close() cannot wait forever.
+      const conn = connection.duplicate({
+        maxRetriesPerRequest: null,
+        retryStrategy: (attempt: number) => (closing ? null : Math.min(attempt * 200, 2000)),
+      });
       conn.on('error', () => {});
       e = { events: new QueueEvents(name, { connection: conn, prefix }), conn };
       e.events.on('error', () => {});
@@ -73,9 +79,11 @@ export function createQueueHub(connection: Redis, prefix: string): QueueHub {
       }
     },
     async close() {
+      closing = true;
       await Promise.all(
         [...events.values()].map(async (e) => {
-          await e.events.close().catch(() => {});
+          // Bounded: during an outage BullMQ waits for an 'end' that only the next failed reconnect brings.
+          await Promise.race([e.events.close().catch(() => {}), new Promise((r) => setTimeout(r, 2000).unref())]);
           await e.conn.quit().catch(() => e.conn.disconnect());
         }),
       );

@@ -1,4 +1,5 @@
 import { createRemoteJWKSet, errors as joseErrors, importSPKI, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { types } from 'node:util';
 import type { Config } from '../../config';
 import type { Db } from '../../db';
 import { dependencyUnavailable, forbidden, notFound, unauthenticated } from '../../http/errors';
@@ -81,7 +82,7 @@ export function createIdentityService(deps: { db: Db; config: Config }): Identit
         typeof key === 'function' ? await jwtVerify(token, key, options) : await jwtVerify(token, key, options);
       return result.payload;
     } catch (err) {
-      if (err instanceof joseErrors.JWKSTimeout || (err instanceof TypeError && /fetch/i.test(err.message))) {
+      if (err instanceof joseErrors.JWKSTimeout || (types.isNativeError(err) && err.name === 'TypeError' && /fetch/i.test(err.message))) {
         throw dependencyUnavailable('The identity realm');
       }
       if (err instanceof joseErrors.JWTExpired) throw unauthenticated('The access token has expired.');

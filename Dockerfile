@@ -1,0 +1,21 @@
+# One image for every role (api, worker, migrate); docker-compose.yml picks the command.
+FROM node:20-bookworm-slim
+
+WORKDIR /app
+ENV NODE_ENV=production
+
+# Dependencies first so source edits reuse this layer. tsx is a runtime dependency: the service runs its
+# TypeScript directly, so dev dependencies (typescript, jest, swc) stay out of the image.
+# `npm install` honours package-lock.json; `npm ci` refuses this lockfile today because it lacks the optional
+# per-platform entries (@swc/core-*, @msgpackr-extract/*), the same reason scripts/lib.sh uses npm install.
+COPY package.json package-lock.json ./
+RUN npm install --omit=dev --no-audit --no-fund --loglevel=error && npm cache clean --force
+
+COPY tsconfig.json ./
+COPY src ./src
+COPY workers ./workers
+COPY scripts ./scripts
+
+USER node
+EXPOSE 8080
+CMD ["npx", "tsx", "src/server.ts"]

@@ -1,0 +1,160 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import { Client } from 'pg';
+import { startTestApp, type TestContext } from './helpers/context';
+import { runId, serverUrl } from './helpers/db-names';
+import { bearer } from './helpers/factories';
+
+const ROOT = path.resolve(__dirname, '..');
+const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
+
+interface RunResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+const running = new Set<ChildProcess>();
+
+/** Runs `tsx <args>` from the project root with exactly `env` (plus PATH/HOME), killing it after `timeoutMs`. */
+function runTsx(args: string[], env: Record<string, string>, timeoutMs = 30_000): Promise<RunResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(TSX, args, {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    running.add(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.setEncoding('utf8').on('data', (c: string) => (stdout += c));
+    child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      running.delete(child);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+const lines = (text: string) => text.split('\n').filter((l) => l.trim() !== '');
+
+let ctx: TestContext;
+beforeAll(async () => {
+  ctx = await startTestApp();
+});
+afterAll(async () => {
+  for (const child of running) child.kill('SIGKILL');
+  await ctx.close();
+});
+
+describe('npm run bootstrap', () => {
+  const env = () => ({ NODE_ENV: 'test', DATABASE_URL: ctx.config.DATABASE_URL, API_KEY_PEPPER: ctx.config.API_KEY_PEPPER });
+
+  test('prints one line of JSON whose owner key works against the API', async () => {
+    const run = await runTsx(['scripts/bootstrap.ts', '--workspace', 'Acme', '--owner-email', 'owner@acme.test'], env());
+
+    expect(run.code).toBe(0);
+    expect(run.stdout.endsWith('\n')).toBe(true);
+    const out = lines(run.stdout);
+    expect(out).toHaveLength(1);
+    const printed = JSON.parse(out[0]!) as {
+      tenant_id: string;
+      owner_user_id: string;
+      api_key: { id: string; prefix: string; secret: string };
+    };
+    expect(printed).toEqual({
+      tenant_id: expect.any(String),
+      owner_user_id: expect.any(String),
+      api_key: { id: expect.any(String), prefix: expect.any(String), secret: expect.stringMatching(/^sk_zr_[0-9A-Za-z]+$/) },
+    });
+    expect(printed.api_key.secret.startsWith(printed.api_key.prefix)).toBe(true);
+
+    const res = await ctx.http.get('/v1/api-keys').set(bearer(printed.api_key.secret));
+    expect(res.status).toBe(200);
+    expect(res.body.api_keys).toEqual([expect.objectContaining({ id: printed.api_key.id, prefix: printed.api_key.prefix })]);
+    expect(JSON.stringify(res.body)).not.toContain(printed.api_key.secret);
+  });
+
+  test('without --owner-email exits non-zero and prints nothing on stdout', async () => {
+    const run = await runTsx(['scripts/bootstrap.ts', '--workspace', 'Acme'], env());
+
+    expect(run.code).not.toBe(0);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toMatch(/owner-email/);
+  });
+});
+
+describe('configuration fails fast', () => {
+  test('an API started with PORT=abc exits 1 with one stderr line naming PORT', async () => {
+    const run = await runTsx(['src/server.ts'], { NODE_ENV: 'test', PORT: 'abc' });
+
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe('');
+    const err = lines(run.stderr);
+    expect(err).toHaveLength(1);
+    expect(err[0]).toMatch(/\bPORT\b/);
+  });
+
+  test('an API started in production without API_KEY_PEPPER exits 1 naming API_KEY_PEPPER', async () => {
+    const run = await runTsx(['src/server.ts'], { NODE_ENV: 'production', PORT: '0' });
+
+    expect(run.code).toBe(1);
+    expect(run.stdout).toBe('');
+    const err = lines(run.stderr);
+    expect(err).toHaveLength(1);
+    expect(err[0]).toMatch(/\bAPI_KEY_PEPPER\b/);
+  });
+});
+
+describe('npm run migrate', () => {
+  const databaseName = `hd_t_${runId()}_cli_${randomBytes(3).toString('hex')}`;
+  const admin = () => new Client({ connectionString: serverUrl('postgres') });
+  afterAll(async () => {
+    const client = admin();
+    await client.connect();
+    try {
+      await client.query(`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`);
+    } finally {
+      await client.end();
+    }
+  });
+
+  test('creates a missing database and migrates it, then reports up to date on a second run', async () => {
+    const url = new URL(ctx.config.DATABASE_URL);
+    url.pathname = `/${databaseName}`;
+    const env = { NODE_ENV: 'test', DATABASE_URL: url.toString() };
+
+    const first = await runTsx(['scripts/migrate.ts'], env);
+    expect(first.code).toBe(0);
+    expect(first.stderr).toMatch(/created the database/);
+    expect(first.stderr).toMatch(/migrations: \S+/);
+    expect(first.stderr).not.toMatch(/up to date/);
+
+    const client = admin();
+    await client.connect();
+    try {
+      const db = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [databaseName]);
+      expect(db.rowCount).toBe(1);
+    } finally {
+      await client.end();
+    }
+    const inDb = new Client({ connectionString: url.toString() });
+    await inDb.connect();
+    try {
+      const table = await inDb.query<{ t: string | null }>(`SELECT to_regclass('public.api_keys')::text AS t`);
+      expect(table.rows[0]?.t).toBe('api_keys');
+    } finally {
+      await inDb.end();
+    }
+
+    const second = await runTsx(['scripts/migrate.ts'], env);
+    expect(second.code).toBe(0);
+    expect(second.stderr).toMatch(/up to date/);
+    expect(second.stderr).not.toMatch(/created the database/);
+  }, 60_000);
+});
