@@ -10,6 +10,7 @@ import { AppError, dependencyUnavailable, notFound } from './http/errors';
 import { buildOpenApi } from './http/openapi';
 import { asDependencyError, sendProblem } from './http/problem';
 import { expressPath, mountOperations } from './http/router';
+import { withTimeout } from './lib/time';
 import { buildOperationTable } from './operations';
 import type { QueueHub } from './queue/hub';
 import { createServices, type Services } from './services';
@@ -24,13 +25,6 @@ export interface AppDeps {
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-const withTimeout = <T>(p: Promise<T>, ms: number): Promise<T> => {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error('timeout')), ms);
-  });
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
-};
 
 export function createApp(deps: AppDeps): { app: Express; services: Services } {
   const { config, logger, db, redis } = deps;

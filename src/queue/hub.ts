@@ -1,6 +1,7 @@
 import { Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { dependencyUnavailable } from '../http/errors';
+import { withTimeout } from '../lib/time';
 import { JOBS, jobOptions, QUEUE_NAMES, type JobData, type JobName, type QueueName } from './jobs';
 
 export type AwaitedJob<R> = { state: 'completed'; jobId: string; result: R } | { state: 'accepted'; jobId: string };
@@ -16,8 +17,9 @@ export interface QueueHub {
   close(): Promise<void>;
 }
 
-const withTimeout = <T>(p: Promise<T>, ms: number): Promise<T> =>
-  Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(dependencyUnavailable('Redis')), ms).unref())]);
+/** Redis that does not answer within this is treated as down (503), not waited on. */
+const REDIS_DEADLINE_MS = 3000;
+const redisDown = () => dependencyUnavailable('Redis');
 
 export function createQueueHub(connection: Redis, prefix: string): QueueHub {
   const queues = new Map<QueueName, Queue>();
@@ -53,21 +55,21 @@ export function createQueueHub(connection: Redis, prefix: string): QueueHub {
     return e.events;
   };
 
-  async function enqueue<N extends JobName>(name: N, data: JobData<N>, opts: { jobId?: string } = {}) {
+  /** Validates with the job's schema (producer and processor share it) and adds with the central options. */
+  function add<N extends JobName>(name: N, data: JobData<N>, opts: { jobId?: string }) {
     const def = JOBS[name];
     const payload = def.data.parse(data);
-    const job = await withTimeout(queue(def.queue).add(name, payload, jobOptions(name, opts)), 3000);
-    return job.id!;
+    return withTimeout(queue(def.queue).add(name, payload, jobOptions(name, opts)), REDIS_DEADLINE_MS, redisDown);
   }
 
   return {
     queue,
-    enqueue,
+    async enqueue(name, data, opts = {}) {
+      return (await add(name, data, opts)).id!;
+    },
     async enqueueAndAwait<R, N extends JobName = JobName>(name: N, data: JobData<N>, opts: { waitMs: number; jobId?: string }) {
-      const def = JOBS[name];
-      const ev = await withTimeout(queueEvents(def.queue), 3000);
-      const payload = def.data.parse(data);
-      const job = await withTimeout(queue(def.queue).add(name, payload, jobOptions(name, opts)), 3000);
+      const ev = await withTimeout(queueEvents(JOBS[name].queue), REDIS_DEADLINE_MS, redisDown);
+      const job = await add(name, data, opts);
       try {
         const result = (await job.waitUntilFinished(ev, opts.waitMs)) as R;
         return { state: 'completed', jobId: job.id!, result } as AwaitedJob<R>;
