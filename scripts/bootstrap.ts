@@ -7,7 +7,9 @@ import { z } from 'zod';
 import { loadConfigOrExit } from '../src/config';
 import { createDb, migrateToLatest } from '../src/db';
 import { ensureDatabase } from '../src/db/admin';
-import { createServices } from '../src/services';
+import { createApiKeyService } from '../src/domains/api-keys/service';
+import { createAuditService } from '../src/domains/audit/service';
+import { createWorkspaceService } from '../src/domains/workspaces/service';
 
 const args = z.object({
   workspace: z.string().trim().min(1).max(120),
@@ -35,9 +37,11 @@ async function main() {
   const handle = createDb(config);
   try {
     await migrateToLatest(handle.db);
-    const services = createServices({ db: handle.db, config });
+    // Only what a workspace needs: bootstrap must work before Redis is up.
+    const audit = createAuditService({ db: handle.db });
+    const workspaces = createWorkspaceService({ db: handle.db, audit, apiKeys: createApiKeyService({ db: handle.db, config, audit }) });
     const email = parsed.data['owner-email'];
-    const result = await services.workspaces.bootstrap({
+    const result = await workspaces.bootstrap({
       workspace: parsed.data.workspace,
       ownerEmail: email,
       ownerName: parsed.data['owner-name'] ?? email.split('@')[0]!,

@@ -28,7 +28,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export function createApp(deps: AppDeps): { app: Express; services: Services } {
   const { config, logger, db, redis } = deps;
-  const services = createServices({ db, config });
+  const services = createServices({ db, config, queues: deps.queues, logger });
   const operations = buildOperationTable();
   const openapi = buildOpenApi(operations, { version: '1.0.0' });
 

@@ -2,10 +2,23 @@ import { agentOperations } from './domains/agents/routes';
 import { apiKeyOperations } from './domains/api-keys/routes';
 import { auditOperations } from './domains/audit/routes';
 import { memberOperations } from './domains/members/routes';
+import { customerOperations } from './domains/customers/routes';
+import { slaPolicyOperations } from './domains/tickets/sla-routes';
+import { ticketOperations } from './domains/tickets/routes';
 import type { Operation } from './http/operation';
 
 /** Every operation of the API, assembled from the domains and checked once at start-up. */
-export function buildOperationTable(rows: Operation[] = [...apiKeyOperations, ...auditOperations, ...memberOperations, ...agentOperations]): Operation[] {
+const ALL: Operation[] = [
+  ...apiKeyOperations,
+  ...auditOperations,
+  ...memberOperations,
+  ...agentOperations,
+  ...customerOperations,
+  ...ticketOperations,
+  ...slaPolicyOperations,
+];
+
+export function buildOperationTable(rows: Operation[] = ALL): Operation[] {
   const ids = new Set<string>();
   const routes = new Set<string>();
   for (const op of rows) {

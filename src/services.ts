@@ -1,3 +1,4 @@
+import type { Logger } from 'pino';
 import type { Config } from './config';
 import type { Db } from './db';
 import { createAgentService } from './domains/agents/service';
@@ -6,12 +7,17 @@ import { createAuditService } from './domains/audit/service';
 import { createIdentityService } from './domains/identity/service';
 import { createMemberService } from './domains/members/service';
 import { createWorkspaceService } from './domains/workspaces/service';
+import { createCustomerService } from './domains/customers/service';
+import { createTicketService } from './domains/tickets/service';
+import { createSlaPolicyService } from './domains/tickets/sla-routes';
+import type { QueueHub } from './queue/hub';
 
 /** The service container: each factory gets only the dependencies it needs. */
-export function createServices(deps: { db: Db; config: Config }) {
-  const { db, config } = deps;
+export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger }) {
+  const { db, config, queues, logger } = deps;
   const audit = createAuditService({ db });
   const apiKeys = createApiKeyService({ db, config, audit });
+  const customers = createCustomerService({ db });
   return {
     identity: createIdentityService({ db, config }),
     audit,
@@ -19,6 +25,9 @@ export function createServices(deps: { db: Db; config: Config }) {
     members: createMemberService({ db, audit, apiKeys }),
     agents: createAgentService({ db, audit }),
     workspaces: createWorkspaceService({ db, apiKeys, audit }),
+    customers,
+    tickets: createTicketService({ db, customers, queues, logger }),
+    slaPolicies: createSlaPolicyService({ db }),
   };
 }
 

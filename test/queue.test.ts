@@ -138,7 +138,7 @@ describe('the worker registry', () => {
 
   test('fails an invalid payload for good with UnrecoverableError, without calling the processor', async () => {
     let calls = 0;
-    const counting = { 'audit.prune': async () => ++calls } as unknown as Group;
+    const counting = { ...maintenanceProcessors(ctx.services, ctx.config), 'audit.prune': async () => ++calls } as unknown as Group;
     const registry = buildRegistry(ctx.services, ctx.config, [counting]);
     await expect(registry.run('audit.prune', { retention_days: 0 })).rejects.toBeInstanceOf(UnrecoverableError);
     await expect(registry.run('audit.prune', { retention_days: 'ten' })).rejects.toBeInstanceOf(UnrecoverableError);

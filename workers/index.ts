@@ -8,7 +8,7 @@ async function main() {
   const config = loadConfigOrExit();
   const logger = createLogger(config);
   const runtime = openRuntime(config, logger, 'worker');
-  const services = createServices({ db: runtime.db.db, config });
+  const services = createServices({ db: runtime.db.db, config, queues: runtime.queues, logger });
   const set = await startWorkers({ config, logger, services, queues: runtime.queues });
 
   let stopping = false;

@@ -32,7 +32,10 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
   }
   await Promise.all(workers.map((w) => w.waitUntilReady()));
   // Daily retention sweep; the scheduler id makes this idempotent across restarts and replicas.
-  await queues.queue('maintenance').upsertJobScheduler('audit-prune-daily', { every: 24 * 3600 * 1000 }, { name: 'audit.prune', data: {} });
+  // Schedulers are keyed by id, so restarts and replicas keep exactly one of each.
+  const maintenance = queues.queue('maintenance');
+  await maintenance.upsertJobScheduler('audit-prune-daily', { every: 24 * 3600 * 1000 }, { name: 'audit.prune', data: {} });
+  await maintenance.upsertJobScheduler('sla-sweep', { every: 60 * 1000 }, { name: 'sla.sweep', data: {} });
   logger.info({ queues: registry.queues() }, 'workers started');
   return {
     workers,

@@ -66,6 +66,102 @@ export interface AuditLogTable {
   seq: Generated<string>;
 }
 
+export interface CustomersTable {
+  id: string;
+  tenant_id: string;
+  display_name: string;
+  email: string;
+  company: string;
+  country: string;
+  metadata: ColumnType<Record<string, unknown>, string, string>;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
+export interface TeamsTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  created_at: CreatedAt;
+}
+
+export interface SlaPoliciesTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  is_default: boolean;
+  targets: ColumnType<SlaTargetsJson, string, string>;
+  created_at: CreatedAt;
+}
+
+export type SlaTargetsJson = Record<'low' | 'normal' | 'high' | 'urgent', { first_response_minutes: number; resolution_minutes: number }>;
+
+export type TicketStatus = 'open' | 'pending' | 'on_hold' | 'solved' | 'closed' | 'spam' | 'merged';
+
+export interface TicketsTable {
+  id: string;
+  tenant_id: string;
+  subject: string;
+  description: string;
+  status: TicketStatus;
+  priority: 'low' | 'normal' | 'high' | 'urgent';
+  source: string;
+  customer_id: string;
+  assignee_id: string | null;
+  team_id: string | null;
+  tags: string[];
+  metadata: ColumnType<Record<string, unknown>, string, string>;
+  sla_policy_id: string;
+  first_response_due: Date;
+  resolution_due: Date;
+  first_response_breached_at: Date | null;
+  resolution_breached_at: Date | null;
+  sla_breached: ColumnType<boolean, never, never>;
+  first_responded_at: Date | null;
+  solved_at: Date | null;
+  reopened_at: Date | null;
+  merged_into_id: string | null;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
+export interface TicketEventsTable {
+  id: string;
+  seq: Generated<string>;
+  tenant_id: string;
+  ticket_id: string;
+  kind: string;
+  body: string;
+  meta: ColumnType<Record<string, unknown>, string, string>;
+  actor_type: 'customer' | 'user' | 'system' | 'agent';
+  actor_user_id: string | null;
+  actor_name: string | null;
+  created_at: CreatedAt;
+}
+
+export interface TimeEntriesTable {
+  id: string;
+  tenant_id: string;
+  ticket_id: string;
+  user_id: string | null;
+  team_id: string | null;
+  minutes: number;
+  billable: boolean;
+  worked_on: string | null;
+  created_at: CreatedAt;
+}
+
+export interface TodosTable {
+  id: string;
+  tenant_id: string;
+  ticket_id: string;
+  title: string;
+  assignee_id: string | null;
+  due_at: Date | null;
+  done_at: Date | null;
+  created_at: CreatedAt;
+}
+
 export interface Database {
   tenants: TenantsTable;
   users: UsersTable;
@@ -73,9 +169,23 @@ export interface Database {
   agents: AgentsTable;
   api_keys: ApiKeysTable;
   audit_log: AuditLogTable;
+  customers: CustomersTable;
+  teams: TeamsTable;
+  sla_policies: SlaPoliciesTable;
+  tickets: TicketsTable;
+  ticket_events: TicketEventsTable;
+  time_entries: TimeEntriesTable;
+  todos: TodosTable;
 }
 
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 export type NewApiKey = Insertable<ApiKeysTable>;
 export type UserRow = Selectable<UsersTable>;
 export type AuditRow = Selectable<AuditLogTable>;
+export type CustomerRow = Selectable<CustomersTable>;
+export type NewCustomer = Insertable<CustomersTable>;
+export type TicketRow = Selectable<TicketsTable>;
+export type NewTicket = Insertable<TicketsTable>;
+export type TicketEventRow = Selectable<TicketEventsTable>;
+export type NewTicketEvent = Insertable<TicketEventsTable>;
+export type SlaPolicyRow = Selectable<SlaPoliciesTable>;

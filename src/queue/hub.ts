@@ -2,13 +2,13 @@ import { Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { dependencyUnavailable } from '../http/errors';
 import { withTimeout } from '../lib/time';
-import { JOBS, jobOptions, QUEUE_NAMES, type JobData, type JobName, type QueueName } from './jobs';
+import { JOBS, jobOptions, QUEUE_NAMES, type EnqueueOptions, type JobData, type JobName, type QueueName } from './jobs';
 
 export type AwaitedJob<R> = { state: 'completed'; jobId: string; result: R } | { state: 'accepted'; jobId: string };
 
 export interface QueueHub {
   queue(name: QueueName): Queue;
-  enqueue<N extends JobName>(name: N, data: JobData<N>, opts?: { jobId?: string }): Promise<string>;
+  enqueue<N extends JobName>(name: N, data: JobData<N>, opts?: EnqueueOptions): Promise<string>;
   /**
    * Enqueues and waits up to `waitMs` for the worker's answer. On time-out the job still runs exactly
    * once; the caller answers 202 with the job id instead of the result.
@@ -56,7 +56,7 @@ export function createQueueHub(connection: Redis, prefix: string): QueueHub {
   };
 
   /** Validates with the job's schema (producer and processor share it) and adds with the central options. */
-  function add<N extends JobName>(name: N, data: JobData<N>, opts: { jobId?: string }) {
+  function add<N extends JobName>(name: N, data: JobData<N>, opts: EnqueueOptions) {
     const def = JOBS[name];
     const payload = def.data.parse(data);
     return withTimeout(queue(def.queue).add(name, payload, jobOptions(name, opts)), REDIS_DEADLINE_MS, redisDown);

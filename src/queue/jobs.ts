@@ -13,13 +13,29 @@ export const JOBS = {
     queue: 'maintenance',
     data: z.object({ retention_days: z.number().int().min(1).optional() }),
   },
+  /** Fired at a ticket's due time; re-checks the ticket, so a stale job (target met, due moved) does nothing. */
+  'sla.check': {
+    queue: 'maintenance',
+    data: z.object({ tenant_id: z.uuid(), ticket_id: z.uuid() }),
+  },
+  /** Safety net for timers whose job was never enqueued (Redis down at the time) or was lost. */
+  'sla.sweep': {
+    queue: 'maintenance',
+    data: z.object({}),
+  },
 } as const satisfies Record<string, { queue: QueueName; data: z.ZodType }>;
 
 export type JobName = keyof typeof JOBS;
 export type JobData<N extends JobName> = z.output<(typeof JOBS)[N]['data']>;
 
 /** All retry, retention and dedupe options in one place. */
-export function jobOptions(name: JobName, overrides: { jobId?: string } = {}): JobsOptions {
+export interface EnqueueOptions {
+  /** Dedupe key: a second add with the same id while the first is kept is a no-op. */
+  jobId?: string;
+  delayMs?: number;
+}
+
+export function jobOptions(name: JobName, overrides: EnqueueOptions = {}): JobsOptions {
   return {
     attempts: 5,
     backoff: { type: 'exponential', delay: 1000 },
@@ -27,6 +43,7 @@ export function jobOptions(name: JobName, overrides: { jobId?: string } = {}): J
     removeOnComplete: { age: 3600, count: 10_000 },
     removeOnFail: { age: 7 * 24 * 3600, count: 10_000 },
     ...(overrides.jobId ? { jobId: overrides.jobId } : {}),
+    ...(overrides.delayMs && overrides.delayMs > 0 ? { delay: overrides.delayMs } : {}),
     ...(name === 'audit.prune' ? { attempts: 3 } : {}),
   };
 }

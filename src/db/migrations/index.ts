@@ -1,9 +1,11 @@
 import type { Migration, MigrationProvider } from 'kysely';
 import * as m0001 from './0001_foundation';
+import * as m0002 from './0002_tickets';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
   '0001_foundation': m0001,
+  '0002_tickets': m0002,
 };
 
 export const migrationProvider: MigrationProvider = {

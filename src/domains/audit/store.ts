@@ -55,8 +55,3 @@ export async function deleteOlderThan(db: Executor, tenantId: string, days: numb
     .executeTakeFirst();
   return Number(result.numDeletedRows);
 }
-
-export async function tenantIds(db: Executor): Promise<string[]> {
-  const rows = await db.selectFrom('tenants').select('id').execute();
-  return rows.map((r) => r.id);
-}

@@ -6,6 +6,8 @@ import type { AuditService } from '../audit/service';
 import { findOrCreateUser } from '../members/service';
 import * as memberStore from '../members/store';
 import * as store from './store';
+import { DEFAULT_SLA_TARGETS } from '../tickets/sla';
+import * as slaStore from '../tickets/sla-store';
 
 export interface BootstrapInput {
   workspace: string;
@@ -28,6 +30,7 @@ export function createWorkspaceService(deps: { db: Db; apiKeys: ApiKeyService; a
           realm_subject: input.ownerRealmSubject,
         });
         await memberStore.insertMembership(tx, tenantId, owner.id, 'owner');
+        await slaStore.insertPolicy(tx, tenantId, { id: newId(), name: 'Default', is_default: true, targets: DEFAULT_SLA_TARGETS });
         const actor: Principal = {
           kind: 'user',
           tenantId,

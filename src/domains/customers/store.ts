@@ -1,0 +1,47 @@
+import { sql } from 'kysely';
+import type { Executor } from '../../db';
+import type { CustomerRow, NewCustomer } from '../../db/types';
+
+export async function insertCustomer(db: Executor, tenantId: string, c: Omit<NewCustomer, 'tenant_id'>): Promise<CustomerRow | undefined> {
+  return db
+    .insertInto('customers')
+    .values({ ...c, tenant_id: tenantId })
+    .onConflict((oc) => oc.expression(sql`tenant_id, lower(email)`).doNothing())
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function getCustomer(db: Executor, tenantId: string, id: string): Promise<CustomerRow | undefined> {
+  return db.selectFrom('customers').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+}
+
+export async function findCustomerByEmail(db: Executor, tenantId: string, email: string): Promise<CustomerRow | undefined> {
+  return db
+    .selectFrom('customers')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where(sql`lower(email)`, '=', email.toLowerCase())
+    .executeTakeFirst();
+}
+
+/** Newest first with id as tie-breaker; served by the customers_page index. */
+export async function listCustomers(db: Executor, tenantId: string, page: { limit?: number; offset: number }): Promise<CustomerRow[]> {
+  let q = db
+    .selectFrom('customers')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .offset(page.offset);
+  if (page.limit !== undefined) q = q.limit(page.limit);
+  return q.execute();
+}
+
+export async function countCustomers(db: Executor, tenantId: string): Promise<number> {
+  const row = await db
+    .selectFrom('customers')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('tenant_id', '=', tenantId)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}

@@ -1,0 +1,358 @@
+import type { Logger } from 'pino';
+import type { Db, Executor } from '../../db';
+import type { NewTicketEvent, TicketEventRow, TicketRow } from '../../db/types';
+import { AppError, conflict, notFound, unprocessable } from '../../http/errors';
+import type { Principal } from '../../http/principal';
+import { newId } from '../../lib/ids';
+import { iso } from '../../lib/time';
+import type { QueueHub } from '../../queue/hub';
+import type { CustomerService } from '../customers/service';
+import type { CreateTicketInput, PatchTicketInput, TicketFilters } from './schemas';
+import { dueTimes, DEFAULT_SLA_TARGETS, type Priority } from './sla';
+import * as slaStore from './sla-store';
+import { canTransition, legalNextStates, REOPENABLE } from './status';
+import * as store from './store';
+import { listTenantIds } from '../workspaces/store';
+
+type NewEvent = Omit<NewTicketEvent, 'tenant_id'>;
+
+const presentEvent = (e: TicketEventRow) => ({
+  id: e.id,
+  kind: e.kind,
+  body: e.body,
+  meta: e.meta,
+  actor_type: e.actor_type,
+  ...(e.actor_user_id ? { actor_user_id: e.actor_user_id } : {}),
+  ...(e.actor_name ? { actor_name: e.actor_name } : {}),
+  created_at: iso(e.created_at),
+});
+
+const presentSummary = (t: TicketRow) => ({
+  id: t.id,
+  subject: t.subject,
+  status: t.status,
+  priority: t.priority,
+  source: t.source,
+  ...(t.assignee_id ? { assignee_id: t.assignee_id } : {}),
+  customer_id: t.customer_id,
+  ...(t.team_id ? { team_id: t.team_id } : {}),
+  tags: t.tags,
+  first_response_due: iso(t.first_response_due),
+  resolution_due: iso(t.resolution_due),
+  sla_breached: t.sla_breached,
+  ...(t.merged_into_id ? { merged_into_id: t.merged_into_id } : {}),
+  created_at: iso(t.created_at),
+  updated_at: iso(t.updated_at),
+});
+
+const ticketMerged = (id: string) => conflict('ticket_merged', `Ticket ${id} is merged; merged tickets are terminal.`);
+
+export function createTicketService(deps: { db: Db; customers: CustomerService; queues: QueueHub; logger: Logger }) {
+  const { db, customers, queues, logger } = deps;
+
+  async function actorEvent(tx: Executor, actor: Principal, kind: string, body: string, meta: Record<string, unknown>, ticketId: string): Promise<NewEvent> {
+    return {
+      id: newId(),
+      ticket_id: ticketId,
+      kind,
+      body,
+      meta: JSON.stringify(meta),
+      actor_type: 'user',
+      actor_user_id: actor.userId,
+      actor_name: await store.userName(tx, actor.userId),
+    };
+  }
+
+  async function policyFor(tx: Executor, tenantId: string, policyId?: string) {
+    const policy = policyId ? await slaStore.getPolicy(tx, tenantId, policyId) : await slaStore.defaultPolicy(tx, tenantId);
+    if (policy) return policy;
+    // A workspace always gets a default policy; this only covers one created before SLA policies existed.
+    return slaStore.insertPolicy(tx, tenantId, { id: newId(), name: 'Default', is_default: true, targets: DEFAULT_SLA_TARGETS });
+  }
+
+  /**
+   * Delayed jobs at each due time. Enqueued after commit; if Redis is unreachable the ticket is still
+   * written and the per-minute sweep catches the breach instead.
+   */
+  async function scheduleSla(tenantId: string, t: Pick<TicketRow, 'id' | 'first_response_due' | 'resolution_due'>) {
+    const now = Date.now();
+    try {
+      for (const due of [t.first_response_due, t.resolution_due]) {
+        await queues.enqueue(
+          'sla.check',
+          { tenant_id: tenantId, ticket_id: t.id },
+          { jobId: `sla-${t.id}-${due.getTime()}`, delayMs: due.getTime() - now },
+        );
+      }
+    } catch (err) {
+      logger.warn({ ticket_id: t.id, err: (err as Error).message }, 'SLA timer not scheduled; the sweep will catch it');
+    }
+  }
+
+  async function validateRefs(tx: Executor, tenantId: string, refs: { assignee_id?: string | null; team_id?: string | null }) {
+    if (refs.assignee_id && !(await store.activeMember(tx, tenantId, refs.assignee_id))) {
+      throw unprocessable('assignee_unknown', 'The assignee is not an active member of this workspace.', [{ path: 'body.assignee_id', message: 'unknown member' }]);
+    }
+    if (refs.team_id && !(await store.teamExists(tx, tenantId, refs.team_id))) {
+      throw unprocessable('team_unknown', 'No such team in this workspace.', [{ path: 'body.team_id', message: 'unknown team' }]);
+    }
+  }
+
+  async function detail(exec: Executor, tenantId: string, id: string) {
+    const t = await store.getTicketDetail(exec, tenantId, id);
+    if (!t) throw notFound('ticket');
+    const [events, totals] = await Promise.all([store.listEvents(exec, tenantId, id), store.workTotals(exec, tenantId, id)]);
+    return {
+      ...presentSummary(t),
+      description: t.description,
+      ...(t.assignee_id && t.assignee_name ? { assignee_name: t.assignee_name, assignee_email: t.assignee_email! } : {}),
+      customer_name: t.customer_name,
+      customer_email: t.customer_email,
+      ...(t.team_id && t.team_name ? { team_name: t.team_name } : {}),
+      metadata: t.metadata,
+      sla_policy_id: t.sla_policy_id,
+      ...(t.reopened_at ? { reopened_at: iso(t.reopened_at) } : {}),
+      legal_next_states: legalNextStates(t.status),
+      time_total_minutes: totals.time.total,
+      time_billable_minutes: totals.time.billable,
+      todo_counts: totals.todos,
+      events: events.map(presentEvent),
+    };
+  }
+
+  async function lockOne(tx: Executor, tenantId: string, id: string): Promise<TicketRow> {
+    const [row] = await store.lockTickets(tx, tenantId, [id]);
+    if (!row) throw notFound('ticket');
+    return row;
+  }
+
+  /** A new or reset clock: both targets counted from `from` under the ticket's policy and priority. */
+  async function clockFrom(tx: Executor, tenantId: string, policyId: string, priority: Priority, from: Date) {
+    const policy = await policyFor(tx, tenantId, policyId);
+    return dueTimes(policy.targets, priority, from);
+  }
+
+  async function message(actor: Principal, id: string, kind: 'reply' | 'internal_note', body: string) {
+    return db.transaction().execute(async (tx) => {
+      const t = await lockOne(tx, actor.tenantId, id);
+      if (t.status === 'merged') throw ticketMerged(id);
+      const firstResponse = kind === 'reply' && t.first_responded_at === null;
+      if (firstResponse) await store.updateTicket(tx, actor.tenantId, id, { first_responded_at: new Date() });
+      else await store.updateTicket(tx, actor.tenantId, id, {});
+      await store.insertEvents(tx, actor.tenantId, [
+        await actorEvent(tx, actor, kind, body, kind === 'reply' ? { first_response: firstResponse } : {}, id),
+      ]);
+      return detail(tx, actor.tenantId, id);
+    });
+  }
+
+  /** The sla.check job: marks what is overdue, appending one sla_breached event per ticket and target. */
+  async function checkSla(tenantId: string, ticketId?: string): Promise<number> {
+    return db.transaction().execute(async (tx) => {
+      const events: NewEvent[] = [];
+      for (const target of ['first_response', 'resolution'] as const) {
+        for (const hit of await store.markBreaches(tx, tenantId, target, ticketId)) {
+          events.push({
+            id: newId(),
+            ticket_id: hit.id,
+            kind: 'sla_breached',
+            body: '',
+            meta: JSON.stringify({ target, due_at: iso(hit.due) }),
+            actor_type: 'system',
+            actor_user_id: null,
+            actor_name: null,
+          });
+        }
+      }
+      await store.insertEvents(tx, tenantId, events);
+      return events.length;
+    });
+  }
+
+  return {
+    checkSla,
+    detail: (actor: Principal, id: string) => detail(db, actor.tenantId, id),
+
+    async create(actor: Principal, input: CreateTicketInput) {
+      const created = await db.transaction().execute(async (tx) => {
+        await validateRefs(tx, actor.tenantId, input);
+        let customerId = input.customer_id;
+        if (customerId) {
+          if (!(await customers.exists(tx, actor.tenantId, customerId))) throw unprocessable('customer_unknown', 'No such customer in this workspace.', [{ path: 'body.customer_id', message: 'unknown customer' }]);
+        } else {
+          customerId = (await customers.findOrCreateByEmail(tx, actor.tenantId, input.customer_email!)).id;
+        }
+        const policy = await policyFor(tx, actor.tenantId);
+        const now = new Date();
+        const row = await store.insertTicket(tx, actor.tenantId, {
+          id: newId(),
+          subject: input.subject,
+          description: input.description,
+          status: 'open',
+          priority: input.priority,
+          source: input.source,
+          customer_id: customerId,
+          assignee_id: input.assignee_id ?? null,
+          team_id: input.team_id ?? null,
+          tags: [...new Set(input.tags)],
+          metadata: JSON.stringify(input.metadata),
+          sla_policy_id: policy.id,
+          ...dueTimes(policy.targets, input.priority, now),
+          created_at: now,
+          updated_at: now,
+        });
+        await store.insertEvents(tx, actor.tenantId, [await actorEvent(tx, actor, 'ticket_created', input.description, {}, row.id)]);
+        return row;
+      });
+      await scheduleSla(actor.tenantId, created);
+      return detail(db, actor.tenantId, created.id);
+    },
+
+    async list(actor: Principal, query: TicketFilters & { limit: number; offset: number }) {
+      const { limit, offset, ...filters } = query;
+      const [rows, total] = await Promise.all([
+        store.listTickets(db, actor.tenantId, filters, { limit, offset }),
+        store.countTickets(db, actor.tenantId, filters),
+      ]);
+      return { total, limit, offset, tickets: rows.map(presentSummary) };
+    },
+
+    async patch(actor: Principal, id: string, input: PatchTicketInput) {
+      const { result, reschedule } = await db.transaction().execute(async (tx) => {
+        const t = await lockOne(tx, actor.tenantId, id);
+        if (t.status === 'merged') throw ticketMerged(id);
+        await validateRefs(tx, actor.tenantId, input);
+        const update: store.TicketUpdate = {};
+        const events: NewEvent[] = [];
+        const changes: Record<string, { from: unknown; to: unknown }> = {};
+
+        if (input.status !== undefined && input.status !== t.status) {
+          const to = input.status as TicketRow['status'];
+          if (!canTransition(t.status, to)) {
+            const allowed = legalNextStates(t.status);
+            const hint = REOPENABLE.includes(t.status) && to === 'open' ? ' Use POST /v1/tickets/{ticket_id}/reopen.' : '';
+            throw new AppError(409, 'illegal_transition', 'Conflict', `A ${t.status} ticket cannot move to ${to}; allowed: ${allowed.length ? allowed.join(', ') : 'none'}.${hint}`);
+          }
+          update.status = to;
+          if ((to === 'solved' || to === 'closed') && t.solved_at === null) update.solved_at = new Date();
+          events.push(await actorEvent(tx, actor, 'status_changed', '', { from: t.status, to }, id));
+        }
+        if (input.priority !== undefined && input.priority !== t.priority) {
+          update.priority = input.priority;
+          changes.priority = { from: t.priority, to: input.priority };
+          // A new priority moves the targets not yet met or breached, counted from the clock's start.
+          const due = await clockFrom(tx, actor.tenantId, t.sla_policy_id, input.priority, t.reopened_at ?? t.created_at);
+          if (t.first_responded_at === null && t.first_response_breached_at === null) update.first_response_due = due.first_response_due;
+          if (t.solved_at === null && t.resolution_breached_at === null) update.resolution_due = due.resolution_due;
+        }
+        if (input.assignee_id !== undefined && input.assignee_id !== t.assignee_id) {
+          update.assignee_id = input.assignee_id;
+          changes.assignee_id = { from: t.assignee_id, to: input.assignee_id };
+        }
+        if (input.team_id !== undefined && input.team_id !== t.team_id) {
+          update.team_id = input.team_id;
+          changes.team_id = { from: t.team_id, to: input.team_id };
+        }
+        if (input.tags !== undefined) {
+          const tags = [...new Set(input.tags)];
+          if (tags.join('\u0000') !== t.tags.join('\u0000')) {
+            update.tags = tags;
+            changes.tags = { from: t.tags, to: tags };
+          }
+        }
+        if (input.metadata !== undefined) {
+          update.metadataPatch = input.metadata;
+          changes.metadata = { from: null, to: input.metadata };
+        }
+        if (Object.keys(changes).length > 0) events.push(await actorEvent(tx, actor, 'fields_changed', '', { changes }, id));
+        if (Object.keys(update).length > 0) await store.updateTicket(tx, actor.tenantId, id, update);
+        await store.insertEvents(tx, actor.tenantId, events);
+        const dueMoved = update.first_response_due !== undefined || update.resolution_due !== undefined;
+        return { result: await detail(tx, actor.tenantId, id), reschedule: dueMoved };
+      });
+      if (reschedule) {
+        await scheduleSla(actor.tenantId, {
+          id,
+          first_response_due: new Date(result.first_response_due),
+          resolution_due: new Date(result.resolution_due),
+        });
+      }
+      return result;
+    },
+
+    reply: (actor: Principal, id: string, body: string) => message(actor, id, 'reply', body),
+    note: (actor: Principal, id: string, body: string) => message(actor, id, 'internal_note', body),
+
+    async reopen(actor: Principal, id: string) {
+      const result = await db.transaction().execute(async (tx) => {
+        const t = await lockOne(tx, actor.tenantId, id);
+        if (!REOPENABLE.includes(t.status)) {
+          throw conflict('reopen_not_allowed', `Only a solved or closed ticket can be reopened; this one is ${t.status}.`);
+        }
+        const now = new Date();
+        await store.updateTicket(tx, actor.tenantId, id, {
+          status: 'open',
+          reopened_at: now,
+          solved_at: null,
+          first_responded_at: null,
+          first_response_breached_at: null,
+          resolution_breached_at: null,
+          ...(await clockFrom(tx, actor.tenantId, t.sla_policy_id, t.priority, now)),
+        });
+        await store.insertEvents(tx, actor.tenantId, [
+          await actorEvent(tx, actor, 'reopen', '', { from: t.status }, id),
+          await actorEvent(tx, actor, 'status_changed', '', { from: t.status, to: 'open' }, id),
+        ]);
+        return detail(tx, actor.tenantId, id);
+      });
+      await scheduleSla(actor.tenantId, {
+        id,
+        first_response_due: new Date(result.first_response_due),
+        resolution_due: new Date(result.resolution_due),
+      });
+      return result;
+    },
+
+    async merge(actor: Principal, sourceId: string, targetId: string) {
+      if (sourceId === targetId) throw new AppError(400, 'merge_self', 'Bad request', 'A ticket cannot be merged into itself.');
+      return db.transaction().execute(async (tx) => {
+        const locked = await store.lockTickets(tx, actor.tenantId, [sourceId, targetId]);
+        const source = locked.find((t) => t.id === sourceId);
+        const target = locked.find((t) => t.id === targetId);
+        if (!source) throw notFound('ticket');
+        if (!target) throw notFound('target ticket');
+        if (source.status === 'merged') throw ticketMerged(sourceId);
+        if (target.status === 'merged') throw ticketMerged(targetId);
+
+        // The winner's timeline is complete: every source event, with its time and actor, marked via_merge.
+        const copies: NewEvent[] = (await store.listEvents(tx, actor.tenantId, sourceId)).map((e) => ({
+          id: newId(),
+          ticket_id: targetId,
+          kind: e.kind,
+          body: e.body,
+          meta: JSON.stringify({ ...e.meta, via_merge: sourceId }),
+          actor_type: e.actor_type,
+          actor_user_id: e.actor_user_id,
+          actor_name: e.actor_name,
+          created_at: e.created_at,
+        }));
+        await store.insertEvents(tx, actor.tenantId, copies);
+        await store.updateTicket(tx, actor.tenantId, sourceId, { status: 'merged', merged_into_id: targetId });
+        await store.updateTicket(tx, actor.tenantId, targetId, {});
+        await store.insertEvents(tx, actor.tenantId, [
+          await actorEvent(tx, actor, 'merged', '', { merged_into: targetId, from_status: source.status }, sourceId),
+          await actorEvent(tx, actor, 'merged', '', { merged_from: sourceId, events_copied: copies.length }, targetId),
+        ]);
+        return detail(tx, actor.tenantId, sourceId);
+      });
+    },
+
+    async sweepSla(): Promise<{ breached: number }> {
+      let breached = 0;
+      for (const tenantId of await listTenantIds(db)) breached += await checkSla(tenantId);
+      return { breached };
+    },
+  };
+}
+
+export type TicketService = ReturnType<typeof createTicketService>;

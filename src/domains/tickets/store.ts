@@ -1,0 +1,207 @@
+import { sql, type SelectQueryBuilder } from 'kysely';
+import type { Executor } from '../../db';
+import type { Database, NewTicket, NewTicketEvent, TicketEventRow, TicketRow } from '../../db/types';
+import { SLA_LIVE } from './status';
+import type { TicketFilters } from './schemas';
+
+export async function insertTicket(db: Executor, tenantId: string, t: Omit<NewTicket, 'tenant_id'>): Promise<TicketRow> {
+  return db.insertInto('tickets').values({ ...t, tenant_id: tenantId }).returningAll().executeTakeFirstOrThrow();
+}
+
+export async function getTicket(db: Executor, tenantId: string, id: string): Promise<TicketRow | undefined> {
+  return db.selectFrom('tickets').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+}
+
+/** Row locks taken in id order, so two transactions locking the same pair can never deadlock or interleave. */
+export async function lockTickets(db: Executor, tenantId: string, ids: string[]): Promise<TicketRow[]> {
+  return db
+    .selectFrom('tickets')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('id', 'in', ids)
+    .orderBy('id')
+    .forUpdate()
+    .execute();
+}
+
+export type TicketUpdate = Partial<
+  Pick<
+    TicketRow,
+    | 'status'
+    | 'priority'
+    | 'assignee_id'
+    | 'team_id'
+    | 'tags'
+    | 'first_response_due'
+    | 'resolution_due'
+    | 'first_response_breached_at'
+    | 'resolution_breached_at'
+    | 'first_responded_at'
+    | 'solved_at'
+    | 'reopened_at'
+    | 'merged_into_id'
+  >
+> & { metadataPatch?: Record<string, unknown> };
+
+export async function updateTicket(db: Executor, tenantId: string, id: string, patch: TicketUpdate): Promise<void> {
+  const { metadataPatch, ...columns } = patch;
+  await db
+    .updateTable('tickets')
+    .set({
+      ...columns,
+      // JSON merge patch in SQL: keys sent are set, keys sent as null are removed, the rest are kept.
+      ...(metadataPatch
+        ? { metadata: sql`jsonb_strip_nulls(metadata || ${JSON.stringify(metadataPatch)}::jsonb)` as unknown as string }
+        : {}),
+      updated_at: sql`now()`,
+    })
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .execute();
+}
+
+export interface TicketDetailRow extends TicketRow {
+  customer_name: string;
+  customer_email: string;
+  assignee_name: string | null;
+  assignee_email: string | null;
+  team_name: string | null;
+}
+
+export async function getTicketDetail(db: Executor, tenantId: string, id: string): Promise<TicketDetailRow | undefined> {
+  return db
+    .selectFrom('tickets as t')
+    .innerJoin('customers as c', (j) => j.onRef('c.tenant_id', '=', 't.tenant_id').onRef('c.id', '=', 't.customer_id'))
+    .leftJoin('users as u', 'u.id', 't.assignee_id')
+    .leftJoin('teams as tm', (j) => j.onRef('tm.tenant_id', '=', 't.tenant_id').onRef('tm.id', '=', 't.team_id'))
+    .selectAll('t')
+    .select([
+      'c.display_name as customer_name',
+      'c.email as customer_email',
+      'u.name as assignee_name',
+      'u.email as assignee_email',
+      'tm.name as team_name',
+    ])
+    .where('t.tenant_id', '=', tenantId)
+    .where('t.id', '=', id)
+    .executeTakeFirst();
+}
+
+export async function listEvents(db: Executor, tenantId: string, ticketId: string): Promise<TicketEventRow[]> {
+  return db
+    .selectFrom('ticket_events')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('ticket_id', '=', ticketId)
+    .orderBy('created_at')
+    .orderBy('seq')
+    .execute();
+}
+
+export async function insertEvents(db: Executor, tenantId: string, events: Omit<NewTicketEvent, 'tenant_id'>[]): Promise<void> {
+  if (events.length === 0) return;
+  await db
+    .insertInto('ticket_events')
+    .values(events.map((e) => ({ ...e, tenant_id: tenantId })))
+    .execute();
+}
+
+export async function workTotals(db: Executor, tenantId: string, ticketId: string) {
+  const time = await db
+    .selectFrom('time_entries')
+    .select([
+      sql<number>`coalesce(sum(minutes), 0)::int`.as('total'),
+      sql<number>`coalesce(sum(minutes) filter (where billable), 0)::int`.as('billable'),
+    ])
+    .where('tenant_id', '=', tenantId)
+    .where('ticket_id', '=', ticketId)
+    .executeTakeFirstOrThrow();
+  const todos = await db
+    .selectFrom('todos')
+    .select([
+      sql<number>`count(*) filter (where done_at is null)::int`.as('open'),
+      sql<number>`count(*) filter (where done_at is not null)::int`.as('done'),
+      sql<number>`count(*) filter (where done_at is null and due_at < now())::int`.as('overdue'),
+    ])
+    .where('tenant_id', '=', tenantId)
+    .where('ticket_id', '=', ticketId)
+    .executeTakeFirstOrThrow();
+  return { time, todos };
+}
+
+function applyFilters<O>(q: SelectQueryBuilder<Database, 'tickets', O>, f: TicketFilters) {
+  if (f.status) q = q.where('status', '=', f.status as TicketRow['status']);
+  if (f.priority) q = q.where('priority', '=', f.priority);
+  if (f.assignee_id) q = q.where('assignee_id', '=', f.assignee_id);
+  if (f.team_id) q = q.where('team_id', '=', f.team_id);
+  if (f.customer_id) q = q.where('customer_id', '=', f.customer_id);
+  if (f.tag) q = q.where(sql<boolean>`tags @> ARRAY[${f.tag}]::text[]`);
+  if (f.source) q = q.where('source', '=', f.source);
+  if (f.sla_breached !== undefined) q = q.where('sla_breached', '=', f.sla_breached);
+  if (f.created_after) q = q.where('created_at', '>=', new Date(f.created_after));
+  if (f.created_before) q = q.where('created_at', '<', new Date(f.created_before));
+  return q;
+}
+
+export async function listTickets(db: Executor, tenantId: string, f: TicketFilters, page: { limit: number; offset: number }) {
+  const q = db.selectFrom('tickets').selectAll().where('tenant_id', '=', tenantId);
+  return applyFilters(q, f).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(page.limit).offset(page.offset).execute();
+}
+
+export async function countTickets(db: Executor, tenantId: string, f: TicketFilters): Promise<number> {
+  const q = db
+    .selectFrom('tickets')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('tenant_id', '=', tenantId);
+  return Number((await applyFilters(q, f).executeTakeFirstOrThrow()).n);
+}
+
+export async function activeMember(db: Executor, tenantId: string, userId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('memberships')
+    .select('user_id')
+    .where('tenant_id', '=', tenantId)
+    .where('user_id', '=', userId)
+    .where('status', '=', 'active')
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+export async function teamExists(db: Executor, tenantId: string, teamId: string): Promise<boolean> {
+  const row = await db.selectFrom('teams').select('id').where('tenant_id', '=', tenantId).where('id', '=', teamId).executeTakeFirst();
+  return row !== undefined;
+}
+
+export async function userName(db: Executor, userId: string): Promise<string | null> {
+  const row = await db.selectFrom('users').select('name').where('id', '=', userId).executeTakeFirst();
+  return row?.name ?? null;
+}
+
+export type BreachTarget = 'first_response' | 'resolution';
+
+/**
+ * Marks overdue targets as breached, once each: the WHERE clause re-checks everything at run time, so a stale
+ * or repeated job finds nothing, and concurrent runs serialise on the row lock and see the first one's write.
+ */
+export async function markBreaches(
+  db: Executor,
+  tenantId: string,
+  target: BreachTarget,
+  ticketId?: string,
+): Promise<{ id: string; due: Date }[]> {
+  const [dueCol, doneCol, breachCol] =
+    target === 'first_response'
+      ? (['first_response_due', 'first_responded_at', 'first_response_breached_at'] as const)
+      : (['resolution_due', 'solved_at', 'resolution_breached_at'] as const);
+  let q = db
+    .updateTable('tickets')
+    .set({ [breachCol]: sql`now()`, updated_at: sql`now()` })
+    .where('tenant_id', '=', tenantId)
+    .where('status', 'in', SLA_LIVE)
+    .where(doneCol, 'is', null)
+    .where(breachCol, 'is', null)
+    .where(dueCol, '<=', sql<Date>`now()`);
+  if (ticketId) q = q.where('id', '=', ticketId);
+  const rows = await q.returning(['id', `${dueCol} as due`]).execute();
+  return rows as { id: string; due: Date }[];
+}
