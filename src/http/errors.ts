@@ -48,3 +48,26 @@ export const dependencyUnavailable = (which: string, retryAfterSeconds = 5) =>
   new AppError(503, 'dependency_unavailable', 'Service unavailable', `${which} is unreachable; retry later.`, {
     headers: { 'Retry-After': String(retryAfterSeconds) },
   });
+
+/**
+ * Every domain code an operation may answer, with its status: the OpenAPI document lists them per operation
+ * from this table, and `Operation.errors` can only name codes that are here.
+ */
+export const DOMAIN_ERRORS = {
+  scope_invalid: 422,
+  agent_unknown: 422,
+  member_exists: 409,
+  realm_subject_conflict: 409,
+  last_owner: 409,
+  member_deactivated: 403,
+  customer_exists: 409,
+  customer_unknown: 422,
+  assignee_unknown: 422,
+  team_unknown: 422,
+  illegal_transition: 409,
+  ticket_merged: 409,
+  merge_self: 400,
+  reopen_not_allowed: 409,
+} as const;
+
+export type DomainErrorCode = keyof typeof DOMAIN_ERRORS;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DOMAIN_ERRORS } from './errors';
 import type { Operation } from './operation';
 
 const GUARD_ERRORS: Record<number, string[]> = {
@@ -9,13 +10,6 @@ const GUARD_ERRORS: Record<number, string[]> = {
   503: ['dependency_unavailable'],
 };
 
-const STATUS_OF: Record<string, number> = {
-  scope_invalid: 422,
-  agent_unknown: 422,
-  member_exists: 409,
-  realm_subject_conflict: 409,
-  last_owner: 409,
-};
 
 const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
   z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as Record<string, unknown>;
@@ -52,7 +46,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string }) {
     const codesByStatus = new Map<number, Set<string>>();
     for (const [s, codes] of Object.entries(GUARD_ERRORS)) codesByStatus.set(Number(s), new Set(codes));
     for (const code of op.errors ?? []) {
-      const s = STATUS_OF[code] ?? 400;
+      const s = DOMAIN_ERRORS[code];
       codesByStatus.set(s, (codesByStatus.get(s) ?? new Set()).add(code));
     }
     const responses: Record<string, unknown> = {

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { DomainErrorCode } from './errors';
 import type { Role } from '../db/types';
 import type { ScopeAction, ScopeTag } from '../domains/identity/scopes';
 import type { Principal } from './principal';
@@ -49,7 +50,7 @@ export interface Operation<
   body?: B;
   response: { status: number; description: string; schema?: z.ZodType };
   /** Codes this operation can answer beyond the guard's own (documented in OpenAPI). */
-  errors?: string[];
+  errors?: DomainErrorCode[];
   handler: (input: OperationInput<Infer<P>, Infer<Q>, Infer<B>>, services: Services) => Promise<HandlerResult>;
 }
 
