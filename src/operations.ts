@@ -3,7 +3,7 @@ import { apiKeyOperations } from './domains/api-keys/routes';
 import { auditOperations } from './domains/audit/routes';
 import { memberOperations } from './domains/members/routes';
 import { customerOperations } from './domains/customers/routes';
-import { slaPolicyOperations } from './domains/tickets/sla-routes';
+import { slaPolicyOperations } from './domains/sla/routes';
 import { ticketOperations } from './domains/tickets/routes';
 import type { Operation } from './http/operation';
 

@@ -9,7 +9,7 @@ import { createMemberService } from './domains/members/service';
 import { createWorkspaceService } from './domains/workspaces/service';
 import { createCustomerService } from './domains/customers/service';
 import { createTicketService } from './domains/tickets/service';
-import { createSlaPolicyService } from './domains/tickets/sla-routes';
+import { createSlaPolicyService } from './domains/sla/service';
 import type { QueueHub } from './queue/hub';
 
 /** The service container: each factory gets only the dependencies it needs. */

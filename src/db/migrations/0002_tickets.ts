@@ -1,5 +1,5 @@
 import { type Kysely, sql } from 'kysely';
-import { DEFAULT_SLA_TARGETS } from '../../domains/tickets/sla';
+import { DEFAULT_SLA_TARGETS } from '../../domains/sla/targets';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`

@@ -9,6 +9,7 @@ import { iso } from '../../lib/time';
 import type { AuditService } from '../audit/service';
 import type { AddMemberInput, PatchMemberInput } from './schemas';
 import * as store from './store';
+import { lockTenant } from '../workspaces/store';
 
 const present = (m: store.MemberRow) => ({
   user_id: m.user_id,
@@ -66,7 +67,7 @@ export function createMemberService(deps: { db: Db; audit: AuditService; apiKeys
    * have been changed by a concurrent request (an owner demoted mid-flight must not act as an owner).
    */
   async function lockAsActor(tx: Executor, actor: Principal): Promise<Role> {
-    await store.lockTenant(tx, actor.tenantId);
+    await lockTenant(tx, actor.tenantId);
     const me = await store.getMember(tx, actor.tenantId, actor.userId);
     if (!me) throw notFound('workspace');
     if (me.status !== 'active') throw forbidden('member_deactivated', 'Your membership in this workspace is deactivated.');

@@ -45,11 +45,6 @@ export async function getMember(db: Executor, tenantId: string, userId: string):
     .executeTakeFirst();
 }
 
-/** Serialises role changes within one workspace so the last-owner rule holds under concurrency. */
-export async function lockTenant(db: Executor, tenantId: string): Promise<void> {
-  await db.selectFrom('tenants').select('id').where('id', '=', tenantId).forUpdate().executeTakeFirst();
-}
-
 export async function countActiveOwners(db: Executor, tenantId: string): Promise<number> {
   const row = await db
     .selectFrom('memberships')

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { TICKET_SOURCES } from '../channels/registry';
 import { intParam, metadata } from '../customers/schemas';
-import { PRIORITIES } from './sla';
+import { PRIORITIES } from '../sla/targets';
 import { STATUSES } from './status';
 
 export const LIMITS = { subject: 500, description: 65_536, body: 65_536, tags: 50, tag: 64 } as const;

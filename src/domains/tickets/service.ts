@@ -8,11 +8,11 @@ import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
 import type { CustomerService } from '../customers/service';
 import type { CreateTicketInput, PatchTicketInput, TicketFilters } from './schemas';
-import { dueTimes, DEFAULT_SLA_TARGETS, type Priority } from './sla';
-import * as slaStore from './sla-store';
+import { dueTimes, DEFAULT_SLA_TARGETS, type Priority } from '../sla/targets';
+import * as slaStore from '../sla/store';
 import { canTransition, legalNextStates, REOPENABLE } from './status';
 import * as store from './store';
-import { listTenantIds } from '../workspaces/store';
+import { listTenantIds, lockTenant } from '../workspaces/store';
 
 type NewEvent = Omit<NewTicketEvent, 'tenant_id'>;
 
@@ -67,6 +67,9 @@ export function createTicketService(deps: { db: Db; customers: CustomerService; 
     const policy = policyId ? await slaStore.getPolicy(tx, tenantId, policyId) : await slaStore.defaultPolicy(tx, tenantId);
     if (policy) return policy;
     // A workspace always gets a default policy; this only covers one created before SLA policies existed.
+    await lockTenant(tx, tenantId);
+    const raced = await slaStore.defaultPolicy(tx, tenantId);
+    if (raced) return raced;
     return slaStore.insertPolicy(tx, tenantId, { id: newId(), name: 'Default', is_default: true, targets: DEFAULT_SLA_TARGETS });
   }
 
@@ -130,6 +133,17 @@ export function createTicketService(deps: { db: Db; customers: CustomerService; 
   async function clockFrom(tx: Executor, tenantId: string, policyId: string, priority: Priority, from: Date) {
     const policy = await policyFor(tx, tenantId, policyId);
     return dueTimes(policy.targets, priority, from);
+  }
+
+  /** What reopen does to the SLA: every target unmet again, no breach, both timers from `now`. */
+  async function restartedClock(tx: Executor, tenantId: string, t: TicketRow, now: Date): Promise<store.TicketUpdate> {
+    return {
+      solved_at: null,
+      first_responded_at: null,
+      first_response_breached_at: null,
+      resolution_breached_at: null,
+      ...(await clockFrom(tx, tenantId, t.sla_policy_id, t.priority, now)),
+    };
   }
 
   async function message(actor: Principal, id: string, kind: 'reply' | 'internal_note', body: string) {
@@ -235,6 +249,9 @@ export function createTicketService(deps: { db: Db; customers: CustomerService; 
           }
           update.status = to;
           if ((to === 'solved' || to === 'closed') && t.solved_at === null) update.solved_at = new Date();
+          // Leaving spam after the ticket had been resolved (closed → spam → open) is a way back to work, so it
+          // gets reopen's clock: otherwise the ticket would be open with its resolution already counted as met.
+          if (t.status === 'spam' && t.solved_at !== null) Object.assign(update, await restartedClock(tx, actor.tenantId, t, new Date()));
           events.push(await actorEvent(tx, actor, 'status_changed', '', { from: t.status, to }, id));
         }
         if (input.priority !== undefined && input.priority !== t.priority) {
@@ -290,15 +307,7 @@ export function createTicketService(deps: { db: Db; customers: CustomerService; 
           throw conflict('reopen_not_allowed', `Only a solved or closed ticket can be reopened; this one is ${t.status}.`);
         }
         const now = new Date();
-        await store.updateTicket(tx, actor.tenantId, id, {
-          status: 'open',
-          reopened_at: now,
-          solved_at: null,
-          first_responded_at: null,
-          first_response_breached_at: null,
-          resolution_breached_at: null,
-          ...(await clockFrom(tx, actor.tenantId, t.sla_policy_id, t.priority, now)),
-        });
+        await store.updateTicket(tx, actor.tenantId, id, { status: 'open', reopened_at: now, ...(await restartedClock(tx, actor.tenantId, t, now)) });
         await store.insertEvents(tx, actor.tenantId, [
           await actorEvent(tx, actor, 'reopen', '', { from: t.status }, id),
           await actorEvent(tx, actor, 'status_changed', '', { from: t.status, to: 'open' }, id),

@@ -6,8 +6,8 @@ import type { AuditService } from '../audit/service';
 import { findOrCreateUser } from '../members/service';
 import * as memberStore from '../members/store';
 import * as store from './store';
-import { DEFAULT_SLA_TARGETS } from '../tickets/sla';
-import * as slaStore from '../tickets/sla-store';
+import { DEFAULT_SLA_TARGETS } from '../sla/targets';
+import * as slaStore from '../sla/store';
 
 export interface BootstrapInput {
   workspace: string;

@@ -1,0 +1,607 @@
+import { Job } from 'bullmq';
+import { sql } from 'kysely';
+import { DEFAULT_SLA_TARGETS, type SlaTargets } from '../src/domains/sla/targets';
+import { startTestApp, type TestContext } from './helpers/context';
+import { addMember, bearer, createWorkspace, type Workspace } from './helpers/factories';
+
+type Priority = 'low' | 'normal' | 'high' | 'urgent';
+
+interface TicketEvent {
+  id: string;
+  kind: string;
+  body: string;
+  meta: Record<string, unknown>;
+  actor_type: string;
+  actor_user_id?: string;
+  created_at: string;
+}
+
+interface TicketView {
+  id: string;
+  status: string;
+  priority: Priority;
+  sla_policy_id: string;
+  first_response_due: string;
+  resolution_due: string;
+  sla_breached: boolean;
+  reopened_at?: string;
+  created_at: string;
+  events: TicketEvent[];
+}
+
+interface PolicyView {
+  id: string;
+  name: string;
+  is_default: boolean;
+  targets: SlaTargets;
+  created_at: string;
+}
+
+const MIN = 60_000;
+const ms = (iso: string) => new Date(iso).getTime();
+const breachEvents = (t: TicketView) => t.events.filter((e) => e.kind === 'sla_breached');
+
+/** Every target the same, so a ticket's due times tell which policy it was opened under. */
+const uniformTargets = (first: number, resolution: number): SlaTargets => ({
+  low: { first_response_minutes: first, resolution_minutes: resolution },
+  normal: { first_response_minutes: first, resolution_minutes: resolution },
+  high: { first_response_minutes: first, resolution_minutes: resolution },
+  urgent: { first_response_minutes: first, resolution_minutes: resolution },
+});
+
+async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Helpers bound to one test context. */
+function helpers(get: () => TestContext) {
+  const api = {
+    async createTicket(ws: Workspace, priority: Priority = 'normal'): Promise<TicketView> {
+      const res = await get()
+        .http.post('/v1/tickets')
+        .set(bearer(ws.ownerKey))
+        .send({ subject: `SLA ${priority}`, description: 'The printer is on fire', customer_email: `c-${Math.random().toString(36).slice(2, 10)}@cust.test`, priority });
+      if (res.status !== 201) throw new Error(`create ticket: ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body as TicketView;
+    },
+    async ticket(ws: Workspace, id: string): Promise<TicketView> {
+      const res = await get().http.get(`/v1/tickets/${id}`).set(bearer(ws.ownerKey));
+      if (res.status !== 200) throw new Error(`get ticket: ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body as TicketView;
+    },
+    async patch(ws: Workspace, id: string, body: Record<string, unknown>): Promise<TicketView> {
+      const res = await get().http.patch(`/v1/tickets/${id}`).set(bearer(ws.ownerKey)).send(body);
+      if (res.status !== 200) throw new Error(`patch ticket: ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body as TicketView;
+    },
+    async reply(ws: Workspace, id: string, body = 'On it.'): Promise<TicketView> {
+      const res = await get().http.post(`/v1/tickets/${id}/replies`).set(bearer(ws.ownerKey)).send({ body });
+      if (res.status !== 201) throw new Error(`reply: ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body as TicketView;
+    },
+    async policies(token: string): Promise<PolicyView[]> {
+      const res = await get().http.get('/v1/sla-policies').set(bearer(token));
+      if (res.status !== 200) throw new Error(`list policies: ${res.status} ${JSON.stringify(res.body)}`);
+      return res.body.sla_policies as PolicyView[];
+    },
+    /** Moves due times relative to the database clock: seconds from now(), negative for the past. */
+    async setDues(id: string, dues: { first_response?: number; resolution?: number }): Promise<void> {
+      const at = (secs: number) => sql<Date>`now() + make_interval(secs => ${secs}::double precision)`;
+      await get()
+        .db.updateTable('tickets')
+        .set({
+          ...(dues.first_response !== undefined ? { first_response_due: at(dues.first_response) } : {}),
+          ...(dues.resolution !== undefined ? { resolution_due: at(dues.resolution) } : {}),
+        })
+        .where('id', '=', id)
+        .execute();
+    },
+    row(id: string) {
+      return get().db.selectFrom('tickets').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+    },
+  };
+  return api;
+}
+
+describe('SLA policies, timers and breaches (no worker running)', () => {
+  let ctx: TestContext;
+  const h = helpers(() => ctx);
+  beforeAll(async () => {
+    ctx = await startTestApp();
+  });
+  afterAll(async () => {
+    await ctx.close();
+  });
+
+  describe('policies', () => {
+    test('a new workspace has exactly one policy, the default, readable by a viewer', async () => {
+      const ws = await createWorkspace(ctx);
+      const viewer = await addMember(ctx, ws, 'viewer');
+      const res = await ctx.http.get('/v1/sla-policies').set(bearer(viewer.token));
+      expect(res.status).toBe(200);
+      expect(Object.keys(res.body)).toEqual(['sla_policies']);
+      expect(res.body.sla_policies).toHaveLength(1);
+      const [p] = res.body.sla_policies as PolicyView[];
+      expect(p).toEqual({ id: expect.any(String), name: expect.any(String), is_default: true, targets: DEFAULT_SLA_TARGETS, created_at: expect.any(String) });
+    });
+
+    test('a new ticket runs under the default policy, due at created_at + its priority\'s targets, with a delayed job at each due time', async () => {
+      const ws = await createWorkspace(ctx);
+      const [policy] = await h.policies(ws.ownerKey);
+      for (const priority of ['urgent', 'low'] as const) {
+        const t = await h.createTicket(ws, priority);
+        const target = policy!.targets[priority];
+        expect(t.sla_policy_id).toBe(policy!.id);
+        expect(t.sla_breached).toBe(false);
+        expect(ms(t.first_response_due)).toBe(ms(t.created_at) + target.first_response_minutes * MIN);
+        expect(ms(t.resolution_due)).toBe(ms(t.created_at) + target.resolution_minutes * MIN);
+
+        const queue = ctx.runtime.queues.queue('maintenance');
+        for (const due of [t.first_response_due, t.resolution_due]) {
+          const job = await Job.fromId(queue, `sla-${t.id}-${ms(due)}`);
+          expect(job).toBeDefined();
+          expect(job!.name).toBe('sla.check');
+          expect(job!.data).toEqual({ tenant_id: ws.tenantId, ticket_id: t.id });
+          expect(await job!.getState()).toBe('delayed');
+          // Fires at the due time: enqueued just after creation with the remaining time as delay.
+          expect(Math.abs(job!.timestamp + job!.delay - ms(due))).toBeLessThan(5000);
+        }
+      }
+      // Urgent's targets are the tightest, low's the loosest: the two tickets really differ.
+      expect(policy!.targets.urgent.first_response_minutes).toBeLessThan(policy!.targets.low.first_response_minutes);
+    });
+
+    test('POST /v1/sla-policies needs admin: an editor gets 403 and nothing is stored', async () => {
+      const ws = await createWorkspace(ctx);
+      const editor = await addMember(ctx, ws, 'editor');
+      const res = await ctx.http
+        .post('/v1/sla-policies')
+        .set(bearer(editor.token))
+        .send({ name: 'Editor policy', targets: uniformTargets(5, 50), is_default: true });
+      expect(res.status).toBe(403);
+      expect(res.body.code).toBe('insufficient_role');
+      const list = await h.policies(ws.ownerKey);
+      expect(list).toHaveLength(1);
+      expect(list[0]!.is_default).toBe(true);
+    });
+
+    test('an admin\'s is_default policy replaces the old default for new tickets; older tickets keep theirs', async () => {
+      const ws = await createWorkspace(ctx);
+      const admin = await addMember(ctx, ws, 'admin');
+      const [oldDefault] = await h.policies(ws.ownerKey);
+      const before = await h.createTicket(ws, 'normal');
+
+      const res = await ctx.http
+        .post('/v1/sla-policies')
+        .set(bearer(admin.token))
+        .send({ name: 'Gold', targets: uniformTargets(7, 70), is_default: true });
+      expect(res.status).toBe(201);
+      const gold = res.body as PolicyView;
+      expect(gold).toEqual({ id: expect.any(String), name: 'Gold', is_default: true, targets: uniformTargets(7, 70), created_at: expect.any(String) });
+
+      const list = await h.policies(ws.ownerKey);
+      expect(list).toHaveLength(2);
+      expect(list.filter((p) => p.is_default).map((p) => p.id)).toEqual([gold.id]);
+      expect(list.find((p) => p.id === oldDefault!.id)!.is_default).toBe(false);
+
+      const t = await h.createTicket(ws, 'urgent');
+      expect(t.sla_policy_id).toBe(gold.id);
+      expect(ms(t.first_response_due)).toBe(ms(t.created_at) + 7 * MIN);
+      expect(ms(t.resolution_due)).toBe(ms(t.created_at) + 70 * MIN);
+
+      // The ticket opened under the old default keeps it, also when its priority changes.
+      const moved = await h.patch(ws, before.id, { priority: 'urgent' });
+      expect(moved.sla_policy_id).toBe(oldDefault!.id);
+      expect(ms(moved.first_response_due)).toBe(ms(before.created_at) + DEFAULT_SLA_TARGETS.urgent.first_response_minutes * MIN);
+    });
+
+    test('a non-default policy does not change which policy new tickets use', async () => {
+      const ws = await createWorkspace(ctx);
+      const [def] = await h.policies(ws.ownerKey);
+      const res = await ctx.http.post('/v1/sla-policies').set(bearer(ws.ownerKey)).send({ name: 'Side', targets: uniformTargets(3, 30) });
+      expect(res.status).toBe(201);
+      expect(res.body.is_default).toBe(false);
+      const t = await h.createTicket(ws, 'normal');
+      expect(t.sla_policy_id).toBe(def!.id);
+      const list = await h.policies(ws.ownerKey);
+      expect(list.filter((p) => p.is_default).map((p) => p.id)).toEqual([def!.id]);
+    });
+
+    test.each([
+      ['a 0-minute first response target', { ...uniformTargets(10, 100), high: { first_response_minutes: 0, resolution_minutes: 100 } }],
+      ['a 0-minute resolution target', { ...uniformTargets(10, 100), low: { first_response_minutes: 10, resolution_minutes: 0 } }],
+      ['a missing priority', (({ urgent: _u, ...rest }) => rest)(uniformTargets(10, 100))],
+      ['a priority missing a target', { ...uniformTargets(10, 100), normal: { first_response_minutes: 10 } }],
+      ['fractional minutes', { ...uniformTargets(10, 100), urgent: { first_response_minutes: 1.5, resolution_minutes: 100 } }],
+    ])('refuses %s with 400 and stores nothing', async (_what, targets) => {
+      const ws = await createWorkspace(ctx);
+      const res = await ctx.http.post('/v1/sla-policies').set(bearer(ws.ownerKey)).send({ name: 'Broken', targets, is_default: true });
+      expect(res.status).toBe(400);
+      const list = await h.policies(ws.ownerKey);
+      expect(list).toHaveLength(1);
+      expect(list[0]!.is_default).toBe(true);
+    });
+
+    test('two is_default policies created at once: neither request fails with 5xx, and exactly one default remains', async () => {
+      const ws = await createWorkspace(ctx);
+      // Hold the current default's row lock so both creations queue behind it and then run back to back.
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let locked!: () => void;
+      const isLocked = new Promise<void>((r) => (locked = r));
+      const holder = ctx.db.transaction().execute(async (tx) => {
+        await sql`SELECT id FROM sla_policies WHERE tenant_id = ${ws.tenantId} AND is_default FOR UPDATE`.execute(tx);
+        locked();
+        await gate;
+      });
+      await isLocked;
+      const requests = ['A', 'B'].map((n) =>
+        ctx.http.post('/v1/sla-policies').set(bearer(ws.ownerKey)).send({ name: `Race ${n}`, targets: uniformTargets(9, 90), is_default: true }).then((r) => r),
+      );
+      await eventually(
+        async () => {
+          const r = await sql<{ n: number }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`.execute(ctx.db);
+          return r.rows[0]!.n >= 2 ? true : undefined;
+        },
+        5000,
+        'both creations to wait on the default policy lock',
+      );
+      release();
+      await holder;
+      const responses = await Promise.all(requests);
+      for (const r of responses) expect([201, 409]).toContain(r.status);
+      const defaults = (await h.policies(ws.ownerKey)).filter((p) => p.is_default);
+      expect(defaults).toHaveLength(1);
+      expect(defaults[0]!.name).toMatch(/^Race [AB]$/);
+    });
+  });
+
+  describe('checkSla', () => {
+    test('a breach is recorded per target with one system sla_breached event carrying target and due_at', async () => {
+      const ws = await createWorkspace(ctx);
+      const t = await h.createTicket(ws, 'high');
+      await h.setDues(t.id, { first_response: -60 });
+      const due = (await h.row(t.id)).first_response_due;
+
+      expect(await ctx.services.tickets.checkSla(ws.tenantId, t.id)).toBe(1);
+      const row = await h.row(t.id);
+      expect(row.first_response_breached_at).not.toBeNull();
+      expect(row.resolution_breached_at).toBeNull();
+      expect(row.sla_breached).toBe(true);
+
+      const after = await h.ticket(ws, t.id);
+      expect(after.sla_breached).toBe(true);
+      const events = breachEvents(after);
+      expect(events).toHaveLength(1);
+      expect(events[0]!.actor_type).toBe('system');
+      expect(events[0]!.actor_user_id).toBeUndefined();
+      expect(events[0]!.meta).toEqual({ target: 'first_response', due_at: due.toISOString() });
+    });
+
+    test('a stale job does nothing: first reply sent, then the due passes → 0, not breached', async () => {
+      const ws = await createWorkspace(ctx);
+      const t = await h.createTicket(ws, 'urgent');
+      await h.reply(ws, t.id, 'We are looking into it.');
+      await h.setDues(t.id, { first_response: -60 });
+      expect(await ctx.services.tickets.checkSla(ws.tenantId, t.id)).toBe(0);
+      const after = await h.ticket(ws, t.id);
+      expect(after.sla_breached).toBe(false);
+      expect(breachEvents(after)).toHaveLength(0);
+      expect((await h.row(t.id)).first_response_breached_at).toBeNull();
+    });
+
+    test('an internal note is not a first response: the first response target still breaches', async () => {
+      const ws = await createWorkspace(ctx);
+      const t = await h.createTicket(ws, 'urgent');
+      const res = await ctx.http.post(`/v1/tickets/${t.id}/notes`).set(bearer(ws.ownerKey)).send({ body: 'internal only' });
+      expect(res.status).toBe(201);
+      await h.setDues(t.id, { first_response: -60 });
+      expect(await ctx.services.tickets.checkSla(ws.tenantId, t.id)).toBe(1);
+      expect(breachEvents(await h.ticket(ws, t.id)).map((e) => e.meta.target)).toEqual(['first_response']);
+    });
+
+    test('a solved ticket never breaches on resolution (nor on a first response it no longer owes)', async () => {
+      const ws = await createWorkspace(ctx);
+      const t = await h.createTicket(ws, 'normal');
+      await h.patch(ws, t.id, { status: 'solved' });
+      await h.setDues(t.id, { resolution: -60 });
+      expect(await ctx.services.tickets.checkSla(ws.tenantId, t.id)).toBe(0);
+      await h.setDues(t.id, { first_response: -60 });
+      expect(await ctx.services.tickets.checkSla(ws.tenantId, t.id)).toBe(0);
+      const after = await h.ticket(ws, t.id);
+      expect(after.sla_breached).toBe(false);
+      expect(breachEvents(after)).toHaveLength(0);
+    });
+
+    test('a closed ticket never breaches on resolution', async () => {
+      const ws = await createWorkspace(ctx);
+      const t = await h.createTicket(ws, 'normal');
+      await h.reply(ws, t.id);
+      await h.patch(ws, t.id, { status: 'closed' });
+      await h.setDues(t.id, { first_response: -60, resolution: -60 });
+      expect(await ctx.services.tickets.checkSla(ws.tenantId, t.id)).toBe(0);
+      expect((await h.ticket(ws, t.id)).sla_breached).toBe(false);
+    });
+
+    test('timers do not pause: pending and on_hold tickets breach', async () => {
+      const ws = await createWorkspace(ctx);
+      for (const status of ['pending', 'on_hold'] as const) {
+        const t = await h.createTicket(ws, 'normal');
+        await h.patch(ws, t.id, { status });
+        await h.setDues(t.id, { first_response: -60, resolution: -30 });
+        expect(await ctx.services.tickets.checkSla(ws.tenantId, t.id)).toBe(2);
+        expect((await h.ticket(ws, t.id)).sla_breached).toBe(true);
+      }
+    });
+
+    test('exactly once under concurrency: 8 concurrent checks breach 2 targets with 2 events; a re-run finds nothing', async () => {
+      const ws = await createWorkspace(ctx);
+      const t = await h.createTicket(ws, 'normal');
+      await h.setDues(t.id, { first_response: -120, resolution: -60 });
+
+      const results = await Promise.all(Array.from({ length: 8 }, () => ctx.services.tickets.checkSla(ws.tenantId, t.id)));
+      expect(results.reduce((a, b) => a + b, 0)).toBe(2);
+
+      const after = await h.ticket(ws, t.id);
+      expect(after.sla_breached).toBe(true);
+      const events = breachEvents(after);
+      expect(events).toHaveLength(2);
+      expect(events.map((e) => e.meta.target).sort()).toEqual(['first_response', 'resolution']);
+
+      expect(await ctx.services.tickets.checkSla(ws.tenantId, t.id)).toBe(0);
+      expect(breachEvents(await h.ticket(ws, t.id))).toHaveLength(2);
+    });
+
+    test('a tenant cannot breach another workspace\'s ticket', async () => {
+      const a = await createWorkspace(ctx);
+      const b = await createWorkspace(ctx);
+      const t = await h.createTicket(b, 'normal');
+      await h.setDues(t.id, { first_response: -60, resolution: -60 });
+      expect(await ctx.services.tickets.checkSla(a.tenantId, t.id)).toBe(0);
+      expect((await h.row(t.id)).sla_breached).toBe(false);
+      expect(await ctx.services.tickets.checkSla(b.tenantId, t.id)).toBe(2);
+    });
+  });
+
+  describe('sweepSla', () => {
+    test('catches timers whose job never ran, only on tickets that still owe the target, each under its own workspace', async () => {
+      const ws = await createWorkspace(ctx);
+      const other = await createWorkspace(ctx);
+
+      const overdue = await h.createTicket(ws, 'normal');
+      await h.setDues(overdue.id, { first_response: -120, resolution: -60 });
+
+      const replied = await h.createTicket(ws, 'normal');
+      await h.reply(ws, replied.id);
+      await h.setDues(replied.id, { first_response: -120 });
+
+      const solved = await h.createTicket(ws, 'normal');
+      await h.patch(ws, solved.id, { status: 'solved' });
+      await h.setDues(solved.id, { first_response: -120, resolution: -60 });
+
+      const spam = await h.createTicket(ws, 'normal');
+      await h.patch(ws, spam.id, { status: 'spam' });
+      await h.setDues(spam.id, { first_response: -120, resolution: -60 });
+
+      const notYet = await h.createTicket(ws, 'normal');
+
+      const foreign = await h.createTicket(other, 'low');
+      await h.setDues(foreign.id, { first_response: -120 });
+
+      const { breached } = await ctx.services.tickets.sweepSla();
+      // overdue (2) + foreign (1) at least; tickets left overdue by other tests in this database may add more.
+      expect(breached).toBeGreaterThanOrEqual(3);
+
+      const state = async (id: string) => {
+        const r = await h.row(id);
+        return { first: r.first_response_breached_at !== null, resolution: r.resolution_breached_at !== null, sla_breached: r.sla_breached };
+      };
+      expect(await state(overdue.id)).toEqual({ first: true, resolution: true, sla_breached: true });
+      expect(await state(replied.id)).toEqual({ first: false, resolution: false, sla_breached: false });
+      expect(await state(solved.id)).toEqual({ first: false, resolution: false, sla_breached: false });
+      expect(await state(spam.id)).toEqual({ first: false, resolution: false, sla_breached: false });
+      expect(await state(notYet.id)).toEqual({ first: false, resolution: false, sla_breached: false });
+      expect(await state(foreign.id)).toEqual({ first: true, resolution: false, sla_breached: true });
+
+      // Every breach event sits in the ticket's own workspace.
+      const events = await ctx.db
+        .selectFrom('ticket_events')
+        .select(['tenant_id', 'ticket_id', 'meta'])
+        .where('kind', '=', 'sla_breached')
+        .where('ticket_id', 'in', [overdue.id, replied.id, solved.id, spam.id, notYet.id, foreign.id])
+        .execute();
+      expect(events.filter((e) => e.ticket_id === overdue.id).map((e) => e.meta.target).sort()).toEqual(['first_response', 'resolution']);
+      expect(events.filter((e) => e.ticket_id === foreign.id).map((e) => e.meta.target)).toEqual(['first_response']);
+      expect(events).toHaveLength(3);
+      for (const e of events) expect(e.tenant_id).toBe(e.ticket_id === foreign.id ? other.tenantId : ws.tenantId);
+
+      const foreignView = await h.ticket(other, foreign.id);
+      expect(breachEvents(foreignView)).toHaveLength(1);
+      // The other workspace cannot even see the ticket.
+      expect((await ctx.http.get(`/v1/tickets/${foreign.id}`).set(bearer(ws.ownerKey))).status).toBe(404);
+
+      // A second sweep finds nothing new on these tickets.
+      await ctx.services.tickets.sweepSla();
+      const again = await ctx.db.selectFrom('ticket_events').select('id').where('kind', '=', 'sla_breached').where('ticket_id', 'in', [overdue.id, foreign.id]).execute();
+      expect(again).toHaveLength(3);
+    });
+  });
+
+  describe('priority change', () => {
+    test('normal → urgent moves both unmet targets to created_at + urgent targets and schedules jobs for them', async () => {
+      const ws = await createWorkspace(ctx);
+      const t = await h.createTicket(ws, 'normal');
+      const after = await h.patch(ws, t.id, { priority: 'urgent' });
+      expect(after.priority).toBe('urgent');
+      expect(ms(after.first_response_due)).toBe(ms(t.created_at) + DEFAULT_SLA_TARGETS.urgent.first_response_minutes * MIN);
+      expect(ms(after.resolution_due)).toBe(ms(t.created_at) + DEFAULT_SLA_TARGETS.urgent.resolution_minutes * MIN);
+      const queue = ctx.runtime.queues.queue('maintenance');
+      for (const due of [after.first_response_due, after.resolution_due]) {
+        const job = await Job.fromId(queue, `sla-${t.id}-${ms(due)}`);
+        expect(job).toBeDefined();
+        expect(await job!.getState()).toBe('delayed');
+      }
+    });
+
+    test('a first response already given keeps its due time; the resolution target still moves', async () => {
+      const ws = await createWorkspace(ctx);
+      const t = await h.createTicket(ws, 'normal');
+      await h.reply(ws, t.id);
+      const after = await h.patch(ws, t.id, { priority: 'urgent' });
+      expect(after.first_response_due).toBe(t.first_response_due);
+      expect(ms(after.resolution_due)).toBe(ms(t.created_at) + DEFAULT_SLA_TARGETS.urgent.resolution_minutes * MIN);
+    });
+
+    test('a breached target keeps its due time', async () => {
+      const ws = await createWorkspace(ctx);
+      const t = await h.createTicket(ws, 'low');
+      await h.setDues(t.id, { first_response: -60 });
+      expect(await ctx.services.tickets.checkSla(ws.tenantId, t.id)).toBe(1);
+      const breachedDue = (await h.row(t.id)).first_response_due.toISOString();
+      const after = await h.patch(ws, t.id, { priority: 'urgent' });
+      expect(after.first_response_due).toBe(breachedDue);
+      expect(ms(after.resolution_due)).toBe(ms(t.created_at) + DEFAULT_SLA_TARGETS.urgent.resolution_minutes * MIN);
+      expect(after.sla_breached).toBe(true);
+    });
+  });
+
+  describe('reopen', () => {
+    test('clears both breaches, restarts both timers from now, and the new timers breach again', async () => {
+      const ws = await createWorkspace(ctx);
+      const t = await h.createTicket(ws, 'high');
+      await h.setDues(t.id, { first_response: -120, resolution: -60 });
+      expect(await ctx.services.tickets.checkSla(ws.tenantId, t.id)).toBe(2);
+      await h.reply(ws, t.id);
+      const solved = await h.patch(ws, t.id, { status: 'solved' });
+      expect(solved.sla_breached).toBe(true);
+
+      const before = Date.now();
+      const res = await ctx.http.post(`/v1/tickets/${t.id}/reopen`).set(bearer(ws.ownerKey));
+      const after = Date.now();
+      expect(res.status).toBe(200);
+      const reopened = res.body as TicketView;
+      expect(reopened.status).toBe('open');
+      expect(reopened.sla_breached).toBe(false);
+      expect(reopened.reopened_at).toBeDefined();
+      const target = DEFAULT_SLA_TARGETS.high;
+      expect(ms(reopened.first_response_due)).toBeGreaterThanOrEqual(before + target.first_response_minutes * MIN);
+      expect(ms(reopened.first_response_due)).toBeLessThanOrEqual(after + target.first_response_minutes * MIN);
+      expect(ms(reopened.resolution_due)).toBeGreaterThanOrEqual(before + target.resolution_minutes * MIN);
+      expect(ms(reopened.resolution_due)).toBeLessThanOrEqual(after + target.resolution_minutes * MIN);
+      expect(ms(reopened.first_response_due)).toBe(ms(reopened.reopened_at!) + target.first_response_minutes * MIN);
+      const row = await h.row(t.id);
+      expect(row.first_response_breached_at).toBeNull();
+      expect(row.resolution_breached_at).toBeNull();
+
+      // New delayed jobs for the restarted timers.
+      const queue = ctx.runtime.queues.queue('maintenance');
+      for (const due of [reopened.first_response_due, reopened.resolution_due]) {
+        expect(await Job.fromId(queue, `sla-${t.id}-${ms(due)}`)).toBeDefined();
+      }
+
+      // Nothing is due yet, so a check does nothing; once the new dues pass, both targets breach once more.
+      expect(await ctx.services.tickets.checkSla(ws.tenantId, t.id)).toBe(0);
+      await h.setDues(t.id, { first_response: -20, resolution: -10 });
+      expect(await ctx.services.tickets.checkSla(ws.tenantId, t.id)).toBe(2);
+      const final = await h.ticket(ws, t.id);
+      expect(final.sla_breached).toBe(true);
+      expect(breachEvents(final)).toHaveLength(4);
+    });
+
+    test('a priority change after a reopen counts from reopened_at', async () => {
+      const ws = await createWorkspace(ctx);
+      const t = await h.createTicket(ws, 'low');
+      await h.patch(ws, t.id, { status: 'solved' });
+      const reopened = (await ctx.http.post(`/v1/tickets/${t.id}/reopen`).set(bearer(ws.ownerKey))).body as TicketView;
+      const after = await h.patch(ws, t.id, { priority: 'urgent' });
+      const from = ms(reopened.reopened_at!);
+      expect(ms(after.first_response_due)).toBe(from + DEFAULT_SLA_TARGETS.urgent.first_response_minutes * MIN);
+      expect(ms(after.resolution_due)).toBe(from + DEFAULT_SLA_TARGETS.urgent.resolution_minutes * MIN);
+    });
+  });
+
+  describe('leaving spam after a resolution', () => {
+    test('closed → spam → open restarts the clock like a reopen, so the resolution can breach again', async () => {
+      const ws = await createWorkspace(ctx);
+      const t = await h.createTicket(ws);
+      await h.patch(ws, t.id, { status: 'closed' });
+      await h.patch(ws, t.id, { status: 'spam' });
+      const before = Date.now();
+      const open = await h.patch(ws, t.id, { status: 'open' });
+      expect(ms(open.resolution_due)).toBeGreaterThanOrEqual(before);
+      expect((await h.row(t.id)).solved_at).toBeNull();
+      await h.setDues(t.id, { first_response: -5, resolution: -5 });
+      expect(await ctx.services.tickets.checkSla(ws.tenantId, t.id)).toBe(2);
+    });
+  });
+});
+
+describe('SLA timers with the workers running', () => {
+  let ctx: TestContext;
+  const h = helpers(() => ctx);
+  beforeAll(async () => {
+    ctx = await startTestApp();
+    await ctx.startWorkers();
+  });
+  afterAll(async () => {
+    await ctx.close();
+  });
+
+  test('the worker registers the per-minute sla-sweep scheduler on the maintenance queue', async () => {
+    const schedulers = await ctx.runtime.queues.queue('maintenance').getJobSchedulers();
+    const sweep = schedulers.find((s) => s.key === 'sla-sweep');
+    expect(sweep).toBeDefined();
+    expect(sweep!.name).toBe('sla.sweep');
+    expect(Number(sweep!.every)).toBe(60_000);
+  });
+
+  test('a delayed sla.check fires at the due time and breaches the ticket exactly once', async () => {
+    const ws = await createWorkspace(ctx);
+    const t = await h.createTicket(ws, 'normal');
+    await h.setDues(t.id, { first_response: 1 });
+    const due = (await h.row(t.id)).first_response_due;
+
+    const jobId = await ctx.runtime.queues.enqueue('sla.check', { tenant_id: ws.tenantId, ticket_id: t.id }, { delayMs: 1000 });
+    const queue = ctx.runtime.queues.queue('maintenance');
+    expect(await (await Job.fromId(queue, jobId))!.getState()).toBe('delayed');
+    expect((await h.ticket(ws, t.id)).sla_breached).toBe(false);
+
+    const breached = await eventually(
+      async () => {
+        const v = await h.ticket(ws, t.id);
+        return v.sla_breached ? v : undefined;
+      },
+      10_000,
+      'the ticket to be breached',
+    );
+    const events = breachEvents(breached);
+    expect(events).toHaveLength(1);
+    expect(events[0]!.actor_type).toBe('system');
+    expect(events[0]!.meta).toEqual({ target: 'first_response', due_at: due.toISOString() });
+
+    const row = await h.row(t.id);
+    expect(row.first_response_breached_at!.getTime()).toBeGreaterThanOrEqual(due.getTime());
+    expect(row.resolution_breached_at).toBeNull();
+
+    const job = await eventually(
+      async () => {
+        const j = await Job.fromId(queue, jobId);
+        return j && (await j.getState()) === 'completed' ? j : undefined;
+      },
+      5000,
+      `job ${jobId} to complete`,
+    );
+    expect(job.returnvalue).toEqual({ breached: 1 });
+
+    // A repeat of the same check (a stale or duplicate job) finds nothing more.
+    await ctx.runtime.queues.enqueue('sla.check', { tenant_id: ws.tenantId, ticket_id: t.id });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(breachEvents(await h.ticket(ws, t.id))).toHaveLength(1);
+  });
+});
