@@ -273,7 +273,7 @@ describe('GET /v1/customers', () => {
     // Set created_at apart explicitly so the order cannot hinge on the clock's resolution.
     const t = Date.now();
     for (const [c, ageMs] of [[old, 30_000], [mid, 20_000], [fresh, 10_000]] as const) {
-      await ctx.db.updateTable('customers').set({ created_at: new Date(t - ageMs) }).where('id', '=', c.id).execute();
+      await sql`UPDATE customers SET created_at = ${new Date(t - ageMs)} WHERE id = ${c.id}`.execute(ctx.db);
     }
     const res = await list(w);
     expect(ids(res)).toEqual([fresh.id, mid.id, old.id]);

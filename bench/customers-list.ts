@@ -1,0 +1,176 @@
+/**
+ * The customer directory's page read with 100,000 customers in one workspace: GET /v1/customers?limit=50 (first
+ * page) and ?limit=50&offset=50000 (deep page), against ?limit=50 on a 100-customer workspace as the baseline
+ * measured in the same run. Then EXPLAIN (ANALYZE, BUFFERS) of the page and count queries, and a check that the
+ * page read is served by the customers_page index.
+ *   npm run bench:customers   (PostgreSQL and Redis must answer; `npm run up` or `npm test` prepares them)
+ * BENCH_SECONDS (default 5) and BENCH_CONNECTIONS (default 16) tune the load.
+ */
+import autocannon from 'autocannon';
+import type { Server } from 'node:http';
+import { sql } from 'kysely';
+import { Client } from 'pg';
+import { createApp } from '../src/app';
+import { loadConfig } from '../src/config';
+import { migrateToLatest } from '../src/db';
+import { ensureDatabase } from '../src/db/admin';
+import { createLogger } from '../src/lib/logger';
+import { openRuntime } from '../src/runtime';
+
+const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+const BIG = 100_000;
+const SMALL = 100;
+const DB_NAME = 'helpdesk_bench_customers';
+
+async function dropDatabase(url: URL): Promise<void> {
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const client = new Client({ connectionString: admin.toString() });
+  await client.connect();
+  try {
+    await client.query(`DROP DATABASE IF EXISTS "${DB_NAME}" WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
+}
+
+async function main() {
+  const base = new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/helpdesk');
+  base.pathname = `/${DB_NAME}`;
+  // A leftover from an interrupted run would skew the row counts: start from an empty database.
+  await dropDatabase(base);
+  await ensureDatabase(base.toString());
+  const config = loadConfig({
+    ...process.env,
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'silent',
+    DATABASE_URL: base.toString(),
+    REDIS_PREFIX: 'hd_bench_customers',
+    PG_POOL_MAX: '16',
+  });
+  const logger = createLogger(config);
+  const runtime = openRuntime(config, logger, 'http');
+  const db = runtime.db.db;
+  let server: Server | undefined;
+  try {
+    await migrateToLatest(db);
+    const { app, services } = createApp({ config, logger, db, redis: runtime.redis, queues: runtime.queues });
+    const stamp = Date.now();
+    const bootstrap = (name: string) =>
+      services.workspaces.bootstrap({
+        workspace: name,
+        ownerEmail: `${name.toLowerCase()}-${stamp}@bench.test`,
+        ownerName: name,
+        ownerRealmSubject: `${name.toLowerCase()}-${stamp}`,
+      });
+    const big = await bootstrap('Big');
+    const small = await bootstrap('Small');
+
+    // One statement per workspace: unique emails, created_at one minute apart going back in time (about 69 days
+    // for the big workspace), ids random so index order is decided by created_at and not by insertion order.
+    const seed = async (tenantId: string, n: number) => {
+      const t0 = performance.now();
+      await sql`
+        INSERT INTO customers (id, tenant_id, display_name, email, company, country, metadata, created_at, updated_at)
+        SELECT gen_random_uuid(), ${tenantId}::uuid, 'Customer ' || g, 'customer' || g || '@bench.test',
+               'Company ' || (g % 997), (ARRAY['DE','US','FR','GB','NL','SE','JP','BR'])[1 + g % 8],
+               jsonb_build_object('seq', g, 'tier', CASE WHEN g % 10 = 0 THEN 'gold' ELSE 'standard' END),
+               now() - g * interval '1 minute', now() - g * interval '1 minute'
+        FROM generate_series(1, ${n}::int) AS g
+      `.execute(db);
+      return performance.now() - t0;
+    };
+    const seedMs = await seed(big.tenant_id, BIG);
+    await seed(small.tenant_id, SMALL);
+    await sql`VACUUM ANALYZE customers`.execute(db);
+    console.log(`seeded ${BIG} + ${SMALL} customers in ${(seedMs / 1000).toFixed(1)} s (one INSERT … SELECT each), then VACUUM ANALYZE`);
+
+    server = await new Promise<Server>((resolve) => {
+      const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    });
+    const port = (server.address() as { port: number }).port;
+
+    // Every case first answers once, checked, so a figure can never be the speed of an error page.
+    const check = async (path: string, key: string, total: number, expectedLength: number) => {
+      const res = await fetch(`http://127.0.0.1:${port}${path}`, { headers: { authorization: `Bearer ${key}` } });
+      const body = (await res.json()) as { total: number; customers: unknown[] };
+      if (res.status !== 200 || body.total !== total || body.customers.length !== expectedLength) {
+        throw new Error(`${path}: ${res.status} total=${body.total} length=${body.customers?.length}`);
+      }
+    };
+
+    const load = (path: string, key: string, duration: number) =>
+      // The load generator runs in a worker thread so it does not share the event loop it is measuring.
+      autocannon({
+        url: `http://127.0.0.1:${port}${path}`,
+        connections: CONNECTIONS,
+        duration,
+        headers: { authorization: `Bearer ${key}` },
+        workers: 1,
+      });
+    const run = async (title: string, path: string, key: string) => {
+      const r = await load(path, key, DURATION);
+      const bad = r.non2xx + r.errors;
+      console.log(
+        `${title.padEnd(46)} ${r.requests.average.toFixed(0).padStart(7)} req/s   p50 ${String(r.latency.p50).padStart(4)} ms   p99 ${String(r.latency.p99).padStart(4)} ms   non-2xx ${bad}`,
+      );
+      return r.requests.average;
+    };
+
+    const cases = [
+      { title: `baseline ${SMALL} customers: ?limit=50`, path: '/v1/customers?limit=50', key: small.api_key.secret, total: SMALL },
+      { title: `${BIG} customers: ?limit=50 (first page)`, path: '/v1/customers?limit=50', key: big.api_key.secret, total: BIG },
+      { title: `${BIG} customers: ?limit=50&offset=50000`, path: '/v1/customers?limit=50&offset=50000', key: big.api_key.secret, total: BIG },
+    ];
+    for (const c of cases) await check(c.path, c.key, c.total, 50);
+
+    console.log(`\nnode ${process.version}, ${CONNECTIONS} connections, ${DURATION}s each, API key auth`);
+    // Unreported warm-up, so the first case measured does not also pay for JIT, pool growth and cold caches.
+    for (const c of cases) await load(c.path, c.key, 1);
+    const rates: number[] = [];
+    for (const c of cases) rates.push(await run(c.title, c.path, c.key));
+    console.log(
+      `first page: ${((rates[1]! / rates[0]!) * 100).toFixed(0)}% of baseline; deep page: ${((rates[2]! / rates[0]!) * 100).toFixed(0)}% of baseline`,
+    );
+
+    const explain = async (title: string, query: ReturnType<typeof sql>) => {
+      const { rows } = await query.execute(db);
+      const text = (rows as { 'QUERY PLAN': string }[]).map((r) => r['QUERY PLAN']).join('\n');
+      console.log(`\n${title}\n${text}`);
+      return text;
+    };
+    const tenant = big.tenant_id;
+    const pagePlan = await explain(
+      'EXPLAIN (ANALYZE, BUFFERS) SELECT * FROM customers WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT 50 OFFSET 0',
+      sql`EXPLAIN (ANALYZE, BUFFERS) SELECT * FROM customers WHERE tenant_id = ${tenant}::uuid ORDER BY created_at DESC, id DESC LIMIT 50 OFFSET 0`,
+    );
+    const deepPlan = await explain(
+      'EXPLAIN (ANALYZE, BUFFERS) SELECT * FROM customers WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT 50 OFFSET 50000',
+      sql`EXPLAIN (ANALYZE, BUFFERS) SELECT * FROM customers WHERE tenant_id = ${tenant}::uuid ORDER BY created_at DESC, id DESC LIMIT 50 OFFSET 50000`,
+    );
+    await explain(
+      'EXPLAIN (ANALYZE, BUFFERS) SELECT count(*) FROM customers WHERE tenant_id = $1',
+      sql`EXPLAIN (ANALYZE, BUFFERS) SELECT count(*) FROM customers WHERE tenant_id = ${tenant}::uuid`,
+    );
+
+    const usesIndex = (plan: string) => /Index (Only )?Scan using customers_page on customers/.test(plan) && !/\bSort\b/.test(plan);
+    const ok = usesIndex(pagePlan);
+    console.log(`\n${ok ? 'PASS' : 'FAIL'}: the page query is served by the customers_page index with no sort step`);
+    console.log(`${usesIndex(deepPlan) ? 'PASS' : 'FAIL'}: the deep page query (offset 50000) is served by the customers_page index with no sort step`);
+    if (!ok) process.exitCode = 1;
+  } finally {
+    if (server) {
+      const s = server;
+      await new Promise<void>((resolve) => s.close(() => resolve()));
+      s.closeAllConnections();
+    }
+    await runtime.close();
+    await dropDatabase(base);
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
