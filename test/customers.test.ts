@@ -415,3 +415,22 @@ describe('GET /v1/customers', () => {
     }
   });
 });
+
+describe('the exact total kept by the database', () => {
+  test('stays equal to the real row count through concurrent creates, bulk inserts and deletes', async () => {
+    const w = await createWorkspace(ctx);
+    const key = bearer(w.ownerKey);
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        ctx.http.post('/v1/customers').set(key).send({ display_name: `C${i}`, email: `c${i % 15}@count.test` }),
+      ),
+    );
+    await sql`insert into customers (id, tenant_id, display_name, email)
+      select gen_random_uuid(), ${w.tenantId}, 'bulk', 'bulk' || g || '@count.test' from generate_series(1, 40) g`.execute(ctx.db);
+    await sql`delete from customers where tenant_id = ${w.tenantId} and email like 'bulk1%'`.execute(ctx.db);
+    const real = await sql<{ n: number }>`select count(*)::int as n from customers where tenant_id = ${w.tenantId}`.execute(ctx.db);
+    const res = await ctx.http.get('/v1/customers?limit=1').set(key);
+    expect(real.rows[0]!.n).toBe(15 + 40 - 11);
+    expect(res.body.total).toBe(real.rows[0]!.n);
+  });
+});

@@ -162,6 +162,11 @@ export interface TodosTable {
   created_at: CreatedAt;
 }
 
+export interface CustomerCountsTable {
+  tenant_id: string;
+  n: number;
+}
+
 export interface Database {
   tenants: TenantsTable;
   users: UsersTable;
@@ -170,6 +175,7 @@ export interface Database {
   api_keys: ApiKeysTable;
   audit_log: AuditLogTable;
   customers: CustomersTable;
+  customer_counts: CustomerCountsTable;
   teams: TeamsTable;
   sla_policies: SlaPoliciesTable;
   tickets: TicketsTable;

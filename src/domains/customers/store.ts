@@ -37,11 +37,8 @@ export async function listCustomers(db: Executor, tenantId: string, page: { limi
   return q.execute();
 }
 
+/** Kept exact by triggers on customers (migration 0003): one row read instead of a count of the workspace. */
 export async function countCustomers(db: Executor, tenantId: string): Promise<number> {
-  const row = await db
-    .selectFrom('customers')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('tenant_id', '=', tenantId)
-    .executeTakeFirstOrThrow();
-  return Number(row.n);
+  const row = await db.selectFrom('customer_counts').select('n').where('tenant_id', '=', tenantId).executeTakeFirst();
+  return Number(row?.n ?? 0);
 }
