@@ -37,6 +37,7 @@ const schema = z
     JOB_WAIT_MS: int(0, 120000).default(5000),
     WORKER_CONCURRENCY: int(1, 256).default(8),
     AUDIT_RETENTION_DAYS: int(1, 36500).default(365),
+    PRESENCE_TTL_SECONDS: int(1, 86400).default(300),
     SHUTDOWN_GRACE_MS: int(0, 600000).default(25000),
     TRUST_PROXY: bool.default(false),
   })

@@ -5,6 +5,10 @@ import { memberOperations } from './domains/members/routes';
 import { customerOperations } from './domains/customers/routes';
 import { slaPolicyOperations } from './domains/sla/routes';
 import { ticketOperations } from './domains/tickets/routes';
+import { macroOperations } from './domains/macros/routes';
+import { notificationOperations } from './domains/notifications/routes';
+import { savedViewOperations } from './domains/saved-views/routes';
+import { teamOperations } from './domains/teams/routes';
 import type { Operation } from './http/operation';
 
 /** Every operation of the API, assembled from the domains and checked once at start-up. */
@@ -16,6 +20,10 @@ const ALL: Operation[] = [
   ...customerOperations,
   ...ticketOperations,
   ...slaPolicyOperations,
+  ...teamOperations,
+  ...savedViewOperations,
+  ...macroOperations,
+  ...notificationOperations,
 ];
 
 export function buildOperationTable(rows: Operation[] = ALL): Operation[] {

@@ -11,6 +11,10 @@ import { createCustomerService } from './domains/customers/service';
 import { createTicketService } from './domains/tickets/service';
 import { createSlaPolicyService } from './domains/sla/service';
 import type { QueueHub } from './queue/hub';
+import { createNotificationService } from './domains/notifications/service';
+import { createTeamService } from './domains/teams/service';
+import { createSavedViewService } from './domains/saved-views/service';
+import { createMacroService, createMacroTriggerSink } from './domains/macros/service';
 
 /** The service container: each factory gets only the dependencies it needs. */
 export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger }) {
@@ -18,6 +22,8 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
   const audit = createAuditService({ db });
   const apiKeys = createApiKeyService({ db, config, audit });
   const customers = createCustomerService({ db });
+  const notifications = createNotificationService({ db });
+  const tickets = createTicketService({ db, customers, notifications, queues, logger, triggers: createMacroTriggerSink({ db, queues }) });
   return {
     identity: createIdentityService({ db, config }),
     audit,
@@ -26,7 +32,11 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     agents: createAgentService({ db, audit }),
     workspaces: createWorkspaceService({ db, apiKeys, audit }),
     customers,
-    tickets: createTicketService({ db, customers, queues, logger }),
+    notifications,
+    tickets,
+    teams: createTeamService({ db, config, tickets }),
+    savedViews: createSavedViewService({ db }),
+    macros: createMacroService({ db, tickets }),
     slaPolicies: createSlaPolicyService({ db }),
   };
 }

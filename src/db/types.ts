@@ -23,11 +23,16 @@ export interface UsersTable {
   updated_at: UpdatedAt;
 }
 
+export type Presence = 'online' | 'away' | 'offline';
+
 export interface MembershipsTable {
   tenant_id: string;
   user_id: string;
   role: Role;
   status: MemberStatus;
+  presence: ColumnType<Presence, Presence | undefined, Presence>;
+  presence_at: ColumnType<Date | null, Date | null | undefined, Date | string | null>;
+  helpdesk_unavailable: ColumnType<boolean, boolean | undefined, boolean>;
   created_at: CreatedAt;
   updated_at: UpdatedAt;
 }
@@ -82,6 +87,58 @@ export interface TeamsTable {
   id: string;
   tenant_id: string;
   name: string;
+  rr_last_position: ColumnType<number, number | undefined, number>;
+  created_at: CreatedAt;
+}
+
+export interface TeamMembersTable {
+  tenant_id: string;
+  team_id: string;
+  user_id: string;
+  position: number;
+  created_at: CreatedAt;
+}
+
+export interface SavedViewsTable {
+  id: string;
+  tenant_id: string;
+  owner_user_id: string;
+  name: string;
+  filters: ColumnType<Record<string, string>, string, string>;
+  shared: boolean;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
+export interface MacrosTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  description: string;
+  actions: ColumnType<unknown[], string, string>;
+  enabled: boolean;
+  trigger: ColumnType<Record<string, unknown> | null, string | null, string | null>;
+  created_by_user_id: string | null;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
+export interface MacroRunsTable {
+  tenant_id: string;
+  macro_id: string;
+  event_id: string;
+  created_at: CreatedAt;
+}
+
+export interface NotificationsTable {
+  id: string;
+  tenant_id: string;
+  user_id: string;
+  kind: string;
+  ticket_id: string | null;
+  body: string;
+  meta: ColumnType<Record<string, unknown>, string, string>;
+  read_at: Date | null;
   created_at: CreatedAt;
 }
 
@@ -177,6 +234,11 @@ export interface Database {
   customers: CustomersTable;
   customer_counts: CustomerCountsTable;
   teams: TeamsTable;
+  team_members: TeamMembersTable;
+  saved_views: SavedViewsTable;
+  macros: MacrosTable;
+  macro_runs: MacroRunsTable;
+  notifications: NotificationsTable;
   sla_policies: SlaPoliciesTable;
   tickets: TicketsTable;
   ticket_events: TicketEventsTable;
@@ -195,3 +257,6 @@ export type NewTicket = Insertable<TicketsTable>;
 export type TicketEventRow = Selectable<TicketEventsTable>;
 export type NewTicketEvent = Insertable<TicketEventsTable>;
 export type SlaPolicyRow = Selectable<SlaPoliciesTable>;
+export type MacroRow = Selectable<MacrosTable>;
+export type SavedViewRow = Selectable<SavedViewsTable>;
+export type NotificationRow = Selectable<NotificationsTable>;

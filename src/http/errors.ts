@@ -68,6 +68,12 @@ export const DOMAIN_ERRORS = {
   ticket_merged: 409,
   merge_self: 400,
   reopen_not_allowed: 409,
+  member_unknown: 422,
+  team_member_exists: 409,
+  no_eligible_member: 409,
+  filter_unknown: 422,
+  filter_invalid: 422,
+  macro_disabled: 409,
 } as const;
 
 export type DomainErrorCode = keyof typeof DOMAIN_ERRORS;

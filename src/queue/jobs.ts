@@ -18,6 +18,16 @@ export const JOBS = {
     queue: 'maintenance',
     data: z.object({ tenant_id: z.uuid(), ticket_id: z.uuid() }),
   },
+  /** A ticket event that enabled triggered macros listen for; each macro runs at most once per event. */
+  'macros.trigger': {
+    queue: 'maintenance',
+    data: z.object({
+      tenant_id: z.uuid(),
+      ticket_id: z.uuid(),
+      event: z.enum(['ticket.created', 'ticket.updated', 'ticket.reopened']),
+      event_id: z.uuid(),
+    }),
+  },
   /** Safety net for timers whose job was never enqueued (Redis down at the time) or was lost. */
   'sla.sweep': {
     queue: 'maintenance',

@@ -2,12 +2,14 @@ import type { Migration, MigrationProvider } from 'kysely';
 import * as m0001 from './0001_foundation';
 import * as m0002 from './0002_tickets';
 import * as m0003 from './0003_customer_counts';
+import * as m0004 from './0004_queue_ops';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
   '0001_foundation': m0001,
   '0002_tickets': m0002,
   '0003_customer_counts': m0003,
+  '0004_queue_ops': m0004,
 };
 
 export const migrationProvider: MigrationProvider = {

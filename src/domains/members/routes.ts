@@ -1,5 +1,5 @@
 import { defineOperation } from '../../http/operation';
-import { addMemberBody, member, memberList, patchMemberBody, userIdParams } from './schemas';
+import { addMemberBody, member, memberList, patchMemberBody, preferencesBody, preferencesResult, presenceBody, presenceResult, userIdParams } from './schemas';
 
 export const memberOperations = [
   defineOperation({
@@ -49,5 +49,25 @@ export const memberOperations = [
       await s.members.remove(principal, params.user_id);
       return { status: 204 };
     },
+  }),
+  defineOperation({
+    id: 'set_my_presence',
+    method: 'put',
+    path: '/v1/me/presence',
+    summary: 'Set the calling user\'s presence; it goes stale (counts as offline) after PRESENCE_TTL_SECONDS',
+    access: { floor: 'viewer', tag: 'helpdesk-ops', action: 'write' },
+    body: presenceBody,
+    response: { status: 200, description: 'Presence as stored', schema: presenceResult },
+    handler: async ({ principal, body }, s) => ({ body: await s.members.setPresence(principal, body.presence) }),
+  }),
+  defineOperation({
+    id: 'patch_my_preferences',
+    method: 'patch',
+    path: '/v1/me/preferences',
+    summary: 'Set the calling user\'s helpdesk preferences',
+    access: { floor: 'viewer', tag: 'helpdesk-ops', action: 'write' },
+    body: preferencesBody,
+    response: { status: 200, description: 'Preferences as stored', schema: preferencesResult },
+    handler: async ({ principal, body }, s) => ({ body: await s.members.setPreferences(principal, body) }),
   }),
 ];

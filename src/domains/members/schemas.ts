@@ -33,3 +33,10 @@ export const memberList = z.object({ members: z.array(member) });
 
 export type AddMemberInput = z.output<typeof addMemberBody>;
 export type PatchMemberInput = z.output<typeof patchMemberBody>;
+
+export const presenceBody = z.strictObject({ presence: z.enum(['online', 'away', 'offline']) });
+export const presenceResult = z.object({ presence: z.enum(['online', 'away', 'offline']), refreshed_at: z.string() });
+export const preferencesBody = z
+  .strictObject({ helpdesk_unavailable: z.boolean().optional() })
+  .refine((b) => b.helpdesk_unavailable !== undefined, { message: 'send at least one preference' });
+export const preferencesResult = z.object({ helpdesk_unavailable: z.boolean() });

@@ -89,6 +89,16 @@ export function createMemberService(deps: { db: Db; audit: AuditService; apiKeys
   }
 
   return {
+    /** The caller's own presence; refreshing it (even to the same value) restarts the staleness clock. */
+    async setPresence(actor: Principal, presence: 'online' | 'away' | 'offline') {
+      const row = await store.setPresence(db, actor.tenantId, actor.userId, presence);
+      return { presence: row.presence, refreshed_at: iso(row.presence_at!) };
+    },
+
+    async setPreferences(actor: Principal, prefs: { helpdesk_unavailable?: boolean }) {
+      return store.setPreferences(db, actor.tenantId, actor.userId, prefs);
+    },
+
     async list(actor: Principal) {
       return { members: (await store.listMembers(db, actor.tenantId)).map(present) };
     },

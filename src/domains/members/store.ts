@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
-import type { MemberStatus, Role, UserRow } from '../../db/types';
+import type { MemberStatus, Presence, Role, UserRow } from '../../db/types';
 
 export interface MemberRow {
   user_id: string;
@@ -100,4 +100,21 @@ export async function insertUser(
   user: { id: string; email: string; name: string; realm_subject: string | null },
 ): Promise<UserRow> {
   return db.insertInto('users').values(user).returningAll().executeTakeFirstOrThrow();
+}
+
+export async function setPresence(db: Executor, tenantId: string, userId: string, presence: Presence) {
+  return db
+    .updateTable('memberships')
+    .set({ presence, presence_at: sql`now()` })
+    .where('tenant_id', '=', tenantId)
+    .where('user_id', '=', userId)
+    .returning(['presence', 'presence_at'])
+    .executeTakeFirstOrThrow();
+}
+
+export async function setPreferences(db: Executor, tenantId: string, userId: string, prefs: { helpdesk_unavailable?: boolean }) {
+  let q = db.updateTable('memberships').where('tenant_id', '=', tenantId).where('user_id', '=', userId);
+  if (prefs.helpdesk_unavailable !== undefined) q = q.set({ helpdesk_unavailable: prefs.helpdesk_unavailable });
+  else q = q.set({ updated_at: sql`now()` });
+  return q.returning(['helpdesk_unavailable']).executeTakeFirstOrThrow();
 }

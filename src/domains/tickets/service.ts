@@ -7,6 +7,7 @@ import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
 import type { CustomerService } from '../customers/service';
+import { mentionedIds, type NotificationService } from '../notifications/service';
 import type { CreateTicketInput, PatchTicketInput, TicketFilters } from './schemas';
 import { dueTimes, DEFAULT_SLA_TARGETS, type Priority } from '../sla/targets';
 import * as slaStore from '../sla/store';
@@ -15,6 +16,29 @@ import * as store from './store';
 import { listTenantIds, lockTenant } from '../workspaces/store';
 
 type NewEvent = Omit<NewTicketEvent, 'tenant_id'>;
+
+/** Who an event is by: a person (directly or through their key), or the system (timers, triggered macros). */
+export interface EventActor {
+  actor_type: 'user' | 'system';
+  actor_user_id: string | null;
+  actor_name: string | null;
+}
+
+export type TicketTrigger = 'ticket.created' | 'ticket.updated' | 'ticket.reopened';
+
+/** Told after commit about events that triggered macros may react to (the macros domain listens). */
+export interface TriggerSink {
+  publish(tenantId: string, ticketId: string, event: TicketTrigger, eventId: string): Promise<void>;
+}
+
+export const eventFor = (by: EventActor, ticketId: string, kind: string, body: string, meta: Record<string, unknown>): NewEvent => ({
+  id: newId(),
+  ticket_id: ticketId,
+  kind,
+  body,
+  meta: JSON.stringify(meta),
+  ...by,
+});
 
 const presentEvent = (e: TicketEventRow) => ({
   id: e.id,
@@ -47,20 +71,18 @@ const presentSummary = (t: TicketRow) => ({
 
 const ticketMerged = (id: string) => conflict('ticket_merged', `Ticket ${id} is merged; merged tickets are terminal.`);
 
-export function createTicketService(deps: { db: Db; customers: CustomerService; queues: QueueHub; logger: Logger }) {
-  const { db, customers, queues, logger } = deps;
+export function createTicketService(deps: {
+  db: Db;
+  customers: CustomerService;
+  notifications: NotificationService;
+  queues: QueueHub;
+  logger: Logger;
+  triggers: TriggerSink;
+}) {
+  const { db, customers, notifications, queues, logger, triggers } = deps;
 
-  async function actorEvent(tx: Executor, actor: Principal, kind: string, body: string, meta: Record<string, unknown>, ticketId: string): Promise<NewEvent> {
-    return {
-      id: newId(),
-      ticket_id: ticketId,
-      kind,
-      body,
-      meta: JSON.stringify(meta),
-      actor_type: 'user',
-      actor_user_id: actor.userId,
-      actor_name: await store.userName(tx, actor.userId),
-    };
+  async function userActor(tx: Executor, actor: Principal): Promise<EventActor> {
+    return { actor_type: 'user', actor_user_id: actor.userId, actor_name: await store.userName(tx, actor.userId) };
   }
 
   async function policyFor(tx: Executor, tenantId: string, policyId?: string) {
@@ -146,18 +168,110 @@ export function createTicketService(deps: { db: Db; customers: CustomerService; 
     };
   }
 
+  /** Appends a reply or note on a locked ticket, with the notifications it causes. */
+  async function addMessage(tx: Executor, tenantId: string, by: EventActor, t: TicketRow, kind: 'reply' | 'internal_note', body: string) {
+    const firstResponse = kind === 'reply' && t.first_responded_at === null;
+    await store.updateTicket(tx, tenantId, t.id, firstResponse ? { first_responded_at: new Date() } : {});
+    await store.insertEvents(tx, tenantId, [eventFor(by, t.id, kind, body, kind === 'reply' ? { first_response: firstResponse } : {})]);
+    if (kind === 'reply' && t.assignee_id) {
+      await notifications.notify(tx, tenantId, [t.assignee_id], by.actor_user_id, { kind: 'reply_on_assigned', ticketId: t.id, body: t.subject });
+    }
+    if (kind === 'internal_note') {
+      await notifications.notify(tx, tenantId, mentionedIds(body), by.actor_user_id, { kind: 'mentioned', ticketId: t.id, body: t.subject });
+    }
+  }
+
   async function message(actor: Principal, id: string, kind: 'reply' | 'internal_note', body: string) {
     return db.transaction().execute(async (tx) => {
       const t = await lockOne(tx, actor.tenantId, id);
       if (t.status === 'merged') throw ticketMerged(id);
-      const firstResponse = kind === 'reply' && t.first_responded_at === null;
-      if (firstResponse) await store.updateTicket(tx, actor.tenantId, id, { first_responded_at: new Date() });
-      else await store.updateTicket(tx, actor.tenantId, id, {});
-      await store.insertEvents(tx, actor.tenantId, [
-        await actorEvent(tx, actor, kind, body, kind === 'reply' ? { first_response: firstResponse } : {}, id),
-      ]);
+      await addMessage(tx, actor.tenantId, await userActor(tx, actor), t, kind, body);
       return detail(tx, actor.tenantId, id);
     });
+  }
+
+  /**
+   * The one place ticket fields change, on a row the caller has locked: PATCH and macros both come here.
+   * Returns whether due times moved and the id of the last event written (for triggers).
+   */
+  async function applyChanges(tx: Executor, tenantId: string, by: EventActor, t: TicketRow, input: PatchTicketInput) {
+    await validateRefs(tx, tenantId, input);
+    const update: store.TicketUpdate = {};
+    const events: NewEvent[] = [];
+    const changes: Record<string, { from: unknown; to: unknown }> = {};
+
+    if (input.status !== undefined && input.status !== t.status) {
+      const to = input.status as TicketRow['status'];
+      if (!canTransition(t.status, to)) {
+        const allowed = legalNextStates(t.status);
+        const hint = REOPENABLE.includes(t.status) && to === 'open' ? ' Use POST /v1/tickets/{ticket_id}/reopen.' : '';
+        throw new AppError(409, 'illegal_transition', 'Conflict', `A ${t.status} ticket cannot move to ${to}; allowed: ${allowed.length ? allowed.join(', ') : 'none'}.${hint}`);
+      }
+      update.status = to;
+      if ((to === 'solved' || to === 'closed') && t.solved_at === null) update.solved_at = new Date();
+      // Leaving spam after the ticket had been resolved (closed → spam → open) is a way back to work, so it
+      // gets reopen's clock: otherwise the ticket would be open with its resolution already counted as met.
+      if (t.status === 'spam' && t.solved_at !== null) Object.assign(update, await restartedClock(tx, tenantId, t, new Date()));
+      events.push(eventFor(by, t.id, 'status_changed', '', { from: t.status, to }));
+    }
+    if (input.priority !== undefined && input.priority !== t.priority) {
+      update.priority = input.priority;
+      changes.priority = { from: t.priority, to: input.priority };
+      // A new priority moves the targets not yet met or breached, counted from the clock's start.
+      const due = await clockFrom(tx, tenantId, t.sla_policy_id, input.priority, t.reopened_at ?? t.created_at);
+      if (t.first_responded_at === null && t.first_response_breached_at === null) update.first_response_due = due.first_response_due;
+      if (t.solved_at === null && t.resolution_breached_at === null) update.resolution_due = due.resolution_due;
+    }
+    if (input.assignee_id !== undefined && input.assignee_id !== t.assignee_id) {
+      update.assignee_id = input.assignee_id;
+      changes.assignee_id = { from: t.assignee_id, to: input.assignee_id };
+      if (input.assignee_id) {
+        await notifications.notify(tx, tenantId, [input.assignee_id], by.actor_user_id, { kind: 'assigned', ticketId: t.id, body: t.subject });
+      }
+    }
+    if (input.team_id !== undefined && input.team_id !== t.team_id) {
+      update.team_id = input.team_id;
+      changes.team_id = { from: t.team_id, to: input.team_id };
+    }
+    if (input.tags !== undefined) {
+      const tags = [...new Set(input.tags)];
+      if (tags.join('\u0000') !== t.tags.join('\u0000')) {
+        update.tags = tags;
+        changes.tags = { from: t.tags, to: tags };
+      }
+    }
+    if (input.metadata !== undefined) {
+      update.metadataPatch = input.metadata;
+      changes.metadata = { from: null, to: input.metadata };
+    }
+    if (Object.keys(changes).length > 0) events.push(eventFor(by, t.id, 'fields_changed', '', { changes }));
+    if (Object.keys(update).length > 0) await store.updateTicket(tx, tenantId, t.id, update);
+    await store.insertEvents(tx, tenantId, events);
+    return { dueMoved: update.first_response_due !== undefined || update.resolution_due !== undefined, lastEventId: events.at(-1)?.id };
+  }
+
+  /** Round robin's write: team and assignee set, one `assigned` event, the assignee notified. */
+  async function assign(tx: Executor, tenantId: string, by: EventActor, t: TicketRow, teamId: string, userId: string, meta: Record<string, unknown>) {
+    await store.updateTicket(tx, tenantId, t.id, { team_id: teamId, assignee_id: userId });
+    const event = eventFor(by, t.id, 'assigned', '', { team_id: teamId, assignee_id: userId, from_assignee_id: t.assignee_id, ...meta });
+    await store.insertEvents(tx, tenantId, [event]);
+    await notifications.notify(tx, tenantId, [userId], by.actor_user_id, { kind: 'assigned', ticketId: t.id, body: t.subject, meta: { team_id: teamId } });
+    return event.id;
+  }
+
+  /** After commit: timers for moved due times, and triggered macros for the event (never for system changes). */
+  async function afterCommit(tenantId: string, ticketId: string, o: { dueMoved: boolean; trigger?: { event: TicketTrigger; eventId: string } }) {
+    if (o.dueMoved) {
+      const row = await store.getTicket(db, tenantId, ticketId);
+      if (row) await scheduleSla(tenantId, row);
+    }
+    if (o.trigger) {
+      try {
+        await triggers.publish(tenantId, ticketId, o.trigger.event, o.trigger.eventId);
+      } catch (err) {
+        logger.warn({ ticket_id: ticketId, err: (err as Error).message }, 'macro trigger not enqueued');
+      }
+    }
   }
 
   /** The sla.check job: marks what is overdue, appending one sla_breached event per ticket and target. */
@@ -185,6 +299,8 @@ export function createTicketService(deps: { db: Db; customers: CustomerService; 
 
   return {
     checkSla,
+    /** Building blocks for other domains' transactions (round robin, macros). */
+    internals: { lockOne, userActor, applyChanges, addMessage, assign, afterCommit, detailIn: detail, recordEvents: store.insertEvents, matches: store.matchesFilters },
     detail: (actor: Principal, id: string) => detail(db, actor.tenantId, id),
 
     async create(actor: Principal, input: CreateTicketInput) {
@@ -215,10 +331,15 @@ export function createTicketService(deps: { db: Db; customers: CustomerService; 
           created_at: now,
           updated_at: now,
         });
-        await store.insertEvents(tx, actor.tenantId, [await actorEvent(tx, actor, 'ticket_created', input.description, {}, row.id)]);
-        return row;
+        const createdEvent = eventFor(await userActor(tx, actor), row.id, 'ticket_created', input.description, {});
+        await store.insertEvents(tx, actor.tenantId, [createdEvent]);
+        if (row.assignee_id) {
+          await notifications.notify(tx, actor.tenantId, [row.assignee_id], actor.userId, { kind: 'assigned', ticketId: row.id, body: row.subject });
+        }
+        return { ...row, createdEventId: createdEvent.id };
       });
       await scheduleSla(actor.tenantId, created);
+      await afterCommit(actor.tenantId, created.id, { dueMoved: false, trigger: { event: 'ticket.created', eventId: created.createdEventId } });
       return detail(db, actor.tenantId, created.id);
     },
 
@@ -232,68 +353,16 @@ export function createTicketService(deps: { db: Db; customers: CustomerService; 
     },
 
     async patch(actor: Principal, id: string, input: PatchTicketInput) {
-      const { result, reschedule } = await db.transaction().execute(async (tx) => {
+      const { result, applied } = await db.transaction().execute(async (tx) => {
         const t = await lockOne(tx, actor.tenantId, id);
         if (t.status === 'merged') throw ticketMerged(id);
-        await validateRefs(tx, actor.tenantId, input);
-        const update: store.TicketUpdate = {};
-        const events: NewEvent[] = [];
-        const changes: Record<string, { from: unknown; to: unknown }> = {};
-
-        if (input.status !== undefined && input.status !== t.status) {
-          const to = input.status as TicketRow['status'];
-          if (!canTransition(t.status, to)) {
-            const allowed = legalNextStates(t.status);
-            const hint = REOPENABLE.includes(t.status) && to === 'open' ? ' Use POST /v1/tickets/{ticket_id}/reopen.' : '';
-            throw new AppError(409, 'illegal_transition', 'Conflict', `A ${t.status} ticket cannot move to ${to}; allowed: ${allowed.length ? allowed.join(', ') : 'none'}.${hint}`);
-          }
-          update.status = to;
-          if ((to === 'solved' || to === 'closed') && t.solved_at === null) update.solved_at = new Date();
-          // Leaving spam after the ticket had been resolved (closed → spam → open) is a way back to work, so it
-          // gets reopen's clock: otherwise the ticket would be open with its resolution already counted as met.
-          if (t.status === 'spam' && t.solved_at !== null) Object.assign(update, await restartedClock(tx, actor.tenantId, t, new Date()));
-          events.push(await actorEvent(tx, actor, 'status_changed', '', { from: t.status, to }, id));
-        }
-        if (input.priority !== undefined && input.priority !== t.priority) {
-          update.priority = input.priority;
-          changes.priority = { from: t.priority, to: input.priority };
-          // A new priority moves the targets not yet met or breached, counted from the clock's start.
-          const due = await clockFrom(tx, actor.tenantId, t.sla_policy_id, input.priority, t.reopened_at ?? t.created_at);
-          if (t.first_responded_at === null && t.first_response_breached_at === null) update.first_response_due = due.first_response_due;
-          if (t.solved_at === null && t.resolution_breached_at === null) update.resolution_due = due.resolution_due;
-        }
-        if (input.assignee_id !== undefined && input.assignee_id !== t.assignee_id) {
-          update.assignee_id = input.assignee_id;
-          changes.assignee_id = { from: t.assignee_id, to: input.assignee_id };
-        }
-        if (input.team_id !== undefined && input.team_id !== t.team_id) {
-          update.team_id = input.team_id;
-          changes.team_id = { from: t.team_id, to: input.team_id };
-        }
-        if (input.tags !== undefined) {
-          const tags = [...new Set(input.tags)];
-          if (tags.join('\u0000') !== t.tags.join('\u0000')) {
-            update.tags = tags;
-            changes.tags = { from: t.tags, to: tags };
-          }
-        }
-        if (input.metadata !== undefined) {
-          update.metadataPatch = input.metadata;
-          changes.metadata = { from: null, to: input.metadata };
-        }
-        if (Object.keys(changes).length > 0) events.push(await actorEvent(tx, actor, 'fields_changed', '', { changes }, id));
-        if (Object.keys(update).length > 0) await store.updateTicket(tx, actor.tenantId, id, update);
-        await store.insertEvents(tx, actor.tenantId, events);
-        const dueMoved = update.first_response_due !== undefined || update.resolution_due !== undefined;
-        return { result: await detail(tx, actor.tenantId, id), reschedule: dueMoved };
+        const applied = await applyChanges(tx, actor.tenantId, await userActor(tx, actor), t, input);
+        return { result: await detail(tx, actor.tenantId, id), applied };
       });
-      if (reschedule) {
-        await scheduleSla(actor.tenantId, {
-          id,
-          first_response_due: new Date(result.first_response_due),
-          resolution_due: new Date(result.resolution_due),
-        });
-      }
+      await afterCommit(actor.tenantId, id, {
+        dueMoved: applied.dueMoved,
+        trigger: applied.lastEventId ? { event: 'ticket.updated', eventId: applied.lastEventId } : undefined,
+      });
       return result;
     },
 
@@ -308,18 +377,13 @@ export function createTicketService(deps: { db: Db; customers: CustomerService; 
         }
         const now = new Date();
         await store.updateTicket(tx, actor.tenantId, id, { status: 'open', reopened_at: now, ...(await restartedClock(tx, actor.tenantId, t, now)) });
-        await store.insertEvents(tx, actor.tenantId, [
-          await actorEvent(tx, actor, 'reopen', '', { from: t.status }, id),
-          await actorEvent(tx, actor, 'status_changed', '', { from: t.status, to: 'open' }, id),
-        ]);
-        return detail(tx, actor.tenantId, id);
+        const by = await userActor(tx, actor);
+        const reopenEvent = eventFor(by, id, 'reopen', '', { from: t.status });
+        await store.insertEvents(tx, actor.tenantId, [reopenEvent, eventFor(by, id, 'status_changed', '', { from: t.status, to: 'open' })]);
+        return { detail: await detail(tx, actor.tenantId, id), eventId: reopenEvent.id };
       });
-      await scheduleSla(actor.tenantId, {
-        id,
-        first_response_due: new Date(result.first_response_due),
-        resolution_due: new Date(result.resolution_due),
-      });
-      return result;
+      await afterCommit(actor.tenantId, id, { dueMoved: true, trigger: { event: 'ticket.reopened', eventId: result.eventId } });
+      return result.detail;
     },
 
     async merge(actor: Principal, sourceId: string, targetId: string) {
@@ -348,9 +412,10 @@ export function createTicketService(deps: { db: Db; customers: CustomerService; 
         await store.insertEvents(tx, actor.tenantId, copies);
         await store.updateTicket(tx, actor.tenantId, sourceId, { status: 'merged', merged_into_id: targetId });
         await store.updateTicket(tx, actor.tenantId, targetId, {});
+        const by = await userActor(tx, actor);
         await store.insertEvents(tx, actor.tenantId, [
-          await actorEvent(tx, actor, 'merged', '', { merged_into: targetId, from_status: source.status }, sourceId),
-          await actorEvent(tx, actor, 'merged', '', { merged_from: sourceId, events_copied: copies.length }, targetId),
+          eventFor(by, sourceId, 'merged', '', { merged_into: targetId, from_status: source.status }),
+          eventFor(by, targetId, 'merged', '', { merged_from: sourceId, events_copied: copies.length }),
         ]);
         return detail(tx, actor.tenantId, sourceId);
       });

@@ -205,3 +205,9 @@ export async function markBreaches(
   const rows = await q.returning(['id', `${dueCol} as due`]).execute();
   return rows as { id: string; due: Date }[];
 }
+
+/** Whether one ticket passes a filter set, with exactly the list's semantics (macro trigger conditions). */
+export async function matchesFilters(db: Executor, tenantId: string, ticketId: string, f: TicketFilters): Promise<boolean> {
+  const q = db.selectFrom('tickets').select('id').where('tenant_id', '=', tenantId).where('id', '=', ticketId);
+  return (await applyFilters(q, f).executeTakeFirst()) !== undefined;
+}

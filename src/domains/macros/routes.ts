@@ -1,0 +1,56 @@
+import { z } from 'zod';
+import { defineOperation } from '../../http/operation';
+import { ticketDetail } from '../tickets/schemas';
+import { applyParams, createMacroBody, macro, macroIdParams, macroList, patchMacroBody } from './schemas';
+
+const applyResult = z.object({
+  ticket: ticketDetail,
+  skipped: z.array(z.object({ action: z.record(z.string(), z.unknown()), reason: z.string() })),
+});
+
+export const macroOperations = [
+  defineOperation({
+    id: 'create_macro',
+    method: 'post',
+    path: '/v1/macros',
+    summary: 'Create a macro: typed actions, optionally fired by a ticket event',
+    access: { floor: 'editor', tag: 'helpdesk-ops', action: 'write' },
+    body: createMacroBody,
+    response: { status: 201, description: 'The macro', schema: macro },
+    errors: ['team_unknown', 'assignee_unknown', 'filter_unknown', 'filter_invalid'],
+    handler: async ({ principal, body }, s) => ({ status: 201, body: await s.macros.create(principal, body) }),
+  }),
+  defineOperation({
+    id: 'list_macros',
+    method: 'get',
+    path: '/v1/macros',
+    summary: 'Macros of the workspace',
+    access: { floor: 'viewer', tag: 'helpdesk-ops', action: 'read' },
+    response: { status: 200, description: 'Macros', schema: macroList },
+    handler: async ({ principal }, s) => ({ body: await s.macros.list(principal) }),
+  }),
+  defineOperation({
+    id: 'patch_macro',
+    method: 'patch',
+    path: '/v1/macros/{macro_id}',
+    summary: 'Change a macro; trigger: null makes it manual-only, an omitted trigger is left unchanged',
+    access: { floor: 'editor', tag: 'helpdesk-ops', action: 'write' },
+    params: macroIdParams,
+    body: patchMacroBody,
+    response: { status: 200, description: 'The macro as it now stands', schema: macro },
+    errors: ['team_unknown', 'assignee_unknown', 'filter_unknown', 'filter_invalid'],
+    handler: async ({ principal, params, body }, s) => ({ body: await s.macros.patch(principal, params.macro_id, body) }),
+  }),
+  defineOperation({
+    id: 'apply_macro',
+    method: 'post',
+    path: '/v1/tickets/{ticket_id}/macros/{macro_id}/apply',
+    summary: 'Apply a macro to a ticket by hand',
+    description: 'Actions the status machine forbids are skipped (listed in skipped and recorded as events), never forced. A disabled macro cannot be applied.',
+    access: { floor: 'editor', tag: 'tickets', action: 'write' },
+    params: applyParams,
+    response: { status: 200, description: 'The ticket after the macro, and what was skipped', schema: applyResult },
+    errors: ['macro_disabled', 'ticket_merged'],
+    handler: async ({ principal, params }, s) => ({ body: await s.macros.apply(principal, params.ticket_id, params.macro_id) }),
+  }),
+];

@@ -1,0 +1,178 @@
+import type { Db, Executor } from '../../db';
+import type { MacroRow, TicketRow } from '../../db/types';
+import { conflict, notFound, unprocessable } from '../../http/errors';
+import type { Principal } from '../../http/principal';
+import { newId } from '../../lib/ids';
+import { iso } from '../../lib/time';
+import type { QueueHub } from '../../queue/hub';
+import { checkTicketFilters } from '../tickets/filters';
+import type { PatchTicketInput } from '../tickets/schemas';
+import { eventFor, type EventActor, type TicketService, type TicketTrigger, type TriggerSink } from '../tickets/service';
+import { canTransition } from '../tickets/status';
+import * as ticketStore from '../tickets/store';
+import { macroAction, type CreateMacroInput, type MacroAction, type PatchMacroInput } from './schemas';
+import * as store from './store';
+
+const present = (m: MacroRow) => ({
+  id: m.id,
+  name: m.name,
+  description: m.description,
+  actions: m.actions as Record<string, unknown>[],
+  enabled: m.enabled,
+  trigger: m.trigger as { event: string; conditions: Record<string, string> } | null,
+  created_at: iso(m.created_at),
+  updated_at: iso(m.updated_at),
+});
+
+interface Skip {
+  action: MacroAction;
+  reason: string;
+}
+
+/** Enqueues a trigger job only when the workspace has an enabled macro listening for the event. */
+export function createMacroTriggerSink(deps: { db: Db; queues: QueueHub }): TriggerSink {
+  return {
+    async publish(tenantId, ticketId, event, eventId) {
+      if (!(await store.anyTriggeredBy(deps.db, tenantId, event))) return;
+      await deps.queues.enqueue('macros.trigger', { tenant_id: tenantId, ticket_id: ticketId, event, event_id: eventId }, { jobId: `macro-${eventId}` });
+    },
+  };
+}
+
+export function createMacroService(deps: { db: Db; tickets: TicketService }) {
+  const { db, tickets } = deps;
+  const t = tickets.internals;
+
+  async function validateWrite(tx: Executor, tenantId: string, input: { actions?: MacroAction[]; trigger?: { event: string; conditions: Record<string, unknown> } | null }) {
+    for (const [i, a] of (input.actions ?? []).entries()) {
+      if (a.type === 'assign_team' && !(await ticketStore.teamExists(tx, tenantId, a.team_id))) {
+        throw unprocessable('team_unknown', 'No such team in this workspace.', [{ path: `body.actions.${i}.team_id`, message: 'unknown team' }]);
+      }
+      if (a.type === 'assign_user' && !(await ticketStore.activeMember(tx, tenantId, a.user_id))) {
+        throw unprocessable('assignee_unknown', 'The user is not an active member of this workspace.', [{ path: `body.actions.${i}.user_id`, message: 'unknown member' }]);
+      }
+    }
+    if (!input.trigger) return input.trigger;
+    return { event: input.trigger.event, conditions: checkTicketFilters(input.trigger.conditions, 'body.trigger.conditions').stored };
+  }
+
+  /**
+   * Runs a macro's actions in order on a locked ticket. An action the status machine (or a vanished team or
+   * member) forbids is skipped and recorded as an event, never forced; the rest still apply.
+   */
+  async function run(tx: Executor, tenantId: string, by: EventActor, macro: MacroRow, ticket: TicketRow) {
+    const parsed = macroAction.array().safeParse(macro.actions);
+    const actions = parsed.success ? parsed.data : [];
+    const skipped: Skip[] = [];
+    const patch: PatchTicketInput = {};
+    const notes: string[] = [];
+    let status = ticket.status;
+    let tags = [...ticket.tags];
+    for (const a of actions) {
+      switch (a.type) {
+        case 'set_status': {
+          const to = a.status as TicketRow['status'];
+          if (to === status) break;
+          // Judged against where the ticket stands after the earlier actions, and finally against where it is.
+          if (canTransition(status, to) && canTransition(ticket.status, to)) {
+            patch.status = to;
+            status = to;
+          } else skipped.push({ action: a, reason: `a ${status} ticket cannot move to ${to}` });
+          break;
+        }
+        case 'set_priority':
+          patch.priority = a.priority;
+          break;
+        case 'add_tags':
+          tags = [...new Set([...tags, ...a.tags])];
+          patch.tags = tags;
+          break;
+        case 'remove_tags':
+          tags = tags.filter((x) => !a.tags.includes(x));
+          patch.tags = tags;
+          break;
+        case 'assign_team':
+          if (await ticketStore.teamExists(tx, tenantId, a.team_id)) patch.team_id = a.team_id;
+          else skipped.push({ action: a, reason: 'the team no longer exists' });
+          break;
+        case 'assign_user':
+          if (await ticketStore.activeMember(tx, tenantId, a.user_id)) patch.assignee_id = a.user_id;
+          else skipped.push({ action: a, reason: 'the user is no longer an active member' });
+          break;
+        case 'add_note':
+          notes.push(a.body);
+          break;
+      }
+    }
+    const applied = Object.keys(patch).length > 0 ? await t.applyChanges(tx, tenantId, by, ticket, patch) : { dueMoved: false, lastEventId: undefined };
+    for (const body of notes) await t.addMessage(tx, tenantId, by, ticket, 'internal_note', body);
+    const events = [
+      ...skipped.map((s) => eventFor(by, ticket.id, 'macro_action_skipped', '', { macro_id: macro.id, action: s.action, reason: s.reason })),
+      eventFor(by, ticket.id, 'macro_applied', '', { macro_id: macro.id, name: macro.name, skipped: skipped.length }),
+    ];
+    await t.recordEvents(tx, tenantId, events);
+    return { dueMoved: applied.dueMoved, skipped, lastEventId: events.at(-1)!.id };
+  }
+
+  return {
+    create: (actor: Principal, input: CreateMacroInput) =>
+      db.transaction().execute(async (tx) => {
+        const trigger = await validateWrite(tx, actor.tenantId, input);
+        const row = await store.insertMacro(tx, actor.tenantId, { id: newId(), ...input, trigger: trigger ?? null, created_by_user_id: actor.userId });
+        return present(row);
+      }),
+
+    async list(actor: Principal) {
+      return { macros: (await store.listMacros(db, actor.tenantId)).map(present) };
+    },
+
+    patch: (actor: Principal, id: string, input: PatchMacroInput) =>
+      db.transaction().execute(async (tx) => {
+        const trigger = await validateWrite(tx, actor.tenantId, input);
+        const row = await store.updateMacro(tx, actor.tenantId, id, { ...input, ...(input.trigger !== undefined ? { trigger } : {}) });
+        if (!row) throw notFound('macro');
+        return present(row);
+      }),
+
+    async apply(actor: Principal, ticketId: string, macroId: string) {
+      const outcome = await db.transaction().execute(async (tx) => {
+        const macro = await store.getMacro(tx, actor.tenantId, macroId);
+        if (!macro) throw notFound('macro');
+        if (!macro.enabled) throw conflict('macro_disabled', 'This macro is disabled; enable it before applying it.');
+        const ticket = await t.lockOne(tx, actor.tenantId, ticketId);
+        if (ticket.status === 'merged') throw conflict('ticket_merged', `Ticket ${ticketId} is merged; merged tickets are terminal.`);
+        const result = await run(tx, actor.tenantId, await t.userActor(tx, actor), macro, ticket);
+        return { ...result, ticket: await t.detailIn(tx, actor.tenantId, ticketId) };
+      });
+      await t.afterCommit(actor.tenantId, ticketId, { dueMoved: outcome.dueMoved, trigger: { event: 'ticket.updated', eventId: outcome.lastEventId } });
+      return { ticket: outcome.ticket, skipped: outcome.skipped.map((s) => ({ action: s.action, reason: s.reason })) };
+    },
+
+    /**
+     * The macros.trigger job. Each macro claims (macro, event) in the transaction that applies it, so a job
+     * run twice, or two workers racing, apply it once. Changes made by a macro publish no trigger of their
+     * own, so macros cannot set each other off in a loop.
+     */
+    async runTriggered(data: { tenant_id: string; ticket_id: string; event: TicketTrigger; event_id: string }) {
+      let applied = 0;
+      for (const macro of await store.triggeredBy(db, data.tenant_id, data.event)) {
+        const outcome = await db.transaction().execute(async (tx) => {
+          if (!(await store.claimRun(tx, data.tenant_id, macro.id, data.event_id))) return null;
+          const ticket = await ticketStore.lockTickets(tx, data.tenant_id, [data.ticket_id]).then((r) => r[0]);
+          if (!ticket || ticket.status === 'merged') return null;
+          const conditions = checkTicketFilters((macro.trigger as { conditions?: Record<string, unknown> })?.conditions ?? {}, 'trigger.conditions').parsed;
+          if (!(await t.matches(tx, data.tenant_id, data.ticket_id, conditions))) return null;
+          const by: EventActor = { actor_type: 'system', actor_user_id: null, actor_name: `Macro: ${macro.name}` };
+          return run(tx, data.tenant_id, by, macro, ticket);
+        });
+        if (outcome) {
+          applied += 1;
+          await t.afterCommit(data.tenant_id, data.ticket_id, { dueMoved: outcome.dueMoved });
+        }
+      }
+      return { applied };
+    },
+  };
+}
+
+export type MacroService = ReturnType<typeof createMacroService>;

@@ -1,0 +1,58 @@
+import type { Db, Executor } from '../../db';
+import type { NotificationRow } from '../../db/types';
+import type { Principal } from '../../http/principal';
+import { newId } from '../../lib/ids';
+import { iso, isoOrNull } from '../../lib/time';
+import * as store from './store';
+
+const present = (n: NotificationRow) => ({
+  id: n.id,
+  kind: n.kind,
+  ticket_id: n.ticket_id,
+  body: n.body,
+  meta: n.meta,
+  read_at: isoOrNull(n.read_at),
+  created_at: iso(n.created_at),
+});
+
+export interface NotificationDraft {
+  kind: 'assigned' | 'reply_on_assigned' | 'mentioned';
+  ticketId: string;
+  body: string;
+  meta?: Record<string, unknown>;
+}
+
+/** `@<user uuid>` in a note mentions that user. */
+const MENTION = /@([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/gi;
+
+export const mentionedIds = (body: string): string[] => [...new Set([...body.matchAll(MENTION)].map((m) => m[1]!.toLowerCase()))];
+
+export function createNotificationService(deps: { db: Db }) {
+  const { db } = deps;
+  return {
+    /**
+     * Written inside the caller's transaction. Only active members of the workspace are notified, and
+     * never the person whose own action caused it.
+     */
+    async notify(tx: Executor, tenantId: string, userIds: string[], actorUserId: string | null, draft: NotificationDraft) {
+      const wanted = [...new Set(userIds)].filter((id) => id !== actorUserId);
+      const recipients = await store.activeMemberIds(tx, tenantId, wanted);
+      await store.insertNotifications(
+        tx,
+        tenantId,
+        recipients.map((user_id) => ({ id: newId(), user_id, kind: draft.kind, ticket_id: draft.ticketId, body: draft.body, meta: draft.meta ?? {} })),
+      );
+    },
+
+    async list(actor: Principal, q: { unread_only: boolean; limit: number; offset: number }) {
+      const rows = await store.listForUser(db, actor.tenantId, actor.userId, { unreadOnly: q.unread_only, limit: q.limit, offset: q.offset });
+      return { notifications: rows.map(present) };
+    },
+
+    async markRead(actor: Principal, body: { ids?: string[]; all?: true }) {
+      return { updated: await store.markRead(db, actor.tenantId, actor.userId, body.all ? 'all' : body.ids!) };
+    },
+  };
+}
+
+export type NotificationService = ReturnType<typeof createNotificationService>;

@@ -1,0 +1,51 @@
+import { sql } from 'kysely';
+import type { Executor } from '../../db';
+import type { NotificationRow } from '../../db/types';
+
+export async function insertNotifications(
+  db: Executor,
+  tenantId: string,
+  rows: { id: string; user_id: string; kind: string; ticket_id: string | null; body: string; meta: Record<string, unknown> }[],
+): Promise<void> {
+  if (rows.length === 0) return;
+  await db
+    .insertInto('notifications')
+    .values(rows.map((r) => ({ ...r, tenant_id: tenantId, meta: JSON.stringify(r.meta) })))
+    .execute();
+}
+
+export async function listForUser(
+  db: Executor,
+  tenantId: string,
+  userId: string,
+  q: { unreadOnly: boolean; limit: number; offset: number },
+): Promise<NotificationRow[]> {
+  let query = db.selectFrom('notifications').selectAll().where('tenant_id', '=', tenantId).where('user_id', '=', userId);
+  if (q.unreadOnly) query = query.where('read_at', 'is', null);
+  return query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(q.limit).offset(q.offset).execute();
+}
+
+/** Only the caller's unread rows change: others' ids and already-read rows simply do not match. */
+export async function markRead(db: Executor, tenantId: string, userId: string, ids: string[] | 'all'): Promise<number> {
+  let q = db
+    .updateTable('notifications')
+    .set({ read_at: sql`now()` })
+    .where('tenant_id', '=', tenantId)
+    .where('user_id', '=', userId)
+    .where('read_at', 'is', null);
+  if (ids !== 'all') q = q.where('id', 'in', ids);
+  const result = await q.executeTakeFirst();
+  return Number(result.numUpdatedRows);
+}
+
+export async function activeMemberIds(db: Executor, tenantId: string, userIds: string[]): Promise<string[]> {
+  if (userIds.length === 0) return [];
+  const rows = await db
+    .selectFrom('memberships')
+    .select('user_id')
+    .where('tenant_id', '=', tenantId)
+    .where('user_id', 'in', userIds)
+    .where('status', '=', 'active')
+    .execute();
+  return rows.map((r) => r.user_id);
+}
