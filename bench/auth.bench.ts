@@ -36,7 +36,7 @@ async function main() {
   const logger = createLogger(config);
   const runtime = openRuntime(config, logger, 'http');
   await migrateToLatest(runtime.db.db);
-  const { app, services } = createApp({ config, logger, db: runtime.db.db, redis: runtime.redis, queues: runtime.queues });
+  const { app, services } = createApp({ config, logger, db: runtime.db.db, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
   const ws = await services.workspaces.bootstrap({
     workspace: 'Bench',
     ownerEmail: `bench-${Date.now()}@bench.test`,

@@ -55,7 +55,7 @@ async function main() {
   let server: Server | undefined;
   try {
     await migrateToLatest(db);
-    const { app, services } = createApp({ config, logger, db, redis: runtime.redis, queues: runtime.queues });
+    const { app, services } = createApp({ config, logger, db, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
     const stamp = Date.now();
     const bootstrap = (name: string) =>
       services.workspaces.bootstrap({

@@ -13,6 +13,7 @@ import { expressPath, mountOperations } from './http/router';
 import { withTimeout } from './lib/time';
 import { buildOperationTable } from './operations';
 import type { QueueHub } from './queue/hub';
+import type { ResultBus } from './queue/results';
 import { createServices, type Services } from './services';
 
 export interface AppDeps {
@@ -21,6 +22,7 @@ export interface AppDeps {
   db: Db;
   redis: Redis;
   queues: QueueHub;
+  bus: ResultBus;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -28,7 +30,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export function createApp(deps: AppDeps): { app: Express; services: Services } {
   const { config, logger, db, redis } = deps;
-  const services = createServices({ db, config, queues: deps.queues, logger });
+  const services = createServices({ db, config, queues: deps.queues, logger, redis, bus: deps.bus });
   const operations = buildOperationTable();
   const openapi = buildOpenApi(operations, { version: '1.0.0' });
 

@@ -38,6 +38,11 @@ const schema = z
     WORKER_CONCURRENCY: int(1, 256).default(8),
     AUDIT_RETENTION_DAYS: int(1, 36500).default(365),
     PRESENCE_TTL_SECONDS: int(1, 86400).default(300),
+    THREAD_WINDOW_HOURS: int(1, 24 * 365).default(72),
+    INGEST_RATE_POINTS: int(1, 10_000_000).default(6000),
+    INGEST_RATE_WINDOW_SECONDS: int(1, 86400).default(60),
+    INGEST_BATCH_MAX: int(1, 1000).default(64),
+    INGEST_BATCH_WINDOW_MS: int(0, 1000).default(2),
     SHUTDOWN_GRACE_MS: int(0, 600000).default(25000),
     TRUST_PROXY: bool.default(false),
   })

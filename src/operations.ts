@@ -9,6 +9,8 @@ import { macroOperations } from './domains/macros/routes';
 import { notificationOperations } from './domains/notifications/routes';
 import { savedViewOperations } from './domains/saved-views/routes';
 import { teamOperations } from './domains/teams/routes';
+import { channelOperations } from './domains/channels/routes';
+import { ingestOperations } from './domains/ingest/routes';
 import type { Operation } from './http/operation';
 
 /** Every operation of the API, assembled from the domains and checked once at start-up. */
@@ -24,6 +26,8 @@ const ALL: Operation[] = [
   ...savedViewOperations,
   ...macroOperations,
   ...notificationOperations,
+  ...channelOperations,
+  ...ingestOperations,
 ];
 
 export function buildOperationTable(rows: Operation[] = ALL): Operation[] {

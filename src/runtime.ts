@@ -4,11 +4,13 @@ import { createDb, type DbHandle } from './db';
 import { createRedis } from './queue/connection';
 import { createQueueHub, type QueueHub } from './queue/hub';
 import type { Redis } from 'ioredis';
+import { createResultBus, type ResultBus } from './queue/results';
 
 export interface Runtime {
   db: DbHandle;
   redis: Redis;
   queues: QueueHub;
+  bus: ResultBus;
   close(): Promise<void>;
 }
 
@@ -17,11 +19,14 @@ export function openRuntime(config: Config, logger: Logger, role: 'http' | 'work
   const db = createDb(config, (err) => logger.warn({ err: err.message }, 'idle PostgreSQL client lost'));
   const redis = createRedis(config, role);
   const queues = createQueueHub(redis, config.REDIS_PREFIX);
+  const bus = createResultBus(redis, config.REDIS_PREFIX);
   return {
     db,
     redis,
     queues,
+    bus,
     async close() {
+      await bus.close().catch(() => {});
       await queues.close().catch(() => {});
       await redis.quit().catch(() => redis.disconnect());
       await db.close();

@@ -6,7 +6,7 @@ import { openRuntime } from './runtime';
 const config = loadConfigOrExit();
 const logger = createLogger(config);
 const runtime = openRuntime(config, logger, 'http');
-const { app } = createApp({ config, logger, db: runtime.db.db, redis: runtime.redis, queues: runtime.queues });
+const { app } = createApp({ config, logger, db: runtime.db.db, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
 
 const server = app.listen(config.PORT, config.HOST, () => {
   const address = server.address();

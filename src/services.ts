@@ -11,18 +11,23 @@ import { createCustomerService } from './domains/customers/service';
 import { createTicketService } from './domains/tickets/service';
 import { createSlaPolicyService } from './domains/sla/service';
 import type { QueueHub } from './queue/hub';
+import type { ResultBus } from './queue/results';
+import type { Redis } from 'ioredis';
+import { createChannelService } from './domains/channels/service';
+import { createIngestGateway, createIngestProcessor } from './domains/ingest/service';
 import { createNotificationService } from './domains/notifications/service';
 import { createTeamService } from './domains/teams/service';
 import { createSavedViewService } from './domains/saved-views/service';
 import { createMacroService, createMacroTriggerSink } from './domains/macros/service';
 
 /** The service container: each factory gets only the dependencies it needs. */
-export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger }) {
-  const { db, config, queues, logger } = deps;
+export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: Redis; bus: ResultBus }) {
+  const { db, config, queues, logger, redis, bus } = deps;
   const audit = createAuditService({ db });
   const apiKeys = createApiKeyService({ db, config, audit });
   const customers = createCustomerService({ db });
   const notifications = createNotificationService({ db });
+  const channels = createChannelService({ db, config });
   const tickets = createTicketService({ db, customers, notifications, queues, logger, triggers: createMacroTriggerSink({ db, queues }) });
   return {
     identity: createIdentityService({ db, config }),
@@ -37,6 +42,9 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     teams: createTeamService({ db, config, tickets }),
     savedViews: createSavedViewService({ db }),
     macros: createMacroService({ db, tickets }),
+    channels,
+    ingest: createIngestGateway({ db, config, redis, queues, bus, channels }),
+    ingestProcessor: createIngestProcessor({ db, config, tickets, customers, logger }),
     slaPolicies: createSlaPolicyService({ db }),
   };
 }

@@ -138,7 +138,7 @@ describe('rule 6: scope coverage', () => {
 
   test('a key with an empty scope set is refused at every operation', async () => {
     const key = await mintKey(ctx, ws.ownerKey, { scopes: [] });
-    for (const op of buildOperationTable()) {
+    for (const op of buildOperationTable().filter((o) => o.access !== 'public')) {
       const path = op.path.replace(/\{[^}]+\}/g, SOME_ID);
       const res = await ctx.http[op.method](path).set(bearer(key.secret)).send({});
       expect({ op: op.id, status: res.status, code: res.body.code }).toEqual({ op: op.id, status: 403, code: 'insufficient_scope' });

@@ -4,6 +4,7 @@ import { Job, UnrecoverableError } from 'bullmq';
 import { newId } from '../src/lib/ids';
 import { buildRegistry } from '../workers/registry';
 import { maintenanceProcessors } from '../workers/processors/maintenance';
+import { ingestProcessors } from '../workers/processors/ingest';
 import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace } from './helpers/factories';
 
@@ -123,7 +124,8 @@ describe('the worker registry', () => {
   type Group = ReturnType<typeof maintenanceProcessors>;
 
   test('refuses to start when a job has no processor', () => {
-    expect(() => buildRegistry(ctx.services, ctx.config, [{} as Group])).toThrow(/"audit\.prune" has no processor/);
+    expect(() => buildRegistry(ctx.services, ctx.config, [{} as Group])).toThrow(/has no processor/);
+    expect(() => buildRegistry(ctx.services, ctx.config, [maintenanceProcessors(ctx.services, ctx.config)])).toThrow(/"ingest\.batch" has no processor/);
   });
 
   test('refuses to start when two groups both register the same job', () => {
@@ -139,7 +141,7 @@ describe('the worker registry', () => {
   test('fails an invalid payload for good with UnrecoverableError, without calling the processor', async () => {
     let calls = 0;
     const counting = { ...maintenanceProcessors(ctx.services, ctx.config), 'audit.prune': async () => ++calls } as unknown as Group;
-    const registry = buildRegistry(ctx.services, ctx.config, [counting]);
+    const registry = buildRegistry(ctx.services, ctx.config, [counting, ingestProcessors(ctx.services, ctx.runtime.redis)]);
     await expect(registry.run('audit.prune', { retention_days: 0 })).rejects.toBeInstanceOf(UnrecoverableError);
     await expect(registry.run('audit.prune', { retention_days: 'ten' })).rejects.toBeInstanceOf(UnrecoverableError);
     expect(calls).toBe(0);

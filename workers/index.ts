@@ -8,8 +8,8 @@ async function main() {
   const config = loadConfigOrExit();
   const logger = createLogger(config);
   const runtime = openRuntime(config, logger, 'worker');
-  const services = createServices({ db: runtime.db.db, config, queues: runtime.queues, logger });
-  const set = await startWorkers({ config, logger, services, queues: runtime.queues });
+  const services = createServices({ db: runtime.db.db, config, queues: runtime.queues, logger, redis: runtime.redis, bus: runtime.bus });
+  const set = await startWorkers({ config, logger, services, queues: runtime.queues, redis: runtime.redis });
 
   let stopping = false;
   const shutdown = async (signal: string) => {

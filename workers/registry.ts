@@ -3,18 +3,21 @@ import type { Config } from '../src/config';
 import { JOBS, type JobName, type QueueName } from '../src/queue/jobs';
 import type { Services } from '../src/services';
 import { maintenanceProcessors } from './processors/maintenance';
+import { ingestProcessors } from './processors/ingest';
+import type { Redis } from 'ioredis';
 
 export type Processor = (data: never) => Promise<unknown>;
+
+export const defaultProcessorGroups = (services: Services, config: Config, redis: Redis): Record<string, Processor>[] => [
+  maintenanceProcessors(services, config),
+  ingestProcessors(services, redis),
+];
 
 /**
  * Collects every processor and refuses to start when a known job has none, or two, so that no job can be
  * enqueued into a void or handled by the wrong code.
  */
-export function buildRegistry(
-  services: Services,
-  config: Config,
-  groups: Record<string, Processor>[] = [maintenanceProcessors(services, config)],
-) {
+export function buildRegistry(services: Services, config: Config, groups: Record<string, Processor>[]) {
   const handlers = new Map<string, Processor>();
   for (const group of groups) {
     for (const [name, fn] of Object.entries(group)) {

@@ -5,7 +5,7 @@ import type { Config } from '../src/config';
 import { createRedis } from '../src/queue/connection';
 import type { QueueHub } from '../src/queue/hub';
 import type { Services } from '../src/services';
-import { buildRegistry } from './registry';
+import { buildRegistry, defaultProcessorGroups } from './registry';
 
 export interface WorkerSet {
   workers: Worker[];
@@ -13,9 +13,9 @@ export interface WorkerSet {
   close(): Promise<void>;
 }
 
-export async function startWorkers(deps: { config: Config; logger: Logger; services: Services; queues: QueueHub }): Promise<WorkerSet> {
+export async function startWorkers(deps: { config: Config; logger: Logger; services: Services; queues: QueueHub; redis: Redis }): Promise<WorkerSet> {
   const { config, logger, services, queues } = deps;
-  const registry = buildRegistry(services, config);
+  const registry = buildRegistry(services, config, defaultProcessorGroups(services, config, deps.redis));
   const connections: Redis[] = [];
   const workers: Worker[] = [];
   for (const queueName of registry.queues()) {

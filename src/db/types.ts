@@ -178,6 +178,7 @@ export interface TicketsTable {
   solved_at: Date | null;
   reopened_at: Date | null;
   merged_into_id: string | null;
+  conversation_key: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: CreatedAt;
   updated_at: UpdatedAt;
 }
@@ -224,6 +225,44 @@ export interface CustomerCountsTable {
   n: number;
 }
 
+export interface ChannelConnectionsTable {
+  tenant_id: string;
+  channel: string;
+  display_name: string;
+  enabled: boolean;
+  config: ColumnType<Record<string, unknown>, string, string>;
+  inbound_token_hash: Buffer;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
+export interface IngestDeliveriesTable {
+  tenant_id: string;
+  channel: string;
+  provider_message_id: string;
+  first_correlation_id: string;
+  ticket_id: string | null;
+  customer_id: string | null;
+  was_created: ColumnType<boolean, boolean | undefined, boolean>;
+  duplicate_count: ColumnType<number, number | undefined, number>;
+  first_seen_at: CreatedAt;
+  last_seen_at: UpdatedAt;
+}
+
+export interface CustomerHandlesTable {
+  tenant_id: string;
+  kind: string;
+  handle: string;
+  customer_id: string;
+}
+
+export interface EmailMessageIdsTable {
+  tenant_id: string;
+  message_id: string;
+  ticket_id: string;
+  created_at: CreatedAt;
+}
+
 export interface Database {
   tenants: TenantsTable;
   users: UsersTable;
@@ -233,6 +272,10 @@ export interface Database {
   audit_log: AuditLogTable;
   customers: CustomersTable;
   customer_counts: CustomerCountsTable;
+  channel_connections: ChannelConnectionsTable;
+  ingest_deliveries: IngestDeliveriesTable;
+  customer_handles: CustomerHandlesTable;
+  email_message_ids: EmailMessageIdsTable;
   teams: TeamsTable;
   team_members: TeamMembersTable;
   saved_views: SavedViewsTable;
@@ -260,3 +303,4 @@ export type SlaPolicyRow = Selectable<SlaPoliciesTable>;
 export type MacroRow = Selectable<MacrosTable>;
 export type SavedViewRow = Selectable<SavedViewsTable>;
 export type NotificationRow = Selectable<NotificationsTable>;
+export type ChannelConnectionRow = Selectable<ChannelConnectionsTable>;

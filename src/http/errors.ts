@@ -74,6 +74,9 @@ export const DOMAIN_ERRORS = {
   filter_unknown: 422,
   filter_invalid: 422,
   macro_disabled: 409,
+  channel_credential_misplaced: 400,
+  channel_payload_invalid: 400,
+  channel_adapter_unavailable: 400,
 } as const;
 
 export type DomainErrorCode = keyof typeof DOMAIN_ERRORS;

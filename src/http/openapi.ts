@@ -44,7 +44,9 @@ export function buildOpenApi(ops: Operation[], info: { version: string }) {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const op of ops) {
     const codesByStatus = new Map<number, Set<string>>();
-    for (const [s, codes] of Object.entries(GUARD_ERRORS)) codesByStatus.set(Number(s), new Set(codes));
+    for (const [s, codes] of Object.entries(GUARD_ERRORS)) {
+      if (op.access !== 'public' || s === '400' || s === '404' || s === '503') codesByStatus.set(Number(s), new Set(codes));
+    }
     for (const code of op.errors ?? []) {
       const s = DOMAIN_ERRORS[code];
       codesByStatus.set(s, (codesByStatus.get(s) ?? new Set()).add(code));
@@ -61,15 +63,17 @@ export function buildOpenApi(ops: Operation[], info: { version: string }) {
         content: { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } },
       };
     }
-    const scope = `${op.access.tag}:${op.access.action}`;
+    const access = op.access === 'public' ? null : op.access;
+    const pub = access === null;
+    const scope = access ? `${access.tag}:${access.action}` : null;
     (paths[op.path] ??= {})[op.method] = {
       operationId: op.id,
       summary: op.summary,
-      description: [op.description, `Floor: ${op.access.floor}. Scope: ${scope}.`].filter(Boolean).join('\n\n'),
-      tags: [op.access.tag],
-      'x-floor': op.access.floor,
+      description: [op.description, access ? `Floor: ${access.floor}. Scope: ${scope}.` : 'Public: no credential is read.'].filter(Boolean).join('\n\n'),
+      tags: [access ? access.tag : 'public-intake'],
+      'x-floor': access ? access.floor : 'public',
       'x-scope': scope,
-      security: [{ bearer: [] }],
+      security: pub ? [] : [{ bearer: [] }],
       parameters: [...parametersOf(op.params, 'path'), ...parametersOf(op.query, 'query')],
       ...(op.body ? { requestBody: { required: true, content: { 'application/json': { schema: jsonSchema(op.body, 'input') } } } } : {}),
       responses,

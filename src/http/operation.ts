@@ -20,6 +20,7 @@ export interface HandlerResult {
 }
 
 export interface OperationInput<P, Q, B> {
+  /** Absent only on public operations (provider intake), which take no credential. */
   principal: Principal;
   params: P;
   query: Q;
@@ -44,7 +45,8 @@ export interface Operation<
   path: string;
   summary: string;
   description?: string;
-  access: Access;
+  /** 'public': no credential is read or required (provider intake routes). */
+  access: Access | 'public';
   params?: P;
   query?: Q;
   body?: B;

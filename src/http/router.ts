@@ -9,6 +9,17 @@ import type { Principal } from './principal';
 
 const noQuery = z.strictObject({});
 
+/** Handed to public operations, which must not read it: no credential was consulted. */
+const PUBLIC_PRINCIPAL: Principal = Object.freeze({
+  kind: 'user',
+  tenantId: '',
+  userId: '',
+  role: 'viewer',
+  apiKeyId: null,
+  scopes: [],
+  agentIds: [],
+}) as Principal;
+
 export const toFieldErrors = (error: z.ZodError, prefix = ''): FieldError[] =>
   error.issues.map((i) => ({
     path: [prefix, ...i.path.map(String)].filter(Boolean).join('.') || '(root)',
@@ -18,7 +29,7 @@ export const toFieldErrors = (error: z.ZodError, prefix = ''): FieldError[] =>
 export const expressPath = (path: string) => path.replace(/\{([^}]+)\}/g, ':$1');
 
 /** The single guard: 401 → 404 (membership, inside authenticate) → 403 insufficient_role → 403 insufficient_scope. */
-function authorize(op: Operation, principal: Principal): void {
+function authorize(op: Operation & { access: Exclude<Operation['access'], 'public'> }, principal: Principal): void {
   if (!roleAtLeast(principal.role, op.access.floor)) throw insufficientRole(op.access.floor);
   if (principal.scopes && !scopesCover(principal.scopes, op.access.tag, op.access.action)) {
     throw insufficientScope(`${op.access.tag}:${op.access.action}`);
@@ -51,9 +62,12 @@ export function mountOperations(router: Router, ops: Operation[], services: Serv
     router[op.method](expressPath(op.path), async (req: Request, res: Response, next: NextFunction) => {
       res.locals.operationId = op.id;
       try {
-        const principal = await services.identity.authenticate(req.headers.authorization);
-        res.locals.tenantId = principal.tenantId;
-        authorize(op, principal);
+        let principal = PUBLIC_PRINCIPAL;
+        if (op.access !== 'public') {
+          principal = await services.identity.authenticate(req.headers.authorization);
+          res.locals.tenantId = principal.tenantId;
+          authorize(op as Parameters<typeof authorize>[0], principal);
+        }
 
         // A malformed id cannot name anything, so it is the same 404 as an unknown one.
         const params = op.params ? op.params.safeParse(req.params) : { success: true as const, data: undefined };

@@ -8,7 +8,30 @@ export type QueueName = (typeof QUEUE_NAMES)[number];
  * Every job: its queue, its payload schema (shared by producer and processor) and nothing else. Later
  * domains add their rows here; the worker refuses to start if a row has no processor or two.
  */
+const inboundMessage = z.object({
+  providerMessageId: z.string().min(1),
+  sender: z.object({ handle: z.string().min(1), name: z.string().optional(), email: z.string().optional() }),
+  conversationKey: z.string().optional(),
+  messageIdHeader: z.string().optional(),
+  inReplyTo: z.array(z.string()).optional(),
+  mailboxHash: z.string().optional(),
+  subject: z.string().optional(),
+  body: z.string(),
+  sentAt: z.string().optional(),
+});
+
 export const JOBS = {
+  /**
+   * Concurrent ingest requests coalesced into one job; the worker answers all of them with one PUBLISH on
+   * the requesting process's result channel (`reply_to`).
+   */
+  'ingest.batch': {
+    queue: 'ingest',
+    data: z.object({
+      reply_to: z.string().min(1),
+      items: z.array(z.object({ id: z.string().min(1), tenant_id: z.uuid(), channel: z.string().min(1), message: inboundMessage })).min(1),
+    }),
+  },
   'audit.prune': {
     queue: 'maintenance',
     data: z.object({ retention_days: z.number().int().min(1).optional() }),
@@ -55,5 +78,7 @@ export function jobOptions(name: JobName, overrides: EnqueueOptions = {}): JobsO
     ...(overrides.jobId ? { jobId: overrides.jobId } : {}),
     ...(overrides.delayMs && overrides.delayMs > 0 ? { delay: overrides.delayMs } : {}),
     ...(name === 'audit.prune' ? { attempts: 3 } : {}),
+    // Ingest results travel on pub/sub; the finished job itself is not worth keeping.
+    ...(name === 'ingest.batch' ? { removeOnComplete: true, backoff: { type: 'exponential', delay: 200 } } : {}),
   };
 }

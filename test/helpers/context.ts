@@ -107,7 +107,7 @@ export async function startTestApp(options: ContextOptions = {}): Promise<TestCo
   const logs = new LogCapture();
   const logger = createLogger(config, logs);
   const runtime = openRuntime(config, logger, 'http');
-  const { app, services } = createApp({ config, logger, db: runtime.db.db, redis: runtime.redis, queues: runtime.queues });
+  const { app, services } = createApp({ config, logger, db: runtime.db.db, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
   const server = await new Promise<Server>((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
   });
@@ -124,7 +124,7 @@ export async function startTestApp(options: ContextOptions = {}): Promise<TestCo
     realm,
     databaseName,
     async startWorkers() {
-      const set = await startWorkers({ config, logger, services, queues: runtime.queues });
+      const set = await startWorkers({ config, logger, services, queues: runtime.queues, redis: runtime.redis });
       workerSets.push(set);
       return set;
     },

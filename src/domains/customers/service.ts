@@ -47,6 +47,12 @@ export function createCustomerService(deps: { db: Db }) {
       return created ?? (await store.findCustomerByEmail(tx, tenantId, email))!;
     },
 
+    /** A customer met on a channel: by email when the channel gave one (reusing that customer), else a new one. */
+    async createForInbound(tx: Executor, tenantId: string, c: { display_name: string; email?: string }): Promise<CustomerRow> {
+      if (c.email) return this.findOrCreateByEmail(tx, tenantId, c.email, c.display_name);
+      return (await insert(tx, tenantId, { display_name: c.display_name.slice(0, 200), email: '' }))!;
+    },
+
     exists: async (tx: Executor, tenantId: string, id: string) => (await store.getCustomer(tx, tenantId, id)) !== undefined,
 
     async get(actor: Principal, id: string) {

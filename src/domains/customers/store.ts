@@ -6,7 +6,7 @@ export async function insertCustomer(db: Executor, tenantId: string, c: Omit<New
   return db
     .insertInto('customers')
     .values({ ...c, tenant_id: tenantId })
-    .onConflict((oc) => oc.expression(sql`tenant_id, lower(email)`).doNothing())
+    .onConflict((oc) => oc.expression(sql`tenant_id, lower(email)`).where('email', '<>', '').doNothing())
     .returningAll()
     .executeTakeFirst();
 }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { PRIORITIES } from '../sla/targets';
 import { STATUSES } from '../tickets/status';
 import { LIMITS } from '../tickets/schemas';
+import { rawFilterObject } from '../tickets/filters';
 
 const tagList = z.array(z.string().trim().min(1).max(LIMITS.tag)).min(1).max(LIMITS.tags);
 
@@ -20,7 +21,7 @@ export const TRIGGER_EVENTS = ['ticket.created', 'ticket.updated', 'ticket.reope
 
 export const macroTrigger = z.strictObject({
   event: z.enum(TRIGGER_EVENTS),
-  conditions: z.record(z.string(), z.unknown()).default({}),
+  conditions: rawFilterObject.default({}),
 });
 
 const actions = z.array(macroAction).min(1).max(50);

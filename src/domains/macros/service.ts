@@ -9,6 +9,7 @@ import { checkTicketFilters } from '../tickets/filters';
 import type { PatchTicketInput } from '../tickets/schemas';
 import { eventFor, type EventActor, type TicketService, type TicketTrigger, type TriggerSink } from '../tickets/service';
 import { canTransition } from '../tickets/status';
+import { LIMITS } from '../tickets/schemas';
 import * as ticketStore from '../tickets/store';
 import { macroAction, type CreateMacroInput, type MacroAction, type PatchMacroInput } from './schemas';
 import * as store from './store';
@@ -66,27 +67,33 @@ export function createMacroService(deps: { db: Db; tickets: TicketService }) {
     const skipped: Skip[] = [];
     const patch: PatchTicketInput = {};
     const notes: string[] = [];
-    let status = ticket.status;
+    let current = ticket;
+    let dueMoved = false;
+    let changed = false;
     let tags = [...ticket.tags];
     for (const a of actions) {
       switch (a.type) {
         case 'set_status': {
           const to = a.status as TicketRow['status'];
-          if (to === status) break;
-          // Judged against where the ticket stands after the earlier actions, and finally against where it is.
-          if (canTransition(status, to) && canTransition(ticket.status, to)) {
-            patch.status = to;
-            status = to;
-          } else skipped.push({ action: a, reason: `a ${status} ticket cannot move to ${to}` });
+          if (to === current.status) break;
+          // Each step is judged where the earlier steps left the ticket, and applied at once.
+          if (canTransition(current.status, to)) {
+            dueMoved = (await t.applyChanges(tx, tenantId, by, current, { status: to })).dueMoved || dueMoved;
+            current = await t.lockOne(tx, tenantId, ticket.id);
+            changed = true;
+          } else skipped.push({ action: a, reason: `a ${current.status} ticket cannot move to ${to}` });
           break;
         }
         case 'set_priority':
           patch.priority = a.priority;
           break;
-        case 'add_tags':
-          tags = [...new Set([...tags, ...a.tags])];
+        case 'add_tags': {
+          const next = [...new Set([...tags, ...a.tags])];
+          if (next.length > LIMITS.tags) skipped.push({ action: a, reason: `a ticket holds at most ${LIMITS.tags} tags` });
+          else tags = next;
           patch.tags = tags;
           break;
+        }
         case 'remove_tags':
           tags = tags.filter((x) => !a.tags.includes(x));
           patch.tags = tags;
@@ -104,14 +111,19 @@ export function createMacroService(deps: { db: Db; tickets: TicketService }) {
           break;
       }
     }
-    const applied = Object.keys(patch).length > 0 ? await t.applyChanges(tx, tenantId, by, ticket, patch) : { dueMoved: false, lastEventId: undefined };
-    for (const body of notes) await t.addMessage(tx, tenantId, by, ticket, 'internal_note', body);
+    if (Object.keys(patch).length > 0) {
+      const applied = await t.applyChanges(tx, tenantId, by, current, patch);
+      dueMoved = applied.dueMoved || dueMoved;
+      changed = changed || applied.lastEventId !== undefined;
+    }
+    for (const body of notes) await t.addMessage(tx, tenantId, by, current, 'internal_note', body);
+    changed = changed || notes.length > 0;
     const events = [
       ...skipped.map((s) => eventFor(by, ticket.id, 'macro_action_skipped', '', { macro_id: macro.id, action: s.action, reason: s.reason })),
       eventFor(by, ticket.id, 'macro_applied', '', { macro_id: macro.id, name: macro.name, skipped: skipped.length }),
     ];
     await t.recordEvents(tx, tenantId, events);
-    return { dueMoved: applied.dueMoved, skipped, lastEventId: events.at(-1)!.id };
+    return { dueMoved, changed, skipped, lastEventId: events.at(-1)!.id };
   }
 
   return {
@@ -144,7 +156,10 @@ export function createMacroService(deps: { db: Db; tickets: TicketService }) {
         const result = await run(tx, actor.tenantId, await t.userActor(tx, actor), macro, ticket);
         return { ...result, ticket: await t.detailIn(tx, actor.tenantId, ticketId) };
       });
-      await t.afterCommit(actor.tenantId, ticketId, { dueMoved: outcome.dueMoved, trigger: { event: 'ticket.updated', eventId: outcome.lastEventId } });
+      await t.afterCommit(actor.tenantId, ticketId, {
+        dueMoved: outcome.dueMoved,
+        trigger: outcome.changed ? { event: 'ticket.updated', eventId: outcome.lastEventId } : undefined,
+      });
       return { ticket: outcome.ticket, skipped: outcome.skipped.map((s) => ({ action: s.action, reason: s.reason })) };
     },
 
@@ -158,6 +173,8 @@ export function createMacroService(deps: { db: Db; tickets: TicketService }) {
       for (const macro of await store.triggeredBy(db, data.tenant_id, data.event)) {
         const outcome = await db.transaction().execute(async (tx) => {
           if (!(await store.claimRun(tx, data.tenant_id, macro.id, data.event_id))) return null;
+          // Disabled since the list was read: a disabled macro never fires.
+          if (!(await store.getMacro(tx, data.tenant_id, macro.id))?.enabled) return null;
           const ticket = await ticketStore.lockTickets(tx, data.tenant_id, [data.ticket_id]).then((r) => r[0]);
           if (!ticket || ticket.status === 'merged') return null;
           const conditions = checkTicketFilters((macro.trigger as { conditions?: Record<string, unknown> })?.conditions ?? {}, 'trigger.conditions').parsed;

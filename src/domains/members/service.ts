@@ -10,6 +10,7 @@ import type { AuditService } from '../audit/service';
 import type { AddMemberInput, PatchMemberInput } from './schemas';
 import * as store from './store';
 import { lockTenant } from '../workspaces/store';
+import * as teamStore from '../teams/store';
 
 const present = (m: store.MemberRow) => ({
   user_id: m.user_id,
@@ -136,6 +137,7 @@ export function createMemberService(deps: { db: Db; audit: AuditService; apiKeys
         await store.deleteMembership(tx, actor.tenantId, userId);
         // Removal kills the person's keys for good: re-adding them later must not bring old keys back.
         await apiKeys.revokeAllCreatedBy(tx, actor, userId, 'creator_removed');
+        await teamStore.removeUserEverywhere(tx, actor.tenantId, userId);
         await audit.record(tx, actor, 'member.removed', { type: 'user', id: userId }, { email: current.email, role: current.role });
       }),
   };

@@ -1,10 +1,11 @@
 import { z } from 'zod';
+import { rawFilterObject } from '../tickets/filters';
 
 export const viewIdParams = z.object({ view_id: z.uuid() });
 
 export const createViewBody = z.strictObject({
   name: z.string().trim().min(1).max(120),
-  filters: z.record(z.string(), z.unknown()).meta({ description: 'Keys and values of GET /v1/tickets filters; anything else is refused (422).' }),
+  filters: rawFilterObject.meta({ description: 'Keys and values of GET /v1/tickets filters; anything else is refused (422).' }),
   shared: z.boolean().default(false),
 });
 

@@ -77,7 +77,10 @@ export interface RotationEntry {
   helpdesk_unavailable: boolean | null;
 }
 
-/** Everyone in the rotation with what eligibility needs, read inside the assigning transaction. */
+/**
+ * Everyone in the rotation with what eligibility needs, read inside the assigning transaction. Staleness is
+ * judged at this statement, not at the transaction's start, so time spent waiting for the team lock counts.
+ */
 export async function rotation(db: Executor, tenantId: string, teamId: string, presenceTtlSeconds: number): Promise<RotationEntry[]> {
   return db
     .selectFrom('team_members as tm')
@@ -89,11 +92,16 @@ export async function rotation(db: Executor, tenantId: string, teamId: string, p
       'u.name',
       'm.status',
       'm.presence',
-      sql<boolean>`coalesce(m.presence_at > now() - make_interval(secs => ${presenceTtlSeconds}), false)`.as('presence_fresh'),
+      sql<boolean>`coalesce(m.presence_at > statement_timestamp() - make_interval(secs => ${presenceTtlSeconds}), false)`.as('presence_fresh'),
       'm.helpdesk_unavailable',
     ])
     .where('tm.tenant_id', '=', tenantId)
     .where('tm.team_id', '=', teamId)
     .orderBy('tm.position')
     .execute();
+}
+
+/** A person leaving the workspace leaves every rotation with it. */
+export async function removeUserEverywhere(db: Executor, tenantId: string, userId: string): Promise<void> {
+  await db.deleteFrom('team_members').where('tenant_id', '=', tenantId).where('user_id', '=', userId).execute();
 }

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { unprocessable } from '../../http/errors';
 import { toFieldErrors } from '../../http/router';
 import { ticketFilters, type TicketFilters } from './schemas';
@@ -33,3 +34,12 @@ export function checkTicketFilters(raw: Record<string, unknown>, at: string): { 
   }
   return { stored, parsed: parsed.data };
 }
+
+/**
+ * An object taken as sent. z.record would rebuild it and silently drop a `__proto__` key before the
+ * unknown-filter check could refuse it.
+ */
+export const rawFilterObject = z.custom<Record<string, unknown>>(
+  (v) => typeof v === 'object' && v !== null && !Array.isArray(v),
+  { message: 'expected an object of GET /v1/tickets filters' },
+);

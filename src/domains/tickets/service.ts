@@ -19,7 +19,7 @@ type NewEvent = Omit<NewTicketEvent, 'tenant_id'>;
 
 /** Who an event is by: a person (directly or through their key), or the system (timers, triggered macros). */
 export interface EventActor {
-  actor_type: 'user' | 'system';
+  actor_type: 'user' | 'system' | 'customer';
   actor_user_id: string | null;
   actor_name: string | null;
 }
@@ -168,6 +168,62 @@ export function createTicketService(deps: {
     };
   }
 
+  /** A new open ticket under the workspace's default policy, with its first event; inside the caller's tx. */
+  async function openTicket(
+    tx: Executor,
+    tenantId: string,
+    by: EventActor,
+    f: {
+      subject: string;
+      description: string;
+      priority: Priority;
+      source: string;
+      customer_id: string;
+      assignee_id: string | null;
+      team_id: string | null;
+      tags: string[];
+      metadata: Record<string, unknown>;
+      conversation_key: string | null;
+    },
+    firstEventKind: string,
+  ) {
+    const policy = await policyFor(tx, tenantId);
+    const now = new Date();
+    const row = await store.insertTicket(tx, tenantId, {
+      id: newId(),
+      ...f,
+      status: 'open',
+      metadata: JSON.stringify(f.metadata),
+      sla_policy_id: policy.id,
+      ...dueTimes(policy.targets, f.priority, now),
+      created_at: now,
+      updated_at: now,
+    });
+    const first = eventFor(by, row.id, firstEventKind, f.description, {});
+    await store.insertEvents(tx, tenantId, [first]);
+    return { row, eventId: first.id };
+  }
+
+  /** Reopen's writes on a locked solved or closed ticket: status open, clock restarted, reopen + status events. */
+  async function reopenLocked(tx: Executor, tenantId: string, by: EventActor, t: TicketRow): Promise<string> {
+    const now = new Date();
+    await store.updateTicket(tx, tenantId, t.id, { status: 'open', reopened_at: now, ...(await restartedClock(tx, tenantId, t, now)) });
+    const reopenEvent = eventFor(by, t.id, 'reopen', '', { from: t.status });
+    await store.insertEvents(tx, tenantId, [reopenEvent, eventFor(by, t.id, 'status_changed', '', { from: t.status, to: 'open' })]);
+    return reopenEvent.id;
+  }
+
+  /** A customer's inbound message on a locked ticket: the event, the ticket touched, the assignee told. */
+  async function addInbound(tx: Executor, tenantId: string, by: EventActor, t: TicketRow, kind: string, body: string, meta: Record<string, unknown>) {
+    await store.updateTicket(tx, tenantId, t.id, {});
+    const event = eventFor(by, t.id, kind, body, meta);
+    await store.insertEvents(tx, tenantId, [event]);
+    if (t.assignee_id) {
+      await notifications.notify(tx, tenantId, [t.assignee_id], null, { kind: 'reply_on_assigned', ticketId: t.id, body: t.subject });
+    }
+    return event.id;
+  }
+
   /** Appends a reply or note on a locked ticket, with the notifications it causes. */
   async function addMessage(tx: Executor, tenantId: string, by: EventActor, t: TicketRow, kind: 'reply' | 'internal_note', body: string) {
     const firstResponse = kind === 'reply' && t.first_responded_at === null;
@@ -300,7 +356,7 @@ export function createTicketService(deps: {
   return {
     checkSla,
     /** Building blocks for other domains' transactions (round robin, macros). */
-    internals: { lockOne, userActor, applyChanges, addMessage, assign, afterCommit, detailIn: detail, recordEvents: store.insertEvents, matches: store.matchesFilters },
+    internals: { lockOne, openTicket, reopenLocked, addInbound, userActor, applyChanges, addMessage, assign, afterCommit, detailIn: detail, recordEvents: store.insertEvents, matches: store.matchesFilters },
     detail: (actor: Principal, id: string) => detail(db, actor.tenantId, id),
 
     async create(actor: Principal, input: CreateTicketInput) {
@@ -312,31 +368,22 @@ export function createTicketService(deps: {
         } else {
           customerId = (await customers.findOrCreateByEmail(tx, actor.tenantId, input.customer_email!)).id;
         }
-        const policy = await policyFor(tx, actor.tenantId);
-        const now = new Date();
-        const row = await store.insertTicket(tx, actor.tenantId, {
-          id: newId(),
+        const { row, eventId } = await openTicket(tx, actor.tenantId, await userActor(tx, actor), {
           subject: input.subject,
           description: input.description,
-          status: 'open',
           priority: input.priority,
           source: input.source,
           customer_id: customerId,
           assignee_id: input.assignee_id ?? null,
           team_id: input.team_id ?? null,
           tags: [...new Set(input.tags)],
-          metadata: JSON.stringify(input.metadata),
-          sla_policy_id: policy.id,
-          ...dueTimes(policy.targets, input.priority, now),
-          created_at: now,
-          updated_at: now,
-        });
-        const createdEvent = eventFor(await userActor(tx, actor), row.id, 'ticket_created', input.description, {});
-        await store.insertEvents(tx, actor.tenantId, [createdEvent]);
+          metadata: input.metadata,
+          conversation_key: null,
+        }, 'ticket_created');
         if (row.assignee_id) {
           await notifications.notify(tx, actor.tenantId, [row.assignee_id], actor.userId, { kind: 'assigned', ticketId: row.id, body: row.subject });
         }
-        return { ...row, createdEventId: createdEvent.id };
+        return { ...row, createdEventId: eventId };
       });
       await scheduleSla(actor.tenantId, created);
       await afterCommit(actor.tenantId, created.id, { dueMoved: false, trigger: { event: 'ticket.created', eventId: created.createdEventId } });
@@ -375,12 +422,8 @@ export function createTicketService(deps: {
         if (!REOPENABLE.includes(t.status)) {
           throw conflict('reopen_not_allowed', `Only a solved or closed ticket can be reopened; this one is ${t.status}.`);
         }
-        const now = new Date();
-        await store.updateTicket(tx, actor.tenantId, id, { status: 'open', reopened_at: now, ...(await restartedClock(tx, actor.tenantId, t, now)) });
-        const by = await userActor(tx, actor);
-        const reopenEvent = eventFor(by, id, 'reopen', '', { from: t.status });
-        await store.insertEvents(tx, actor.tenantId, [reopenEvent, eventFor(by, id, 'status_changed', '', { from: t.status, to: 'open' })]);
-        return { detail: await detail(tx, actor.tenantId, id), eventId: reopenEvent.id };
+        const eventId = await reopenLocked(tx, actor.tenantId, await userActor(tx, actor), t);
+        return { detail: await detail(tx, actor.tenantId, id), eventId };
       });
       await afterCommit(actor.tenantId, id, { dueMoved: true, trigger: { event: 'ticket.reopened', eventId: result.eventId } });
       return result.detail;

@@ -1,0 +1,125 @@
+import { z } from 'zod';
+import { describeType, fail, formatIssues, isRecord, nonBlank, ok, unixToIso } from './common';
+import type { ChannelAdapter, InboundMessage, ParseResult } from './types';
+
+/**
+ * Telegram Bot API Update. Only `message` carries a new customer message; `edited_message`, `channel_post`,
+ * `callback_query` and the other update kinds are valid payloads with nothing to ingest.
+ */
+const user = z.object({
+  id: z.number().int(),
+  first_name: z.string().nullish(),
+  last_name: z.string().nullish(),
+  username: z.string().nullish(),
+});
+const chat = z.object({ id: z.number().int(), type: z.string().nullish(), title: z.string().nullish() });
+
+const message = z.looseObject({
+  message_id: z.number().int(),
+  from: user.nullish(),
+  sender_chat: chat.nullish(),
+  chat,
+  date: z.number().nullish(),
+  text: z.string().nullish(),
+  caption: z.string().nullish(),
+});
+
+const update = z.object({
+  update_id: z.number({ error: (iss) => (iss.input === undefined ? 'update_id is required' : 'update_id must be a number') }).int(),
+  message: message.nullish(),
+});
+
+/** Media kinds, in the order they are tested (an animation also carries `document`, a venue `location`). */
+const MEDIA_KINDS = [
+  'photo',
+  'video',
+  'animation',
+  'audio',
+  'voice',
+  'video_note',
+  'document',
+  'sticker',
+  'venue',
+  'location',
+  'contact',
+  'poll',
+  'dice',
+  'game',
+  'story',
+  'invoice',
+] as const;
+
+/** Service messages (someone joined, a pin, a title change…): not something a customer said. */
+const SERVICE_KEYS = [
+  'new_chat_members',
+  'left_chat_member',
+  'new_chat_title',
+  'new_chat_photo',
+  'delete_chat_photo',
+  'group_chat_created',
+  'supergroup_chat_created',
+  'channel_chat_created',
+  'message_auto_delete_timer_changed',
+  'migrate_to_chat_id',
+  'migrate_from_chat_id',
+  'pinned_message',
+  'successful_payment',
+  'users_shared',
+  'chat_shared',
+  'write_access_allowed',
+  'forum_topic_created',
+  'forum_topic_edited',
+  'forum_topic_closed',
+  'forum_topic_reopened',
+  'video_chat_scheduled',
+  'video_chat_started',
+  'video_chat_ended',
+  'video_chat_participants_invited',
+] as const;
+
+type TgMessage = z.infer<typeof message>;
+
+function body(m: TgMessage): string | undefined {
+  const t = nonBlank(m.text) ?? nonBlank(m.caption);
+  if (t) return t;
+  const kind = MEDIA_KINDS.find((k) => m[k] !== undefined && m[k] !== null);
+  if (kind) return `[${kind}]`;
+  if (SERVICE_KEYS.some((k) => m[k] !== undefined && m[k] !== null)) return undefined;
+  return '[unsupported message]';
+}
+
+function senderName(m: TgMessage): string | undefined {
+  if (m.from) {
+    const full = [nonBlank(m.from.first_name), nonBlank(m.from.last_name)].filter(Boolean).join(' ');
+    return full || nonBlank(m.from.username);
+  }
+  return nonBlank(m.sender_chat?.title);
+}
+
+function parseTelegram(payload: unknown): ParseResult {
+  if (!isRecord(payload)) return fail(`telegram payload must be a JSON object (Bot API Update), got ${describeType(payload)}`);
+  const parsed = update.safeParse(payload);
+  if (!parsed.success) return fail(`telegram payload is not a Bot API Update: ${formatIssues(parsed.error)}`);
+  const m = parsed.data.message;
+  if (!m) return ok([]); // edited_message, channel_post, callback_query…: not a new customer message
+
+  const text = body(m);
+  if (text === undefined) return ok([]);
+  // Anonymous group admins and channel-linked posts have no `from`: the sending chat stands in.
+  const handle = String(m.from?.id ?? m.sender_chat?.id ?? m.chat.id);
+  const msg: InboundMessage = {
+    // message_id is unique per chat: the pair names the message itself (stable across redelivery, and the
+    // same pair a later reply_to_message points at), where update_id names one delivery envelope.
+    providerMessageId: `${m.chat.id}:${m.message_id}`,
+    sender: { handle },
+    conversationKey: String(m.chat.id),
+    body: text,
+  };
+  const name = senderName(m);
+  if (name) msg.sender.name = name;
+  const sentAt = unixToIso(m.date);
+  if (sentAt) msg.sentAt = sentAt;
+  return ok([msg]);
+}
+
+export const telegramAdapter: ChannelAdapter = { parse: parseTelegram };

@@ -1,0 +1,30 @@
+/**
+ * A channel adapter turns a provider's own payload into inbound messages. It is pure (no I/O), so the HTTP
+ * tier runs it before anything is enqueued or written: a payload it cannot read is refused at the edge.
+ */
+export interface InboundMessage {
+  /** The provider's id for this message: the dedupe key of the ingest ledger (per workspace and channel). */
+  providerMessageId: string;
+  /** Who sent it, in the channel's handle kind (email address, E.164 phone, chat user id, visitor id). */
+  sender: { handle: string; name?: string; email?: string };
+  /**
+   * Chat channels: the conversation a reply belongs to (e.g. WhatsApp phone_number_id + from, Telegram
+   * chat id, SMS From + To). Messages with the same key thread into the sender's open ticket.
+   */
+  conversationKey?: string;
+  /** Email only: the RFC Message-ID of this message, and the ids it replies to (In-Reply-To, References). */
+  messageIdHeader?: string;
+  inReplyTo?: string[];
+  /** Email plus-address hash (support+<hash>@…): a ticket reference kept when clients drop headers. */
+  mailboxHash?: string;
+  subject?: string;
+  body: string;
+  sentAt?: string;
+}
+
+export type ParseResult = { ok: true; messages: InboundMessage[] } | { ok: false; reason: string };
+
+export interface ChannelAdapter {
+  /** Parses the verbatim provider payload. Zero messages (e.g. delivery receipts only) is a valid result. */
+  parse(payload: unknown): ParseResult;
+}

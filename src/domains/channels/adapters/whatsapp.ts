@@ -1,0 +1,125 @@
+import { z } from 'zod';
+import { describeType, fail, formatIssues, isRecord, nonBlank, ok, unixToIso } from './common';
+import type { ChannelAdapter, InboundMessage, ParseResult } from './types';
+
+/**
+ * WhatsApp Cloud API webhook: `{object: "whatsapp_business_account", entry: [{changes: [{field, value}]}]}`.
+ * Only `field: "messages"` changes are read; in them `value.messages[]` are customer messages and
+ * `value.statuses[]` are receipts for messages we sent (no inbound message). Other fields (templates,
+ * account updates…) are valid payloads with nothing to ingest.
+ */
+const waMessage = z.looseObject({
+  from: z.string().trim().min(1),
+  id: z.string().trim().min(1),
+  timestamp: z.union([z.string(), z.number()]).nullish(),
+  type: z.string().nullish(),
+});
+
+const messagesValue = z.object({
+  metadata: z.object({ phone_number_id: z.string().trim().min(1), display_phone_number: z.string().nullish() }).nullish(),
+  contacts: z.array(z.object({ wa_id: z.string().nullish(), profile: z.object({ name: z.string().nullish() }).nullish() })).nullish(),
+  messages: z.array(waMessage).nullish(),
+  statuses: z.array(z.unknown()).nullish(),
+});
+
+const change = z.object({ field: z.string(), value: z.unknown() });
+const envelope = z.object({
+  entry: z.array(z.object({ id: z.string().nullish(), changes: z.array(change).nullish() })),
+});
+
+type WaMessage = z.infer<typeof waMessage>;
+
+const text = (v: unknown): string | undefined => (typeof v === 'string' ? nonBlank(v) : undefined);
+const field = (obj: unknown, key: string): unknown => (isRecord(obj) ? obj[key] : undefined);
+
+/** What the agent reads for a non-text message: `[image] caption`, `[document: invoice.pdf]`, `[location] …`. */
+function describe(m: WaMessage): string {
+  const type = nonBlank(m.type) ?? 'unknown';
+  const content = m[type];
+  const tag = (detail?: string) => (detail ? `[${type}] ${detail}` : `[${type}]`);
+  switch (type) {
+    case 'text':
+      return text(field(content, 'body')) ?? tag();
+    case 'image':
+    case 'video':
+    case 'audio':
+    case 'voice':
+    case 'sticker':
+      return tag(text(field(content, 'caption')));
+    case 'document': {
+      const name = text(field(content, 'filename'));
+      const caption = text(field(content, 'caption'));
+      const head = name ? `[document: ${name}]` : '[document]';
+      return caption ? `${head} ${caption}` : head;
+    }
+    case 'location': {
+      const place = [text(field(content, 'name')), text(field(content, 'address'))].filter(Boolean).join(', ');
+      const lat = field(content, 'latitude');
+      const lng = field(content, 'longitude');
+      const coords = typeof lat === 'number' && typeof lng === 'number' ? `(${lat}, ${lng})` : '';
+      return tag([place, coords].filter(Boolean).join(' ') || undefined);
+    }
+    case 'contacts': {
+      const names = Array.isArray(content) ? content.map((c) => text(field(field(c, 'name'), 'formatted_name'))).filter(Boolean) : [];
+      return tag(names.join(', ') || undefined);
+    }
+    case 'interactive': {
+      const reply = field(content, 'button_reply') ?? field(content, 'list_reply');
+      return tag(text(field(reply, 'title')));
+    }
+    case 'button':
+      return tag(text(field(content, 'text')));
+    case 'reaction':
+      return tag(text(field(content, 'emoji')));
+    case 'system':
+      return tag(text(field(content, 'body')));
+    default:
+      return tag();
+  }
+}
+
+function parseWhatsapp(payload: unknown): ParseResult {
+  if (!isRecord(payload)) return fail(`whatsapp payload must be a JSON object (Cloud API webhook), got ${describeType(payload)}`);
+  if (payload.object !== 'whatsapp_business_account') {
+    const got = typeof payload.object === 'string' ? `"${payload.object}"` : 'missing';
+    return fail(`whatsapp payload is not a WhatsApp Cloud API webhook: object must be "whatsapp_business_account" (${got})`);
+  }
+  const env = envelope.safeParse(payload);
+  if (!env.success) return fail(`whatsapp payload is not a valid Cloud API webhook: ${formatIssues(env.error)}`);
+
+  const out: InboundMessage[] = [];
+  const seen = new Set<string>();
+  for (const [e, entry] of env.data.entry.entries()) {
+    for (const [c, ch] of (entry.changes ?? []).entries()) {
+      if (ch.field !== 'messages') continue;
+      const parsed = messagesValue.safeParse(ch.value);
+      if (!parsed.success) {
+        const prefix = `entry.${e}.changes.${c}.value`;
+        return fail(`whatsapp payload has an invalid messages change at ${prefix}: ${formatIssues(parsed.error)}`);
+      }
+      const value = parsed.data;
+      const messages = value.messages ?? [];
+      if (messages.length === 0) continue; // statuses (receipts) or errors only
+      const phoneNumberId = value.metadata?.phone_number_id;
+      if (!phoneNumberId) return fail(`whatsapp payload has messages without metadata.phone_number_id (entry.${e}.changes.${c})`);
+      for (const m of messages) {
+        if (seen.has(m.id)) continue;
+        seen.add(m.id);
+        const message: InboundMessage = {
+          providerMessageId: m.id,
+          sender: { handle: m.from },
+          conversationKey: `${phoneNumberId}|${m.from}`,
+          body: describe(m),
+        };
+        const name = nonBlank(value.contacts?.find((k) => k.wa_id === m.from)?.profile?.name);
+        if (name) message.sender.name = name;
+        const sentAt = unixToIso(m.timestamp);
+        if (sentAt) message.sentAt = sentAt;
+        out.push(message);
+      }
+    }
+  }
+  return ok(out);
+}
+
+export const whatsappAdapter: ChannelAdapter = { parse: parseWhatsapp };

@@ -1,0 +1,46 @@
+/**
+ * Channel config rules: what a read may show, and what a write must never carry.
+ */
+const REDACTED = '***';
+
+function redactDeep(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(redactDeep);
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactDeep(v)]));
+  }
+  return REDACTED;
+}
+
+/** Every value at any depth becomes "***", except the channel's top-level operator descriptors. */
+export function redactConfig(config: Record<string, unknown>, safeKeys: readonly string[]): Record<string, unknown> {
+  const safe = new Set(safeKeys);
+  return Object.fromEntries(Object.entries(config).map(([k, v]) => [k, safe.has(k) ? v : redactDeep(v)]));
+}
+
+const TOKEN_KEYS = new Set(['access_token', 'refresh_token', 'id_token', 'oauth_token', 'bearer_token', 'oauth_access_token', 'oauth_refresh_token']);
+const BEARER_VALUE = /^bearer\s+\S{8,}/i;
+const JWT_VALUE = /^eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*$/;
+const GOOGLE_ACCESS_TOKEN = /^ya29\.[A-Za-z0-9_-]{10,}/;
+const GOOGLE_REFRESH_TOKEN = /^1\/\/[A-Za-z0-9_-]{20,}/;
+
+/** The dotted path of the first OAuth token found anywhere in the config, or null. */
+export function findMisplacedCredential(value: unknown, path = 'config'): string | null {
+  if (typeof value === 'string') {
+    return BEARER_VALUE.test(value) || JWT_VALUE.test(value) || GOOGLE_ACCESS_TOKEN.test(value) || GOOGLE_REFRESH_TOKEN.test(value) ? path : null;
+  }
+  if (Array.isArray(value)) {
+    for (const [i, v] of value.entries()) {
+      const hit = findMisplacedCredential(v, `${path}.${i}`);
+      if (hit) return hit;
+    }
+    return null;
+  }
+  if (value !== null && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      if (TOKEN_KEYS.has(k.toLowerCase().replace(/-/g, '_'))) return `${path}.${k}`;
+      const hit = findMisplacedCredential(v, `${path}.${k}`);
+      if (hit) return hit;
+    }
+  }
+  return null;
+}

@@ -1,0 +1,93 @@
+import { randomBytes } from 'node:crypto';
+import type { Config } from '../../config';
+import type { Db } from '../../db';
+import type { ChannelConnectionRow } from '../../db/types';
+import { AppError, notFound } from '../../http/errors';
+import type { Principal } from '../../http/principal';
+import { hashApiKeySecret } from '../../lib/secrets';
+import { iso } from '../../lib/time';
+import { findMisplacedCredential, redactConfig } from './config';
+import { CHANNELS, channelById, inboundPath, type ChannelDefinition } from './registry';
+import type { UpsertChannelInput } from './schemas';
+import * as store from './store';
+
+const registryView = (c: ChannelDefinition) => ({
+  channel: c.id,
+  display_name: c.display_name,
+  adapter_available: c.adapter !== null,
+  ticket_source: c.ticket_source,
+  handle_kind: c.handle_kind,
+  outbound_supported: c.outbound_supported,
+  inbound_path: inboundPath(c.id),
+});
+
+const newInboundToken = () => `itk_${randomBytes(24).toString('base64url')}`;
+
+export function createChannelService(deps: { db: Db; config: Config }) {
+  const { db, config } = deps;
+  const tokenHash = (token: string) => hashApiKeySecret(config.API_KEY_PEPPER, token);
+
+  const present = (def: ChannelDefinition, row: ChannelConnectionRow, details: Record<string, unknown> = {}) => ({
+    ...registryView(def),
+    display_name: row.display_name,
+    details: { inbound_token_set: true, ...details },
+    connected: true,
+    enabled: row.enabled,
+    config: redactConfig(row.config, def.safe_config_keys),
+    created_at: iso(row.created_at),
+    updated_at: iso(row.updated_at),
+  });
+
+  function definition(channel: string): ChannelDefinition {
+    const def = channelById(channel);
+    if (!def) throw notFound('channel');
+    return def;
+  }
+
+  return {
+    tokenHash,
+
+    async upsert(actor: Principal, channel: string, input: UpsertChannelInput) {
+      const def = definition(channel);
+      const misplaced = findMisplacedCredential(input.config);
+      if (misplaced) {
+        throw new AppError(
+          400,
+          'channel_credential_misplaced',
+          'Bad request',
+          `An OAuth token does not belong in a channel config (found at ${misplaced}); connect the mailbox with POST /v1/channels/email/oauth/{mailprovider}/complete, which stores tokens encrypted.`,
+          { errors: [{ path: `body.${misplaced}`, message: 'OAuth token' }] },
+        );
+      }
+      const token = newInboundToken();
+      const row = await store.upsertConnection(db, actor.tenantId, {
+        channel: def.id,
+        display_name: input.display_name ?? def.display_name,
+        enabled: input.enabled,
+        config: input.config,
+        inbound_token_hash: tokenHash(token),
+      });
+      // The token is shown once, when the connection is created; later writes keep the stored one.
+      return present(def, row, row.inserted ? { inbound_token: token } : {});
+    },
+
+    async list(actor: Principal) {
+      const rows = new Map((await store.listConnections(db, actor.tenantId)).map((r) => [r.channel, r]));
+      return {
+        channels: Object.values(CHANNELS).map((def) => {
+          const row = rows.get(def.id);
+          return { ...registryView(def), connected: row !== undefined, connection: row ? present(def, row) : null };
+        }),
+      };
+    },
+
+    async rotateToken(actor: Principal, channel: string) {
+      const def = definition(channel);
+      const token = newInboundToken();
+      if (!(await store.setTokenHash(db, actor.tenantId, def.id, tokenHash(token)))) throw notFound('channel connection');
+      return { channel: def.id, inbound_token: token };
+    },
+  };
+}
+
+export type ChannelService = ReturnType<typeof createChannelService>;

@@ -1,0 +1,62 @@
+import { sql } from 'kysely';
+import type { Executor } from '../../db';
+import type { ChannelConnectionRow } from '../../db/types';
+
+/** Replace semantics: config is written wholesale. Returns whether the row was created by this call. */
+export async function upsertConnection(
+  db: Executor,
+  tenantId: string,
+  c: { channel: string; display_name: string; enabled: boolean; config: Record<string, unknown>; inbound_token_hash: Buffer },
+): Promise<ChannelConnectionRow & { inserted: boolean }> {
+  return db
+    .insertInto('channel_connections')
+    .values({ ...c, tenant_id: tenantId, config: JSON.stringify(c.config) })
+    .onConflict((oc) =>
+      oc.columns(['tenant_id', 'channel']).doUpdateSet({
+        display_name: (eb) => eb.ref('excluded.display_name'),
+        enabled: (eb) => eb.ref('excluded.enabled'),
+        config: (eb) => eb.ref('excluded.config'),
+        updated_at: sql`now()`,
+      }),
+    )
+    .returningAll()
+    .returning(sql<boolean>`(xmax = 0)`.as('inserted'))
+    .executeTakeFirstOrThrow();
+}
+
+export async function listConnections(db: Executor, tenantId: string): Promise<ChannelConnectionRow[]> {
+  return db.selectFrom('channel_connections').selectAll().where('tenant_id', '=', tenantId).execute();
+}
+
+export async function setTokenHash(db: Executor, tenantId: string, channel: string, hash: Buffer): Promise<boolean> {
+  const r = await db
+    .updateTable('channel_connections')
+    .set({ inbound_token_hash: hash, updated_at: sql`now()` })
+    .where('tenant_id', '=', tenantId)
+    .where('channel', '=', channel)
+    .executeTakeFirst();
+  return Number(r.numUpdatedRows) === 1;
+}
+
+/*
+ * Public intake resolves the workspace from what the provider sent, before any tenant is known: these two
+ * lookups are keyed by the token or by (tenant, channel) and return only enabled connections.
+ */
+export async function enabledByToken(db: Executor, tokenHash: Buffer) {
+  return db
+    .selectFrom('channel_connections')
+    .select(['tenant_id', 'channel'])
+    .where('inbound_token_hash', '=', tokenHash)
+    .where('enabled', '=', true)
+    .executeTakeFirst();
+}
+
+export async function enabledConnection(db: Executor, tenantId: string, channel: string) {
+  return db
+    .selectFrom('channel_connections')
+    .select(['tenant_id', 'channel'])
+    .where('tenant_id', '=', tenantId)
+    .where('channel', '=', channel)
+    .where('enabled', '=', true)
+    .executeTakeFirst();
+}

@@ -1,0 +1,64 @@
+import { z } from 'zod';
+import { defineOperation } from '../../http/operation';
+import { intParam } from '../customers/schemas';
+import { ingestBody, ingestQuery } from './service';
+
+const ingestResult = z.object({
+  channel: z.string(),
+  ticket_id: z.uuid().optional(),
+  customer_id: z.uuid().optional(),
+  was_created: z.boolean().optional(),
+  was_duplicate: z.boolean().optional(),
+  messages: z.array(z.record(z.string(), z.unknown())).optional(),
+  ignored: z.boolean().optional(),
+  reason: z.string().optional(),
+  status: z.string().optional(),
+  job_id: z.string().optional(),
+});
+
+const deliveries = z.object({
+  deliveries: z.array(
+    z.object({
+      channel: z.string(),
+      provider_message_id: z.string(),
+      ticket_id: z.uuid().nullable(),
+      customer_id: z.uuid().nullable(),
+      was_created: z.boolean(),
+      first_seen_at: z.string(),
+      last_seen_at: z.string(),
+      duplicate_count: z.number().int(),
+    }),
+  ),
+});
+
+export const ingestOperations = [
+  defineOperation({
+    id: 'ingest_channel_message',
+    method: 'post',
+    path: '/v1/ingest/{channel}',
+    summary: 'Public intake of a provider message (no credential)',
+    description:
+      'Body: {tenant_id | agent_id, payload} or ?token=<inbound_token>. The adapter decides new ticket or threaded reply; a redelivery returns the same ticket with was_duplicate true and writes nothing twice. 429 carries Retry-After; a duplicate is refunded against the throttle.',
+    access: 'public',
+    params: z.object({ channel: z.string().min(1).max(64) }),
+    query: ingestQuery,
+    body: ingestBody,
+    response: { status: 200, description: 'Ingest result', schema: ingestResult },
+    errors: ['channel_payload_invalid', 'channel_adapter_unavailable'],
+    handler: async ({ params, query, body }, s) => s.ingest.receive(params.channel, body, query),
+  }),
+  defineOperation({
+    id: 'list_ingest_deliveries',
+    method: 'get',
+    path: '/v1/ingest/deliveries',
+    summary: 'Recent deliveries from the ingest ledger, with duplicate counts',
+    access: { floor: 'admin', tag: 'channels', action: 'read' },
+    query: z.strictObject({
+      limit: intParam(1, 500).default(100),
+      offset: intParam(0, 2147483647).default(0),
+      channel: z.string().min(1).max(64).optional(),
+    }),
+    response: { status: 200, description: 'Deliveries, newest first', schema: deliveries },
+    handler: async ({ principal, query }, s) => ({ body: await s.ingest.deliveries(principal, query) }),
+  }),
+];

@@ -1,0 +1,83 @@
+import { randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+
+/**
+ * A lean reply channel for enqueue-and-await: each API process subscribes to one pub/sub channel of its own,
+ * jobs carry that channel's name, and the worker publishes every result of a batch in one PUBLISH. This
+ * replaces a QueueEvents stream read per awaited job (dozens of Redis commands per request) with one
+ * command per batch.
+ */
+export interface ItemResult {
+  id: string;
+  ok: boolean;
+  value?: unknown;
+  error?: { status: number; code: string; detail: string };
+}
+
+export const TIMED_OUT = Symbol('timed out');
+
+export interface ResultBus {
+  readonly channel: string;
+  newId(): string;
+  /** Resolves once this process listens on its channel; call before enqueueing anything that replies. */
+  ready(): Promise<void>;
+  /** Registers interest synchronously, so a result published right after the enqueue is never missed. */
+  expect(id: string, timeoutMs: number): Promise<ItemResult | typeof TIMED_OUT>;
+  close(): Promise<void>;
+}
+
+export function createResultBus(connection: Redis, prefix: string): ResultBus {
+  const channel = `${prefix}:results:${randomUUID()}`;
+  const waiting = new Map<string, (r: ItemResult) => void>();
+  let subscriber: Redis | null = null;
+  let ready: Promise<void> | null = null;
+  let seq = 0;
+
+  const ensureSubscribed = () => {
+    if (!ready) {
+      subscriber = connection.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true });
+      subscriber.on('error', () => {});
+      subscriber.on('message', (_ch: string, raw: string) => {
+        for (const r of JSON.parse(raw) as ItemResult[]) {
+          const resolve = waiting.get(r.id);
+          if (resolve) {
+            waiting.delete(r.id);
+            resolve(r);
+          }
+        }
+      });
+      ready = subscriber.subscribe(channel).then(() => undefined);
+      ready.catch(() => {
+        ready = null;
+      });
+    }
+    return ready;
+  };
+
+  return {
+    channel,
+    newId: () => `${channel.slice(-12)}-${(seq += 1)}`,
+    ready: () => ensureSubscribed(),
+    expect(id, timeoutMs) {
+      return new Promise((resolve) => {
+        const timer = setTimeout(() => {
+          waiting.delete(id);
+          resolve(TIMED_OUT);
+        }, timeoutMs);
+        waiting.set(id, (r) => {
+          clearTimeout(timer);
+          resolve(r);
+        });
+      });
+    },
+    async close() {
+      for (const resolve of waiting.values()) resolve({ id: '', ok: false, error: { status: 503, code: 'dependency_unavailable', detail: 'shutting down' } });
+      waiting.clear();
+      if (subscriber) await (subscriber as Redis).quit().catch(() => (subscriber as Redis).disconnect());
+    },
+  };
+}
+
+export async function publishResults(redis: Redis, channel: string, results: ItemResult[]): Promise<void> {
+  if (results.length > 0) await redis.publish(channel, JSON.stringify(results));
+}
