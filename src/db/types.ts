@@ -222,6 +222,7 @@ export interface TodosTable {
 
 export interface CustomerCountsTable {
   tenant_id: string;
+  shard: number;
   n: number;
 }
 

@@ -4,6 +4,7 @@ import * as m0002 from './0002_tickets';
 import * as m0003 from './0003_customer_counts';
 import * as m0004 from './0004_queue_ops';
 import * as m0005 from './0005_channels';
+import * as m0006 from './0006_sharded_customer_counts';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -12,6 +13,7 @@ const migrations: Record<string, Migration> = {
   '0003_customer_counts': m0003,
   '0004_queue_ops': m0004,
   '0005_channels': m0005,
+  '0006_sharded_customer_counts': m0006,
 };
 
 export const migrationProvider: MigrationProvider = {

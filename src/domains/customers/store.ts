@@ -37,8 +37,12 @@ export async function listCustomers(db: Executor, tenantId: string, page: { limi
   return q.execute();
 }
 
-/** Kept exact by triggers on customers (migration 0003): one row read instead of a count of the workspace. */
+/** Kept exact by triggers on customers (migrations 0003, 0006): at most 16 shard rows summed, not a count of the workspace. */
 export async function countCustomers(db: Executor, tenantId: string): Promise<number> {
-  const row = await db.selectFrom('customer_counts').select('n').where('tenant_id', '=', tenantId).executeTakeFirst();
+  const row = await db
+    .selectFrom('customer_counts')
+    .select((eb) => eb.fn.sum<string>('n').as('n'))
+    .where('tenant_id', '=', tenantId)
+    .executeTakeFirst();
   return Number(row?.n ?? 0);
 }

@@ -52,8 +52,7 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
   async function customerFor(tx: Executor, tenantId: string, def: ChannelDefinition, m: InboundMessage): Promise<string> {
     const name = (m.sender.name ?? m.sender.handle).slice(0, 200);
     if (def.handle_kind === 'email') return (await customers.findOrCreateByEmail(tx, tenantId, m.sender.handle, name)).id;
-    await store.lockHandle(tx, tenantId, def.handle_kind, m.sender.handle);
-    const known = await store.customerByHandle(tx, tenantId, def.handle_kind, m.sender.handle);
+    const known = await store.lockAndFindHandle(tx, tenantId, def.handle_kind, m.sender.handle);
     if (known) return known;
     const created = await customers.createForInbound(tx, tenantId, { display_name: name, email: m.sender.email });
     await store.insertHandle(tx, tenantId, def.handle_kind, m.sender.handle, created.id);

@@ -53,20 +53,15 @@ export async function recentDeliveries(db: Executor, tenantId: string, page: { l
   return q.orderBy('first_seen_at', 'desc').orderBy('provider_message_id').limit(page.limit).offset(page.offset).execute();
 }
 
-/** Serialises work on one sender within a workspace, so two first messages create one customer. */
-export async function lockHandle(db: Executor, tenantId: string, kind: string, handle: string): Promise<void> {
-  await sql`select pg_advisory_xact_lock(hashtextextended(${`${tenantId}|${kind}|${handle}`}, 0))`.execute(db);
-}
-
-export async function customerByHandle(db: Executor, tenantId: string, kind: string, handle: string): Promise<string | undefined> {
-  const row = await db
-    .selectFrom('customer_handles')
-    .select('customer_id')
-    .where('tenant_id', '=', tenantId)
-    .where('kind', '=', kind)
-    .where('handle', '=', handle)
-    .executeTakeFirst();
-  return row?.customer_id;
+/**
+ * Takes the sender's lock (serialising work on one sender within a workspace, so two first messages create
+ * one customer) and reads their customer, in one round trip.
+ */
+export async function lockAndFindHandle(db: Executor, tenantId: string, kind: string, handle: string): Promise<string | undefined> {
+  const { rows } = await sql<{ customer_id: string | null }>`
+    select (select customer_id from customer_handles where tenant_id = ${tenantId} and kind = ${kind} and handle = ${handle}) as customer_id
+    from (select pg_advisory_xact_lock(hashtextextended(${`${tenantId}|${kind}|${handle}`}, 0))) as locked`.execute(db);
+  return rows[0]?.customer_id ?? undefined;
 }
 
 export async function insertHandle(db: Executor, tenantId: string, kind: string, handle: string, customerId: string): Promise<void> {

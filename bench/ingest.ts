@@ -1,0 +1,196 @@
+/**
+ * Channel intake under load: the real API and worker processes, N distinct SMS messages from distinct
+ * senders plus 10 % redeliveries, 64 concurrent connections (autocannon). Prints accepted msgs/s, p50/p99,
+ * Redis commands per message (INFO commandstats delta ÷ messages) and tickets created versus expected; then
+ * the same load against bench/inline-ingest-server.ts (same service function inline, no queue) and the ratio.
+ *   npm run bench:ingest            BENCH_SECONDS (10), BENCH_CONNECTIONS (64)
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import autocannon from 'autocannon';
+import IORedis from 'ioredis';
+import { Client } from 'pg';
+import { loadConfig } from '../src/config';
+import { createDb, migrateToLatest } from '../src/db';
+import { ensureDatabase } from '../src/db/admin';
+import { createApiKeyService } from '../src/domains/api-keys/service';
+import { createAuditService } from '../src/domains/audit/service';
+import { createWorkspaceService } from '../src/domains/workspaces/service';
+
+const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+const ROOT = path.resolve(__dirname, '..');
+const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
+
+interface Env {
+  [k: string]: string;
+}
+
+/** Starts a process and resolves when its output matches `ready`, or when `port` answers /healthz. */
+function start(script: string, env: Env, ready: RegExp | null, port?: number): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(TSX, [script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const timer = setTimeout(() => reject(new Error(`${script} did not start`)), 30_000);
+    if (port) {
+      const poll = setInterval(() => {
+        fetch(`http://127.0.0.1:${port}/healthz`).then(
+          (r) => {
+            if (r.ok) {
+              clearInterval(poll);
+              clearTimeout(timer);
+              resolve(child);
+            }
+          },
+          () => {},
+        );
+      }, 200);
+    }
+    const onData = (d: Buffer) => {
+      if (ready?.test(d.toString())) {
+        clearTimeout(timer);
+        resolve(child);
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', (d: Buffer) => {
+      if (/error/i.test(d.toString())) process.stderr.write(d);
+    });
+  });
+}
+
+const stop = (c: ChildProcess) => new Promise<void>((r) => (c.exitCode !== null ? r() : (c.once('exit', () => r()), c.kill('SIGTERM'))));
+
+async function redisCalls(redis: IORedis): Promise<number> {
+  const info = await redis.info('commandstats');
+  return [...info.matchAll(/calls=(\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+}
+
+async function main() {
+  const url = new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/helpdesk');
+  url.pathname = '/helpdesk_bench_ingest';
+  const admin = new URL(url.toString());
+  admin.pathname = '/postgres';
+  const adminClient = new Client({ connectionString: admin.toString() });
+  await adminClient.connect();
+  await adminClient.query('DROP DATABASE IF EXISTS helpdesk_bench_ingest WITH (FORCE)');
+  await ensureDatabase(url.toString());
+  const prefix = `hd_bench_ingest_${randomBytes(3).toString('hex')}`;
+  const env: Env = {
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'warn',
+    DATABASE_URL: url.toString(),
+    REDIS_PREFIX: prefix,
+    API_KEY_PEPPER: 'bench-pepper-bench-pepper-bench-pepper-00',
+    INGEST_RATE_POINTS: '10000000',
+    PG_POOL_MAX: '16',
+    WORKER_CONCURRENCY: '8',
+  };
+  const config = loadConfig(env);
+  const handle = createDb(config);
+  await migrateToLatest(handle.db);
+  const audit = createAuditService({ db: handle.db });
+  const workspaces = createWorkspaceService({ db: handle.db, audit, apiKeys: createApiKeyService({ db: handle.db, config, audit }) });
+  const ws = await workspaces.bootstrap({ workspace: 'Bench', ownerEmail: 'bench@bench.test', ownerName: 'Bench' });
+  await handle.db
+    .insertInto('channel_connections')
+    .values({ tenant_id: ws.tenant_id, channel: 'sms', display_name: 'SMS', enabled: true, config: '{}', inbound_token_hash: randomBytes(32) })
+    .execute();
+  const redis = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+
+  // One run of the load: distinct messages from distinct senders, every 10th request a redelivery.
+  const runLoad = async (port: number, tag: string) => {
+    const sent: Record<string, unknown>[] = [];
+    let distinct = 0;
+    let n = 0;
+    const body = () => {
+      n += 1;
+      if (n % 10 === 0 && sent.length > 0) return JSON.stringify({ tenant_id: ws.tenant_id, payload: sent[Math.floor(Math.random() * sent.length)] });
+      distinct += 1;
+      const payload = { MessageSid: `SM${tag}${randomBytes(14).toString('hex')}`, AccountSid: 'AC0', From: `+1555${tag}${String(distinct).padStart(8, '0')}`, To: '+15550000000', Body: `Hello ${distinct}`, NumMedia: '0' };
+      sent.push(payload);
+      return JSON.stringify({ tenant_id: ws.tenant_id, payload });
+    };
+    const before = await redisCalls(redis);
+    const r = await autocannon({
+      url: `http://127.0.0.1:${port}/v1/ingest/sms`,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      connections: CONNECTIONS,
+      duration: DURATION,
+      requests: [{ setupRequest: (req) => ({ ...req, body: body() }) }],
+    });
+    const calls = (await redisCalls(redis)) - before;
+    return { r, distinct, calls };
+  };
+
+  const countTickets = async (prefixTag: string) =>
+    Number(
+      (
+        await handle.db
+          .selectFrom('ingest_deliveries')
+          .select((eb) => eb.fn.countAll<string>().as('n'))
+          .where('provider_message_id', 'like', `SM${prefixTag}%`)
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
+  const ticketsFor = async (tag: string) =>
+    Number(
+      (
+        await handle.db
+          .selectFrom('tickets as t')
+          .innerJoin('customers as c', 'c.id', 't.customer_id')
+          .select((eb) => eb.fn.countAll<string>().as('n'))
+          .where('c.display_name', 'like', `+1555${tag}%`)
+          .executeTakeFirstOrThrow()
+      ).n,
+    );
+
+  console.log(`node ${process.version}, ${CONNECTIONS} connections, ${DURATION}s per case, SMS messages from distinct senders + 10% redeliveries`);
+
+  // Full path: API process + worker process.
+  // The worker logs nothing per job, so it can stay at info; the API stays at warn (no line per request).
+  const worker = await start('workers/index.ts', { ...env, LOG_LEVEL: 'info' }, /workers started/);
+  const api = await start('src/server.ts', { ...env, PORT: '18081' }, null, 18081);
+  await autocannon({ url: 'http://127.0.0.1:18081/healthz', connections: 8, duration: 1 });
+  const full = await runLoad(18081, 'A');
+  // Everything acknowledged 202 is still processed exactly once: wait for the ledger to hold every message.
+  for (let i = 0; i < 120 && (await countTickets('A')) < full.distinct; i++) await new Promise((r) => setTimeout(r, 500));
+  const fullTickets = await ticketsFor('A');
+  await stop(api);
+  await stop(worker);
+
+  // Baseline: the same service function inline in a bare Express app.
+  const inline = await start('bench/inline-ingest-server.ts', { ...env, PORT: '18082' }, /listening/, 18082);
+  const base = await runLoad(18082, 'B');
+  const baseTickets = await ticketsFor('B');
+  await stop(inline);
+
+  const msgs = (x: typeof full) => x.r.requests.total;
+  const row = (title: string, x: typeof full, tickets: number) =>
+    console.log(
+      `${title.padEnd(36)} ${x.r.requests.average.toFixed(0).padStart(6)} msgs/s   p50 ${String(x.r.latency.p50).padStart(4)} ms   p99 ${String(x.r.latency.p99).padStart(4)} ms   ` +
+        `non-2xx ${x.r.non2xx}   Redis cmds/msg ${(x.calls / Math.max(1, msgs(x))).toFixed(1)}   tickets ${tickets}/${x.distinct} expected`,
+    );
+  row('full path (API + queue + worker)', full, fullTickets);
+  row('baseline (inline, no queue)', base, baseTickets);
+  const ratio = full.r.requests.average / base.r.requests.average;
+  console.log(`full path throughput: ${ratio.toFixed(2)}× the inline baseline`);
+  const checks = [
+    [ratio >= 0.6, `throughput ≥ 0.6× baseline (${ratio.toFixed(2)})`],
+    [full.r.latency.p99 < 150, `p99 < 150 ms (${full.r.latency.p99})`],
+    [full.calls / msgs(full) <= 25, `≤ 25 Redis commands per message (${(full.calls / msgs(full)).toFixed(1)})`],
+    [fullTickets === full.distinct, `nothing lost or doubled (${fullTickets} tickets for ${full.distinct} distinct messages)`],
+  ] as const;
+  for (const [ok, what] of checks) console.log(`${ok ? 'PASS' : 'FAIL'}: ${what}`);
+
+  await redis.quit();
+  await handle.close();
+  await adminClient.query('DROP DATABASE IF EXISTS helpdesk_bench_ingest WITH (FORCE)');
+  await adminClient.end();
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

@@ -1,0 +1,443 @@
+/**
+ * Fault tests for the ingest pipeline: "exactly once under redelivery bursts" and "a worker killed mid-job
+ * (SIGKILL) and retried by BullMQ never duplicates a write".
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import type { Response } from 'supertest';
+import type { Db } from '../src/db';
+import { channelById } from '../src/domains/channels/registry';
+import type { IngestItem } from '../src/domains/ingest/service';
+import { startTestApp, type TestContext } from './helpers/context';
+import { bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { emailPayload, smsPayload } from './helpers/payloads';
+
+const ROOT = path.resolve(__dirname, '..');
+const SMS_TO = '+15550001111';
+const hex = (n: number) => randomBytes(n).toString('hex');
+/** A fresh phone number, so every scenario starts from a sender the workspace has never met. */
+const newPhone = () => `+1555${String(Math.floor(Math.random() * 1e7)).padStart(7, '0')}`;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs: number, what: string, everyMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}
+
+async function connectChannels(ctx: TestContext, ws: Workspace): Promise<void> {
+  await ctx.http.put('/v1/channels/email').set(bearer(ws.ownerKey)).send({ config: { inbound_address: 'support@acme.test' } }).expect(200);
+  await ctx.http.put('/v1/channels/sms').set(bearer(ws.ownerKey)).send({ config: { phone_number: SMS_TO, auth_token: 'secret-token' } }).expect(200);
+}
+
+interface Counts {
+  tickets: number;
+  inboundEvents: number;
+  customers: number;
+  handles: number;
+  deliveries: number;
+  duplicateSum: number;
+}
+
+/** Everything one workspace holds that ingest writes. */
+async function counts(db: Db, tenantId: string, channel: string): Promise<Counts> {
+  const n = async (q: Promise<{ n: string | number | bigint } | undefined>) => Number((await q)?.n ?? 0);
+  const [tickets, inboundEvents, customers, handles, deliveries, duplicateSum] = await Promise.all([
+    n(db.selectFrom('tickets').select((eb) => eb.fn.countAll<string>().as('n')).where('tenant_id', '=', tenantId).executeTakeFirst()),
+    n(
+      db
+        .selectFrom('ticket_events')
+        .select((eb) => eb.fn.countAll<string>().as('n'))
+        .where('tenant_id', '=', tenantId)
+        .where('kind', '=', `inbound_${channel}`)
+        .executeTakeFirst(),
+    ),
+    n(db.selectFrom('customers').select((eb) => eb.fn.countAll<string>().as('n')).where('tenant_id', '=', tenantId).executeTakeFirst()),
+    n(db.selectFrom('customer_handles').select((eb) => eb.fn.countAll<string>().as('n')).where('tenant_id', '=', tenantId).executeTakeFirst()),
+    n(db.selectFrom('ingest_deliveries').select((eb) => eb.fn.countAll<string>().as('n')).where('tenant_id', '=', tenantId).executeTakeFirst()),
+    n(
+      db
+        .selectFrom('ingest_deliveries')
+        .select((eb) => eb.fn.coalesce(eb.fn.sum<string>('duplicate_count'), eb.lit(0)).as('n'))
+        .where('tenant_id', '=', tenantId)
+        .executeTakeFirst(),
+    ),
+  ]);
+  return { tickets, inboundEvents, customers, handles, deliveries, duplicateSum };
+}
+
+async function ledger(db: Db, tenantId: string) {
+  return db.selectFrom('ingest_deliveries').selectAll().where('tenant_id', '=', tenantId).execute();
+}
+
+/** provider_message_id of every inbound event of the workspace (one per written message). */
+async function inboundEventMessageIds(db: Db, tenantId: string, channel: string) {
+  const rows = await db
+    .selectFrom('ticket_events')
+    .select(['ticket_id', 'meta'])
+    .where('tenant_id', '=', tenantId)
+    .where('kind', '=', `inbound_${channel}`)
+    .execute();
+  return rows.map((r) => ({ ticket_id: r.ticket_id, provider_message_id: String((r.meta as Record<string, unknown>).provider_message_id) }));
+}
+
+const post = (ctx: TestContext, channel: string, tenantId: string, payload: Record<string, unknown>) =>
+  ctx.http.post(`/v1/ingest/${channel}`).send({ tenant_id: tenantId, payload });
+
+const bodies = (rs: Response[]) => rs.map((r) => r.body as { ticket_id: string; customer_id: string; was_created: boolean; was_duplicate: boolean });
+
+// ------------------------------------------------------------------------------------------------ 1. bursts
+
+describe('redelivery bursts (workers in-process)', () => {
+  let ctx: TestContext;
+  beforeAll(async () => {
+    ctx = await startTestApp();
+    await ctx.startWorkers();
+  });
+  afterAll(async () => {
+    await ctx.close();
+  });
+
+  /** One workspace per scenario, so every count below is the scenario's own. */
+  async function freshWorkspace(): Promise<Workspace> {
+    const ws = await createWorkspace(ctx);
+    await connectChannels(ctx, ws);
+    return ws;
+  }
+
+  test('the same SMS delivered 20 times concurrently: one ticket, one event, one customer, 1 created + 19 duplicates', async () => {
+    const ws = await freshWorkspace();
+    const payload = smsPayload({ from: newPhone(), body: 'Burst: please change my delivery address.' });
+    const rs = await Promise.all(Array.from({ length: 20 }, () => post(ctx, 'sms', ws.tenantId, payload)));
+
+    expect(rs.map((r) => r.status)).toEqual(Array(20).fill(200));
+    const b = bodies(rs);
+    expect(b.filter((x) => x.was_created === true && x.was_duplicate === false)).toHaveLength(1);
+    expect(b.filter((x) => x.was_duplicate === true && x.was_created === false)).toHaveLength(19);
+    expect(new Set(b.map((x) => x.ticket_id)).size).toBe(1);
+    expect(new Set(b.map((x) => x.customer_id)).size).toBe(1);
+
+    expect(await counts(ctx.db, ws.tenantId, 'sms')).toEqual({ tickets: 1, inboundEvents: 1, customers: 1, handles: 1, deliveries: 1, duplicateSum: 19 });
+    const [row] = await ledger(ctx.db, ws.tenantId);
+    expect(row).toMatchObject({ channel: 'sms', provider_message_id: payload.MessageSid, ticket_id: b[0]!.ticket_id, was_created: true, duplicate_count: 19 });
+  });
+
+  test('the same email delivered 20 times concurrently: one ticket, one event, one customer, 1 created + 19 duplicates', async () => {
+    const ws = await freshWorkspace();
+    const payload = emailPayload({ from: `burst-${hex(4)}@customer.test`, subject: 'Burst email' });
+    const rs = await Promise.all(Array.from({ length: 20 }, () => post(ctx, 'email', ws.tenantId, payload as unknown as Record<string, unknown>)));
+
+    expect(rs.map((r) => r.status)).toEqual(Array(20).fill(200));
+    const b = bodies(rs);
+    expect(b.filter((x) => x.was_created === true && x.was_duplicate === false)).toHaveLength(1);
+    expect(b.filter((x) => x.was_duplicate === true && x.was_created === false)).toHaveLength(19);
+    expect(new Set(b.map((x) => x.ticket_id)).size).toBe(1);
+    expect(new Set(b.map((x) => x.customer_id)).size).toBe(1);
+
+    // Email customers are found by address: no customer_handles row.
+    expect(await counts(ctx.db, ws.tenantId, 'email')).toEqual({ tickets: 1, inboundEvents: 1, customers: 1, handles: 0, deliveries: 1, duplicateSum: 19 });
+    const [row] = await ledger(ctx.db, ws.tenantId);
+    expect(row).toMatchObject({ channel: 'email', ticket_id: b[0]!.ticket_id, was_created: true, duplicate_count: 19 });
+    const mids = await ctx.db.selectFrom('email_message_ids').select(['ticket_id']).where('tenant_id', '=', ws.tenantId).execute();
+    expect(mids).toEqual([{ ticket_id: b[0]!.ticket_id }]);
+  });
+
+  test('mixed SMS burst: 10 messages from one new sender × 3 copies → 10 deliveries, 1 customer, 1 threaded ticket, 10 events', async () => {
+    const ws = await freshWorkspace();
+    const from = newPhone();
+    const payloads = Array.from({ length: 10 }, (_, i) => smsPayload({ from, body: `Mixed burst message ${i}` }));
+    const sends = payloads.flatMap((p) => [p, p, p]);
+    const rs = await Promise.all(sends.map((p) => post(ctx, 'sms', ws.tenantId, p)));
+
+    expect(rs.map((r) => r.status)).toEqual(Array(30).fill(200));
+    const b = bodies(rs);
+    // One conversation: the first message written opens the ticket, the other nine thread into it.
+    expect(new Set(b.map((x) => x.ticket_id)).size).toBe(1);
+    expect(new Set(b.map((x) => x.customer_id)).size).toBe(1);
+    expect(b.filter((x) => x.was_created)).toHaveLength(1);
+    expect(b.filter((x) => x.was_duplicate)).toHaveLength(20);
+    // Per message: exactly one of its three copies was the write, the other two duplicates.
+    for (let i = 0; i < payloads.length; i++) {
+      const copies = b.slice(i * 3, i * 3 + 3);
+      expect(copies.filter((x) => !x.was_duplicate)).toHaveLength(1);
+    }
+
+    expect(await counts(ctx.db, ws.tenantId, 'sms')).toEqual({ tickets: 1, inboundEvents: 10, customers: 1, handles: 1, deliveries: 10, duplicateSum: 20 });
+    const rows = await ledger(ctx.db, ws.tenantId);
+    expect(rows.map((r) => r.duplicate_count)).toEqual(Array(10).fill(2));
+    expect(rows.filter((r) => r.was_created)).toHaveLength(1);
+    const events = await inboundEventMessageIds(ctx.db, ws.tenantId, 'sms');
+    expect(events.map((e) => e.provider_message_id).sort()).toEqual(payloads.map((p) => p.MessageSid).sort());
+  });
+
+  test('mixed email burst: 10 emails from one new sender × 3 copies → 10 deliveries, 1 customer, 10 tickets, 10 events', async () => {
+    const ws = await freshWorkspace();
+    const from = `mixed-${hex(4)}@customer.test`;
+    const payloads = Array.from({ length: 10 }, (_, i) => emailPayload({ from, subject: `Question ${i}` }) as unknown as Record<string, unknown>);
+    const rs = await Promise.all(payloads.flatMap((p) => [p, p, p]).map((p) => post(ctx, 'email', ws.tenantId, p)));
+
+    expect(rs.map((r) => r.status)).toEqual(Array(30).fill(200));
+    const b = bodies(rs);
+    expect(new Set(b.map((x) => x.customer_id)).size).toBe(1);
+    expect(new Set(b.map((x) => x.ticket_id)).size).toBe(10);
+    expect(b.filter((x) => x.was_created)).toHaveLength(10);
+    expect(b.filter((x) => x.was_duplicate)).toHaveLength(20);
+    for (let i = 0; i < payloads.length; i++) {
+      const copies = b.slice(i * 3, i * 3 + 3);
+      expect(new Set(copies.map((x) => x.ticket_id)).size).toBe(1);
+      expect(copies.filter((x) => !x.was_duplicate)).toHaveLength(1);
+    }
+    expect(await counts(ctx.db, ws.tenantId, 'email')).toEqual({ tickets: 10, inboundEvents: 10, customers: 1, handles: 0, deliveries: 10, duplicateSum: 20 });
+  });
+});
+
+// --------------------------------------------------------------------------------------- 2. same job re-run
+
+describe('the processor re-running the same job', () => {
+  let ctx: TestContext;
+  let ws: Workspace;
+  beforeAll(async () => {
+    ctx = await startTestApp();
+    ws = await createWorkspace(ctx);
+    await connectChannels(ctx, ws);
+  });
+  afterAll(async () => {
+    await ctx.close();
+  });
+
+  /** The item the gateway would enqueue for this SMS payload. */
+  function smsItem(id: string, payload = smsPayload({ from: newPhone() })): IngestItem {
+    const parsed = channelById('sms')!.adapter!.parse(payload);
+    if (!parsed.ok) throw new Error('payload did not parse');
+    return { id, tenant_id: ws.tenantId, channel: 'sms', message: parsed.messages[0]! };
+  }
+
+  const ticketsFor = async (customerId: string) =>
+    ctx.db.selectFrom('tickets').select('id').where('tenant_id', '=', ws.tenantId).where('customer_id', '=', customerId).execute();
+  const deliveryOf = async (item: IngestItem) =>
+    ctx.db
+      .selectFrom('ingest_deliveries')
+      .selectAll()
+      .where('tenant_id', '=', ws.tenantId)
+      .where('provider_message_id', '=', item.message.providerMessageId)
+      .executeTakeFirstOrThrow();
+  const eventsFor = async (item: IngestItem) =>
+    (await inboundEventMessageIds(ctx.db, ws.tenantId, 'sms')).filter((e) => e.provider_message_id === item.message.providerMessageId);
+
+  test('the same item twice answers the first result both times; another correlation id is a duplicate', async () => {
+    const item = smsItem(`rerun-${hex(6)}`);
+    const first = await ctx.services.ingestProcessor.process(item);
+    const again = await ctx.services.ingestProcessor.process(item);
+    expect(first).toMatchObject({ channel: 'sms', was_created: true, was_duplicate: false });
+    expect(again).toEqual(first);
+    expect(await deliveryOf(item)).toMatchObject({ first_correlation_id: item.id, ticket_id: first.ticket_id, duplicate_count: 0 });
+
+    const redelivered = await ctx.services.ingestProcessor.process({ ...item, id: `other-${hex(6)}` });
+    expect(redelivered).toEqual({ ...first, was_created: false, was_duplicate: true });
+    expect(await deliveryOf(item)).toMatchObject({ duplicate_count: 1 });
+    expect(await ticketsFor(first.customer_id)).toEqual([{ id: first.ticket_id }]);
+    expect(await eventsFor(item)).toHaveLength(1);
+  });
+
+  test('the same item processed 5× concurrently writes one ticket and one event', async () => {
+    const item = smsItem(`concurrent-${hex(6)}`);
+    const results = await Promise.all(Array.from({ length: 5 }, () => ctx.services.ingestProcessor.process(item)));
+    expect(new Set(results.map((r) => r.ticket_id)).size).toBe(1);
+    for (const r of results) expect(r).toMatchObject({ was_created: true, was_duplicate: false });
+    expect(await ticketsFor(results[0]!.customer_id)).toHaveLength(1);
+    expect(await eventsFor(item)).toHaveLength(1);
+    expect(await deliveryOf(item)).toMatchObject({ first_correlation_id: item.id, duplicate_count: 0 });
+  });
+
+  test('5 different correlation ids for one message concurrently: 1 created, 4 duplicates, duplicate_count 4', async () => {
+    const payload = smsPayload({ from: newPhone() });
+    const items = Array.from({ length: 5 }, (_, i) => smsItem(`corr-${i}-${hex(6)}`, payload));
+    const results = await Promise.all(items.map((i) => ctx.services.ingestProcessor.process(i)));
+    expect(new Set(results.map((r) => r.ticket_id)).size).toBe(1);
+    expect(results.filter((r) => r.was_created && !r.was_duplicate)).toHaveLength(1);
+    expect(results.filter((r) => r.was_duplicate && !r.was_created)).toHaveLength(4);
+    expect(await deliveryOf(items[0]!)).toMatchObject({ duplicate_count: 4 });
+    expect(await eventsFor(items[0]!)).toHaveLength(1);
+  });
+
+  test('a retried ingest.batch (BullMQ re-running the whole job) answers the same and counts no duplicate twice', async () => {
+    // One batch as the gateway builds it: a message, and a redelivery of it from another request.
+    const payload = smsPayload({ from: newPhone() });
+    const original = smsItem(`batch-a-${hex(6)}`, payload);
+    const copy = smsItem(`batch-b-${hex(6)}`, payload);
+    const firstRun = await ctx.services.ingestProcessor.processBatch([original, copy]);
+    const retry = await ctx.services.ingestProcessor.processBatch([original, copy]);
+
+    expect(firstRun.map((r) => r.ok)).toEqual([true, true]);
+    expect(retry).toEqual(firstRun);
+    expect(await eventsFor(original)).toHaveLength(1);
+    expect(await ticketsFor((firstRun[0]!.value as { customer_id: string }).customer_id)).toHaveLength(1);
+    // One provider redelivery happened; the retry of the job that carried it is not a second one.
+    expect(await deliveryOf(original)).toMatchObject({ first_correlation_id: original.id, duplicate_count: 1 });
+  });
+});
+
+// -------------------------------------------------------------------------------------- 3. SIGKILL mid-job
+
+describe('a worker process SIGKILLed mid-burst', () => {
+  let ctx: TestContext;
+  let ws: Workspace;
+  const children: ChildProcess[] = [];
+
+  /** tsx runs the worker in a child node process: the worker gets its own process group so a kill reaches both. */
+  function spawnWorker(): { proc: ChildProcess; output: () => string; started: Promise<void> } {
+    const proc = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), ['workers/index.ts'], {
+      cwd: ROOT,
+      detached: true,
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/tmp',
+        NODE_ENV: 'test',
+        LOG_LEVEL: 'info',
+        DATABASE_URL: ctx.config.DATABASE_URL,
+        REDIS_URL: ctx.config.REDIS_URL,
+        REDIS_PREFIX: ctx.config.REDIS_PREFIX,
+        API_KEY_PEPPER: ctx.config.API_KEY_PEPPER,
+        WORKER_CONCURRENCY: '4',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children.push(proc);
+    let out = '';
+    proc.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
+    proc.stderr!.setEncoding('utf8').on('data', (c: string) => (out += c));
+    const started = eventually(
+      async () => {
+        if (proc.exitCode !== null) throw new Error(`worker exited during start-up: ${out}`);
+        return out.includes('workers started') ? true : undefined;
+      },
+      20_000,
+      'the worker process to start',
+      25,
+    ).then(() => undefined);
+    return { proc, output: () => out, started };
+  }
+
+  const killGroup = (proc: ChildProcess) => {
+    try {
+      process.kill(-proc.pid!, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  };
+
+  beforeAll(async () => {
+    // No in-process workers here; a short wait so requests whose job died answer 202 promptly.
+    ctx = await startTestApp({ env: { JOB_WAIT_MS: '2000' } });
+    ws = await createWorkspace(ctx);
+    await connectChannels(ctx, ws);
+  });
+  afterAll(async () => {
+    for (const c of children) killGroup(c);
+    await ctx.close();
+  });
+
+  test('every delivery is written exactly once after a SIGKILL and a retry by a new worker', async () => {
+    const SENDERS = 100;
+    const DISTINCT = 200;
+    const payloads = Array.from({ length: SENDERS }, () => newPhone()).flatMap((from, s) =>
+      [0, 1].map((k) => smsPayload({ from, body: `Kill test: sender ${s}, message ${k}` })),
+    );
+    expect(payloads).toHaveLength(DISTINCT);
+    const senders = new Set(payloads.map((p) => p.From)).size;
+    // 20% of the messages delivered a second time, interleaved with the originals.
+    const sends: Record<string, string>[] = [];
+    payloads.forEach((p, i) => {
+      sends.push(p);
+      if (i % 5 === 0) sends.push(p);
+    });
+    const redeliveries = sends.length - DISTINCT;
+
+    const first = spawnWorker();
+    await first.started;
+    const started = Date.now();
+
+    const responses = Promise.all(sends.map((p) => post(ctx, 'sms', ws.tenantId, p).then((r) => r)));
+    // Kill once the worker is demonstrably mid-burst: ≥ 50 ms in and something already committed.
+    await sleep(50);
+    const atKill = await eventually(
+      async () => {
+        const c = await counts(ctx.db, ws.tenantId, 'sms');
+        return c.deliveries > 0 ? c : undefined;
+      },
+      10_000,
+      'the first committed delivery',
+      5,
+    );
+    killGroup(first.proc);
+    const killedAt = Date.now() - started;
+    await new Promise<void>((resolve) => (first.proc.exitCode !== null || first.proc.signalCode !== null ? resolve() : first.proc.once('exit', () => resolve())));
+    const ingestQueue = ctx.runtime.queues.queue('ingest');
+    const orphaned = await ingestQueue.getActiveCount();
+
+    const second = spawnWorker();
+    await second.started;
+
+    const rs = await responses;
+    const statuses = rs.map((r) => r.status);
+    expect(statuses.every((s) => s === 200 || s === 202)).toBe(true);
+
+    // Stalled jobs return to the queue only after BullMQ's stall check (lock 30 s, check every 30 s).
+    await eventually(
+      async () => {
+        const c = await counts(ctx.db, ws.tenantId, 'sms');
+        const q = await ingestQueue.getJobCounts('waiting', 'active', 'delayed', 'prioritized', 'waiting-children');
+        const pendingJobs = Object.values(q).reduce((a, b) => a + b, 0);
+        return c.deliveries === DISTINCT && pendingJobs === 0 ? true : undefined;
+      },
+      60_000,
+      'every delivery in the ledger and the ingest queue drained',
+      250,
+    );
+    const failed = await ingestQueue.getJobCounts('failed');
+    const finished = Date.now() - started;
+
+    const c = await counts(ctx.db, ws.tenantId, 'sms');
+    const rows = await ledger(ctx.db, ws.tenantId);
+    const events = await inboundEventMessageIds(ctx.db, ws.tenantId, 'sms');
+    // eslint-disable-next-line no-console
+    console.log(
+      `SIGKILL test: ${sends.length} requests (${DISTINCT} distinct), killed at ${killedAt} ms with ${atKill.deliveries} deliveries committed ` +
+        `and ${orphaned} active job(s) orphaned; statuses 200=${statuses.filter((s) => s === 200).length} 202=${statuses.filter((s) => s === 202).length}; ` +
+        `all written after ${finished} ms; duplicate_count sum ${c.duplicateSum} (redeliveries ${redeliveries}); failed jobs ${failed.failed}`,
+    );
+
+    expect(failed.failed).toBe(0);
+    expect(c.deliveries).toBe(DISTINCT);
+    expect(rows.every((r) => r.ticket_id !== null && r.customer_id !== null)).toBe(true);
+    // Exactly one inbound event per delivery, and for exactly the messages sent.
+    expect(c.inboundEvents).toBe(DISTINCT);
+    expect(new Set(events.map((e) => e.provider_message_id)).size).toBe(DISTINCT);
+    expect(events.map((e) => e.provider_message_id).sort()).toEqual(payloads.map((p) => p.MessageSid).sort());
+    // Each sender is one customer with one handle and one conversation ticket.
+    expect(c.customers).toBe(senders);
+    expect(c.handles).toBe(senders);
+    expect(c.tickets).toBe(senders);
+    expect(rows.filter((r) => r.was_created)).toHaveLength(senders);
+    // The ledger points at the ticket that holds the message's event.
+    const eventTicket = new Map(events.map((e) => [e.provider_message_id, e.ticket_id]));
+    for (const r of rows) expect(r.ticket_id).toBe(eventTicket.get(r.provider_message_id));
+    // Answers that did arrive agree with the ledger, and per message at most one copy was the write.
+    const byId = new Map(rows.map((r) => [r.provider_message_id, r]));
+    const writesPerMessage = new Map<string, number>();
+    rs.forEach((r, i) => {
+      if (r.status !== 200) return;
+      const sid = sends[i]!.MessageSid!;
+      expect(r.body.ticket_id).toBe(byId.get(sid)!.ticket_id);
+      if (!r.body.was_duplicate) writesPerMessage.set(sid, (writesPerMessage.get(sid) ?? 0) + 1);
+    });
+    expect([...writesPerMessage.values()].every((n) => n === 1)).toBe(true);
+    // Every redelivery counted once: no more (a retried job re-counting) and no fewer.
+    expect(c.duplicateSum).toBe(redeliveries);
+  }, 85_000);
+});
