@@ -5,6 +5,7 @@ import * as m0003 from './0003_customer_counts';
 import * as m0004 from './0004_queue_ops';
 import * as m0005 from './0005_channels';
 import * as m0006 from './0006_sharded_customer_counts';
+import * as m0007 from './0007_ingest_duplicate_copies';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -14,6 +15,7 @@ const migrations: Record<string, Migration> = {
   '0004_queue_ops': m0004,
   '0005_channels': m0005,
   '0006_sharded_customer_counts': m0006,
+  '0007_ingest_duplicate_copies': m0007,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -94,7 +94,7 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
         if (first.first_correlation_id === item.id) {
           return { result: { channel: def.id, ticket_id: first.ticket_id!, customer_id: first.customer_id!, was_created: first.was_created, was_duplicate: false } };
         }
-        await store.countDuplicate(tx, item.tenant_id, key);
+        await store.countDuplicate(tx, item.tenant_id, key, item.id);
         return { result: { channel: def.id, ticket_id: first.ticket_id!, customer_id: first.customer_id!, was_created: false, was_duplicate: true } };
       }
       const customerId = await customerFor(tx, item.tenant_id, def, m);
@@ -127,6 +127,7 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
             conversation_key: m.conversationKey ?? null,
           },
           kind,
+          meta,
         );
         ticketId = opened.row.id;
         trigger = { event: 'ticket.created', eventId: opened.eventId };

@@ -27,14 +27,17 @@ export async function getDelivery(db: Executor, tenantId: string, k: LedgerKey) 
     .executeTakeFirstOrThrow();
 }
 
-export async function countDuplicate(db: Executor, tenantId: string, k: LedgerKey): Promise<void> {
-  await db
-    .updateTable('ingest_deliveries')
-    .set({ duplicate_count: sql`duplicate_count + 1`, last_seen_at: sql`now()` })
-    .where('tenant_id', '=', tenantId)
-    .where('channel', '=', k.channel)
-    .where('provider_message_id', '=', k.providerMessageId)
-    .execute();
+/** Counts each copy once: a retried job re-presents the same correlation id, which adds nothing. */
+export async function countDuplicate(db: Executor, tenantId: string, k: LedgerKey, correlationId: string): Promise<void> {
+  await sql`
+    with seen as (
+      insert into ingest_duplicate_copies (tenant_id, channel, provider_message_id, correlation_id)
+      values (${tenantId}, ${k.channel}, ${k.providerMessageId}, ${correlationId})
+      on conflict do nothing
+      returning 1
+    )
+    update ingest_deliveries set duplicate_count = duplicate_count + (select count(*) from seen), last_seen_at = now()
+    where tenant_id = ${tenantId} and channel = ${k.channel} and provider_message_id = ${k.providerMessageId}`.execute(db);
 }
 
 export async function completeDelivery(db: Executor, tenantId: string, k: LedgerKey, r: { ticket_id: string; customer_id: string; was_created: boolean }) {
@@ -55,13 +58,15 @@ export async function recentDeliveries(db: Executor, tenantId: string, page: { l
 
 /**
  * Takes the sender's lock (serialising work on one sender within a workspace, so two first messages create
- * one customer) and reads their customer, in one round trip.
+ * one customer), then reads their customer. Two statements on purpose: one statement's snapshot is taken
+ * before its lock wait and would miss the handle the previous holder just committed.
  */
 export async function lockAndFindHandle(db: Executor, tenantId: string, kind: string, handle: string): Promise<string | undefined> {
-  const { rows } = await sql<{ customer_id: string | null }>`
-    select (select customer_id from customer_handles where tenant_id = ${tenantId} and kind = ${kind} and handle = ${handle}) as customer_id
-    from (select pg_advisory_xact_lock(hashtextextended(${`${tenantId}|${kind}|${handle}`}, 0))) as locked`.execute(db);
-  return rows[0]?.customer_id ?? undefined;
+  await sql`select pg_advisory_xact_lock(hashtextextended(${`${tenantId}|${kind}|${handle}`}, 0))`.execute(db);
+  // A new statement, so a new snapshot: it sees the handle the previous lock holder committed.
+  const { rows } = await sql<{ customer_id: string }>`
+    select customer_id from customer_handles where tenant_id = ${tenantId} and kind = ${kind} and handle = ${handle}`.execute(db);
+  return rows[0]?.customer_id;
 }
 
 export async function insertHandle(db: Executor, tenantId: string, kind: string, handle: string, customerId: string): Promise<void> {

@@ -186,6 +186,7 @@ export function createTicketService(deps: {
       conversation_key: string | null;
     },
     firstEventKind: string,
+    firstEventMeta: Record<string, unknown> = {},
   ) {
     const policy = await policyFor(tx, tenantId);
     const now = new Date();
@@ -199,7 +200,7 @@ export function createTicketService(deps: {
       created_at: now,
       updated_at: now,
     });
-    const first = eventFor(by, row.id, firstEventKind, f.description, {});
+    const first = eventFor(by, row.id, firstEventKind, f.description, firstEventMeta);
     await store.insertEvents(tx, tenantId, [first]);
     return { row, eventId: first.id };
   }
