@@ -27,10 +27,15 @@ interface Env {
   [k: string]: string;
 }
 
+const children: ChildProcess[] = [];
+// Whatever happens, the bench leaves no API or worker behind.
+process.on('exit', () => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL')));
+
 /** Starts a process and resolves when its output matches `ready`, or when `port` answers /healthz. */
 function start(script: string, env: Env, ready: RegExp | null, port?: number): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
     const child = spawn(TSX, [script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
     const timer = setTimeout(() => reject(new Error(`${script} did not start`)), 30_000);
     if (port) {
       const poll = setInterval(() => {
@@ -190,7 +195,10 @@ async function main() {
   await adminClient.end();
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);
