@@ -29,12 +29,20 @@ interface Env {
 
 const children: ChildProcess[] = [];
 // Whatever happens, the bench leaves no API or worker behind.
-process.on('exit', () => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL')));
+const killGroup = (c: ChildProcess, signal: NodeJS.Signals) => {
+  // tsx runs the script in a child of its own: signal the whole process group.
+  try {
+    if (c.pid) process.kill(-c.pid, signal);
+  } catch {
+    /* already gone */
+  }
+};
+process.on('exit', () => children.forEach((c) => c.exitCode === null && killGroup(c, 'SIGKILL')));
 
 /** Starts a process and resolves when its output matches `ready`, or when `port` answers /healthz. */
 function start(script: string, env: Env, ready: RegExp | null, port?: number): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(TSX, [script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(TSX, [script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     children.push(child);
     const timer = setTimeout(() => reject(new Error(`${script} did not start`)), 30_000);
     if (port) {
@@ -64,7 +72,7 @@ function start(script: string, env: Env, ready: RegExp | null, port?: number): P
   });
 }
 
-const stop = (c: ChildProcess) => new Promise<void>((r) => (c.exitCode !== null ? r() : (c.once('exit', () => r()), c.kill('SIGTERM'))));
+const stop = (c: ChildProcess) => new Promise<void>((r) => (c.exitCode !== null ? r() : (c.once('exit', () => r()), killGroup(c, 'SIGTERM'))));
 
 async function redisCalls(redis: IORedis): Promise<number> {
   const info = await redis.info('commandstats');
