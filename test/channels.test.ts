@@ -454,7 +454,7 @@ test('config secrets and inbound tokens never appear in any response or log line
   const adm = await addMember(ctx, w, 'admin');
   const secrets = ['zz-twilio-auth-4f1d', 'zz-nested-pass-77aa', 'zz-array-secret-0c0c'];
   const texts: string[] = [];
-  const record = (r: { text: string }) => {
+  const record = <R extends { text: string }>(r: R): R => {
     texts.push(r.text);
     return r;
   };

@@ -11,13 +11,22 @@ function redactDeep(value: unknown): unknown {
   return REDACTED;
 }
 
-/** Every value at any depth becomes "***", except the channel's top-level operator descriptors. */
+const isDescriptorValue = (v: unknown) =>
+  typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' || (Array.isArray(v) && v.every((x) => typeof x === 'string'));
+
+/**
+ * Every value at any depth becomes "***", except the channel's top-level operator descriptors, and those only
+ * when they are plain values: a descriptor key holding an object is redacted like anything else.
+ */
 export function redactConfig(config: Record<string, unknown>, safeKeys: readonly string[]): Record<string, unknown> {
   const safe = new Set(safeKeys);
-  return Object.fromEntries(Object.entries(config).map(([k, v]) => [k, safe.has(k) ? v : redactDeep(v)]));
+  return Object.fromEntries(Object.entries(config).map(([k, v]) => [k, safe.has(k) && isDescriptorValue(v) ? v : redactDeep(v)]));
 }
 
 const TOKEN_KEYS = new Set(['access_token', 'refresh_token', 'id_token', 'oauth_token', 'bearer_token', 'oauth_access_token', 'oauth_refresh_token']);
+/** accessToken, access-token and ACCESS_TOKEN all name the same thing. */
+const normaliseKey = (k: string) => k.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase().replace(/-/g, '_');
+
 const BEARER_VALUE = /^bearer\s+\S{8,}/i;
 const JWT_VALUE = /^eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*$/;
 const GOOGLE_ACCESS_TOKEN = /^ya29\.[A-Za-z0-9_-]{10,}/;
@@ -37,7 +46,7 @@ export function findMisplacedCredential(value: unknown, path = 'config'): string
   }
   if (value !== null && typeof value === 'object') {
     for (const [k, v] of Object.entries(value)) {
-      if (TOKEN_KEYS.has(k.toLowerCase().replace(/-/g, '_'))) return `${path}.${k}`;
+      if (TOKEN_KEYS.has(normaliseKey(k))) return `${path}.${k}`;
       const hit = findMisplacedCredential(v, `${path}.${k}`);
       if (hit) return hit;
     }

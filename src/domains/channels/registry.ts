@@ -81,5 +81,6 @@ export const CHANNELS: Record<ChannelId, ChannelDefinition> = {
   viber: { id: 'viber', display_name: 'Viber', ticket_source: 'viber', handle_kind: 'viber_user', outbound_supported: false, safe_config_keys: [...DESCRIPTORS, 'bot_name'], adapter: null },
 };
 
-export const channelById = (id: string): ChannelDefinition | undefined => (CHANNELS as Record<string, ChannelDefinition>)[id];
+/** Own keys only: an id such as `constructor` or `__proto__` names no channel. */
+export const channelById = (id: string): ChannelDefinition | undefined => (Object.hasOwn(CHANNELS, id) ? CHANNELS[id as ChannelId] : undefined);
 export const inboundPath = (id: string) => `/v1/ingest/${id}`;

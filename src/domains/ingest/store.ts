@@ -99,7 +99,10 @@ export async function rememberMessageId(db: Executor, tenantId: string, messageI
     .execute();
 }
 
-/** The sender's latest ticket in this conversation that is still in play (not closed, spam or merged). */
+/**
+ * The sender's latest ticket in this conversation that is still in play (not closed or spam). A merged one is
+ * returned too: the caller forwards it to its winner.
+ */
 export async function openConversationTicket(
   db: Executor,
   tenantId: string,
@@ -113,7 +116,7 @@ export async function openConversationTicket(
     .where('tenant_id', '=', tenantId)
     .where('source', '=', source)
     .where('conversation_key', '=', conversationKey)
-    .where('status', 'not in', ['closed', 'spam', 'merged'] as TicketRow['status'][])
+    .where('status', 'not in', ['closed', 'spam'] as TicketRow['status'][])
     .where('updated_at', '>', sql<Date>`now() - make_interval(hours => ${windowHours})`)
     .orderBy('updated_at', 'desc')
     .limit(1)
