@@ -170,6 +170,7 @@ async function main() {
   // Everything acknowledged 202 is still processed exactly once: wait for the ledger to hold every message.
   for (let i = 0; i < 120 && (await countTickets('A')) < full.distinct; i++) await new Promise((r) => setTimeout(r, 500));
   const fullTickets = await ticketsFor('A');
+  const jobs = Number((await redis.get(`${prefix}:ingest:id`)) ?? 0);
   await stop(api);
   await stop(worker);
 
@@ -188,7 +189,7 @@ async function main() {
   row('full path (API + queue + worker)', full, fullTickets);
   row('baseline (inline, no queue)', base, baseTickets);
   const ratio = full.r.requests.average / base.r.requests.average;
-  console.log(`full path throughput: ${ratio.toFixed(2)}× the inline baseline`);
+  console.log(`full path throughput: ${ratio.toFixed(2)}× the inline baseline; ${jobs} ingest jobs, ${(msgs(full) / Math.max(1, jobs)).toFixed(1)} messages per job on average`);
   const checks = [
     [ratio >= 0.6, `throughput ≥ 0.6× baseline (${ratio.toFixed(2)})`],
     [full.r.latency.p99 < 150, `p99 < 150 ms (${full.r.latency.p99})`],

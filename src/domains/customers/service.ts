@@ -53,6 +53,9 @@ export function createCustomerService(deps: { db: Db }) {
       return (await insert(tx, tenantId, { display_name: c.display_name.slice(0, 200), email: '' }))!;
     },
 
+    createWithHandle: (tx: Executor, tenantId: string, c: { display_name: string; kind: string; handle: string }) =>
+      store.insertWithHandle(tx, tenantId, { id: newId(), display_name: c.display_name.slice(0, 200), kind: c.kind, handle: c.handle }),
+
     exists: async (tx: Executor, tenantId: string, id: string) => (await store.getCustomer(tx, tenantId, id)) !== undefined,
 
     async get(actor: Principal, id: string) {

@@ -46,3 +46,15 @@ export async function countCustomers(db: Executor, tenantId: string): Promise<nu
     .executeTakeFirst();
   return Number(row?.n ?? 0);
 }
+
+/** A channel customer without an address and their handle, in one statement (the sender lock is held). */
+export async function insertWithHandle(db: Executor, tenantId: string, c: { id: string; display_name: string; kind: string; handle: string }): Promise<string> {
+  const { rows } = await sql<{ customer_id: string }>`
+    with c as (
+      insert into customers (id, tenant_id, display_name, email) values (${c.id}, ${tenantId}, ${c.display_name}, '') returning id
+    )
+    insert into customer_handles (tenant_id, kind, handle, customer_id)
+    select ${tenantId}, ${c.kind}, ${c.handle}, id from c
+    returning customer_id`.execute(db);
+  return rows[0]!.customer_id;
+}

@@ -54,9 +54,12 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
     if (def.handle_kind === 'email') return (await customers.findOrCreateByEmail(tx, tenantId, m.sender.handle, name)).id;
     const known = await store.lockAndFindHandle(tx, tenantId, def.handle_kind, m.sender.handle);
     if (known) return known;
-    const created = await customers.createForInbound(tx, tenantId, { display_name: name, email: m.sender.email });
-    await store.insertHandle(tx, tenantId, def.handle_kind, m.sender.handle, created.id);
-    return created.id;
+    if (m.sender.email) {
+      const created = await customers.createForInbound(tx, tenantId, { display_name: name, email: m.sender.email });
+      await store.insertHandle(tx, tenantId, def.handle_kind, m.sender.handle, created.id);
+      return created.id;
+    }
+    return customers.createWithHandle(tx, tenantId, { display_name: name, kind: def.handle_kind, handle: m.sender.handle });
   }
 
   /** The ticket this message continues, locked, following merges to the winner; undefined for a new one. */
@@ -82,12 +85,15 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
     return ticket.status === 'closed' || ticket.status === 'spam' || ticket.status === 'merged' ? undefined : ticket;
   }
 
-  async function process(item: IngestItem) {
+  type Outcome = { result: IngestResult; trigger?: { event: 'ticket.created' | 'ticket.reopened'; eventId: string } };
+
+  /** One delivery's writes inside the caller's transaction. */
+  async function processIn(tx: Executor, item: IngestItem): Promise<Outcome> {
     const def = channelById(item.channel);
     if (!def) throw new AppError(404, 'not_found', 'Not found', 'No such channel.');
     const m = item.message;
     const key = { channel: def.id, providerMessageId: m.providerMessageId };
-    const outcome = await db.transaction().execute(async (tx) => {
+    {
       if (!(await store.claimDelivery(tx, item.tenant_id, key, item.id))) {
         const first = await store.getDelivery(tx, item.tenant_id, key);
         // The same job run again after a crash is not a redelivery: it gets the first answer back as it was.
@@ -136,17 +142,49 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
       const wasCreated = target === undefined;
       await store.completeDelivery(tx, item.tenant_id, key, { ticket_id: ticketId, customer_id: customerId, was_created: wasCreated });
       return { result: { channel: def.id, ticket_id: ticketId, customer_id: customerId, was_created: wasCreated, was_duplicate: false }, trigger };
-    });
-    // New tickets' SLA timers are breached by the per-minute sweep: two delayed jobs per ingested ticket would
-    // cost more Redis work than the whole intake path.
-    if (outcome.trigger) await t.afterCommit(item.tenant_id, outcome.result.ticket_id, { dueMoved: false, trigger: outcome.trigger });
-    return outcome.result as IngestResult;
+    }
   }
+
+  // New tickets' SLA timers are breached by the per-minute sweep: two delayed jobs per ingested ticket would
+  // cost more Redis work than the whole intake path.
+  const afterCommit = async (tenantId: string, o: Outcome, memo?: Map<string, boolean>) => {
+    if (o.trigger) await t.afterCommit(tenantId, o.result.ticket_id, { dueMoved: false, trigger: o.trigger, memo });
+  };
+
+  async function process(item: IngestItem): Promise<IngestResult> {
+    const outcome = await db.transaction().execute((tx) => processIn(tx, item));
+    await afterCommit(item.tenant_id, outcome);
+    return outcome.result;
+  }
+
+  /** Errors after which a whole-batch transaction is retried item by item instead of failing the job. */
+  const retryAlone = (err: unknown) =>
+    err instanceof AppError || ['40P01', '40001', '23505'].includes(String((err as { code?: unknown })?.code));
 
   return {
     process,
     /** The ingest.batch job: every item answered; a lost database fails the job so BullMQ retries it whole. */
     async processBatch(items: IngestItem[]): Promise<ItemResult[]> {
+      // Fast path: the whole batch in one transaction, so one commit (one WAL flush) serves every message.
+      // Items are grouped by sender (a stable sort keeps each sender's messages in arrival order) so that
+      // concurrent batches take their sender locks in the same order.
+      if (items.length > 1) {
+        const ordered = [...items].sort((a, b) => `${a.tenant_id}|${a.message.sender.handle}`.localeCompare(`${b.tenant_id}|${b.message.sender.handle}`));
+        try {
+          const outcomes = await db.transaction().execute(async (tx) => {
+            const out: Outcome[] = [];
+            for (const item of ordered) out.push(await processIn(tx, item));
+            return out;
+          });
+          const memo = new Map<string, boolean>();
+          for (const [i, o] of outcomes.entries()) await afterCommit(ordered[i]!.tenant_id, o, memo);
+          const byId = new Map(ordered.map((item, i) => [item.id, outcomes[i]!.result]));
+          return items.map((item) => ({ id: item.id, ok: true, value: byId.get(item.id) }));
+        } catch (err) {
+          // A refused item, a deadlock or a lost race rolls the batch back whole; each item then runs alone.
+          if (!retryAlone(err)) throw err;
+        }
+      }
       const results: ItemResult[] = [];
       for (const item of items) {
         try {

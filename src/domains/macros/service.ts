@@ -33,8 +33,14 @@ interface Skip {
 /** Enqueues a trigger job only when the workspace has an enabled macro listening for the event. */
 export function createMacroTriggerSink(deps: { db: Db; queues: QueueHub }): TriggerSink {
   return {
-    async publish(tenantId, ticketId, event, eventId) {
-      if (!(await store.anyTriggeredBy(deps.db, tenantId, event))) return;
+    async publish(tenantId, ticketId, event, eventId, memo) {
+      const key = `${tenantId}|${event}`;
+      let listening = memo?.get(key);
+      if (listening === undefined) {
+        listening = await store.anyTriggeredBy(deps.db, tenantId, event);
+        memo?.set(key, listening);
+      }
+      if (!listening) return;
       await deps.queues.enqueue('macros.trigger', { tenant_id: tenantId, ticket_id: ticketId, event, event_id: eventId }, { jobId: `macro-${eventId}` });
     },
   };

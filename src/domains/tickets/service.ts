@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Db, Executor } from '../../db';
-import type { NewTicketEvent, TicketEventRow, TicketRow } from '../../db/types';
+import type { NewTicketEvent, SlaPolicyRow, TicketEventRow, TicketRow } from '../../db/types';
 import { AppError, conflict, notFound, unprocessable } from '../../http/errors';
 import type { Principal } from '../../http/principal';
 import { newId } from '../../lib/ids';
@@ -28,7 +28,8 @@ export type TicketTrigger = 'ticket.created' | 'ticket.updated' | 'ticket.reopen
 
 /** Told after commit about events that triggered macros may react to (the macros domain listens). */
 export interface TriggerSink {
-  publish(tenantId: string, ticketId: string, event: TicketTrigger, eventId: string): Promise<void>;
+  /** `memo` lets a caller publishing many events at once ask "does anyone listen?" once per workspace and event. */
+  publish(tenantId: string, ticketId: string, event: TicketTrigger, eventId: string, memo?: Map<string, boolean>): Promise<void>;
 }
 
 export const eventFor = (by: EventActor, ticketId: string, kind: string, body: string, meta: Record<string, unknown>): NewEvent => ({
@@ -85,8 +86,20 @@ export function createTicketService(deps: {
     return { actor_type: 'user', actor_user_id: actor.userId, actor_name: await store.userName(tx, actor.userId) };
   }
 
+  // Within one transaction the default policy cannot change under us (a new default takes the workspace
+  // lock), so a batch of ingested tickets reads it once.
+  const defaults = new WeakMap<Executor, Map<string, SlaPolicyRow>>();
+
   async function policyFor(tx: Executor, tenantId: string, policyId?: string) {
+    if (!policyId) {
+      const memo = defaults.get(tx)?.get(tenantId);
+      if (memo) return memo;
+    }
     const policy = policyId ? await slaStore.getPolicy(tx, tenantId, policyId) : await slaStore.defaultPolicy(tx, tenantId);
+    if (policy && !policyId && tx !== db) {
+      if (!defaults.has(tx)) defaults.set(tx, new Map());
+      defaults.get(tx)!.set(tenantId, policy);
+    }
     if (policy) return policy;
     // A workspace always gets a default policy; this only covers one created before SLA policies existed.
     await lockTenant(tx, tenantId);
@@ -317,14 +330,18 @@ export function createTicketService(deps: {
   }
 
   /** After commit: timers for moved due times, and triggered macros for the event (never for system changes). */
-  async function afterCommit(tenantId: string, ticketId: string, o: { dueMoved: boolean; trigger?: { event: TicketTrigger; eventId: string } }) {
+  async function afterCommit(
+    tenantId: string,
+    ticketId: string,
+    o: { dueMoved: boolean; trigger?: { event: TicketTrigger; eventId: string }; memo?: Map<string, boolean> },
+  ) {
     if (o.dueMoved) {
       const row = await store.getTicket(db, tenantId, ticketId);
       if (row) await scheduleSla(tenantId, row);
     }
     if (o.trigger) {
       try {
-        await triggers.publish(tenantId, ticketId, o.trigger.event, o.trigger.eventId);
+        await triggers.publish(tenantId, ticketId, o.trigger.event, o.trigger.eventId, o.memo);
       } catch (err) {
         logger.warn({ ticket_id: ticketId, err: (err as Error).message }, 'macro trigger not enqueued');
       }
