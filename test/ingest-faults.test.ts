@@ -2,9 +2,8 @@
  * Fault tests for the ingest pipeline: "exactly once under redelivery bursts" and "a worker killed mid-job
  * (SIGKILL) and retried by BullMQ never duplicates a write".
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import type { Response } from 'supertest';
 import type { Db } from '../src/db';
 import { channelById } from '../src/domains/channels/registry';
@@ -12,8 +11,8 @@ import type { IngestItem } from '../src/domains/ingest/service';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { emailPayload, smsPayload } from './helpers/payloads';
+import { killGroup, spawnWorker } from './helpers/processes';
 
-const ROOT = path.resolve(__dirname, '..');
 const SMS_TO = '+15550001111';
 const hex = (n: number) => randomBytes(n).toString('hex');
 /** A fresh phone number, so every scenario starts from a sender the workspace has never met. */
@@ -296,46 +295,20 @@ describe('a worker process SIGKILLed mid-burst', () => {
   const children: ChildProcess[] = [];
 
   /** tsx runs the worker in a child node process: the worker gets its own process group so a kill reaches both. */
-  function spawnWorker(): { proc: ChildProcess; output: () => string; started: Promise<void> } {
-    const proc = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), ['workers/index.ts'], {
-      cwd: ROOT,
-      detached: true,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '/tmp',
-        NODE_ENV: 'test',
-        LOG_LEVEL: 'info',
-        DATABASE_URL: ctx.config.DATABASE_URL,
-        REDIS_URL: ctx.config.REDIS_URL,
-        REDIS_PREFIX: ctx.config.REDIS_PREFIX,
-        API_KEY_PEPPER: ctx.config.API_KEY_PEPPER,
-        WORKER_CONCURRENCY: '4',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+  function startWorker(): { proc: ChildProcess; output: () => string; started: Promise<void> } {
+    const { proc, output } = spawnWorker(ctx.config, { detached: true, env: { WORKER_CONCURRENCY: '4' } });
     children.push(proc);
-    let out = '';
-    proc.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
-    proc.stderr!.setEncoding('utf8').on('data', (c: string) => (out += c));
     const started = eventually(
       async () => {
-        if (proc.exitCode !== null) throw new Error(`worker exited during start-up: ${out}`);
-        return out.includes('workers started') ? true : undefined;
+        if (proc.exitCode !== null) throw new Error(`worker exited during start-up: ${output()}`);
+        return output().includes('workers started') ? true : undefined;
       },
       20_000,
       'the worker process to start',
       25,
     ).then(() => undefined);
-    return { proc, output: () => out, started };
+    return { proc, output, started };
   }
-
-  const killGroup = (proc: ChildProcess) => {
-    try {
-      process.kill(-proc.pid!, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  };
 
   beforeAll(async () => {
     // No in-process workers here; a short wait so requests whose job died answer 202 promptly.
@@ -365,7 +338,7 @@ describe('a worker process SIGKILLed mid-burst', () => {
     });
     const redeliveries = sends.length - DISTINCT;
 
-    const first = spawnWorker();
+    const first = startWorker();
     await first.started;
     const ingestQueue = ctx.runtime.queues.queue('ingest');
     const started = Date.now();
@@ -393,7 +366,7 @@ describe('a worker process SIGKILLed mid-burst', () => {
     // worker set at its start a moment ago. Forgetting that throttle stands for a worker that had been up for
     // a while, so recovery takes one stall interval instead of two; lock expiry and detection stay BullMQ's.
     await ctx.runtime.redis.del(`${ctx.config.REDIS_PREFIX}:ingest:stalled-check`);
-    const second = spawnWorker();
+    const second = startWorker();
     await second.started;
 
     const rs = await responses;

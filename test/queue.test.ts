@@ -1,5 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { Job, UnrecoverableError } from 'bullmq';
 import { newId } from '../src/lib/ids';
 import { buildRegistry } from '../workers/registry';
@@ -7,8 +6,8 @@ import { maintenanceProcessors } from '../workers/processors/maintenance';
 import { ingestProcessors } from '../workers/processors/ingest';
 import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace } from './helpers/factories';
+import { spawnWorker } from './helpers/processes';
 
-const ROOT = path.resolve(__dirname, '..');
 const DAY_MS = 86_400_000;
 
 type PruneResult = { deleted: number; tenants: number };
@@ -161,33 +160,18 @@ describe('the worker process', () => {
   });
 
   test('on SIGTERM finishes, logs "workers stopped" and exits 0 within 15 s', async () => {
-    const proc = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), ['workers/index.ts'], {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '/tmp',
-        NODE_ENV: 'test',
-        LOG_LEVEL: 'info',
-        DATABASE_URL: ctx.config.DATABASE_URL,
-        REDIS_URL: ctx.config.REDIS_URL,
-        REDIS_PREFIX: ctx.config.REDIS_PREFIX,
-        API_KEY_PEPPER: ctx.config.API_KEY_PEPPER,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const worker = spawnWorker(ctx.config);
+    const proc = worker.proc;
     child = proc;
-    let stdout = '';
-    let stderr = '';
-    proc.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    proc.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const stdout = worker.stdout;
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
       proc.on('exit', (code, signal) => resolve({ code, signal })),
     );
 
     await eventually(
       async () => {
-        if (proc.exitCode !== null) throw new Error(`worker exited during start-up: ${stderr}`);
-        return stdout.includes('workers started') ? true : undefined;
+        if (proc.exitCode !== null) throw new Error(`worker exited during start-up: ${worker.output()}`);
+        return stdout().includes('workers started') ? true : undefined;
       },
       20_000,
       'the worker process to start',
@@ -200,7 +184,7 @@ describe('the worker process', () => {
 
     expect(result).toEqual({ code: 0, signal: null });
     expect(Date.now() - signalled).toBeLessThan(15_000);
-    const messages = stdout
+    const messages = stdout()
       .split('\n')
       .filter((l) => l.startsWith('{'))
       .map((l) => (JSON.parse(l) as { msg?: string }).msg);
