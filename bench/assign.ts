@@ -8,18 +8,11 @@
  * BENCH_SECONDS (default 5), BENCH_CALLERS (default 32), BENCH_TICKETS (default 2000), PG_POOL_MAX (default 16),
  * BENCH_AUTH (token, the default: the owner's realm access token; key: the owner's API key, whose check costs more).
  */
-import type { Server } from 'node:http';
 import { Worker } from 'node:worker_threads';
 import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { sql } from 'kysely';
-import { Client } from 'pg';
-import { createApp } from '../src/app';
-import { loadConfig } from '../src/config';
-import { migrateToLatest } from '../src/db';
-import { ensureDatabase } from '../src/db/admin';
 import { newId } from '../src/lib/ids';
-import { createLogger } from '../src/lib/logger';
-import { openRuntime } from '../src/runtime';
+import { openBenchApp } from './lib';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CALLERS = Number(process.env.BENCH_CALLERS ?? 32);
@@ -29,17 +22,6 @@ const DB_NAME = 'helpdesk_bench_assign';
 const REDIS_PREFIX = 'hd_bench_assign';
 const AUTH = process.env.BENCH_AUTH === 'key' ? 'key' : 'token';
 
-async function dropDatabase(url: URL): Promise<void> {
-  const admin = new URL(url);
-  admin.pathname = '/postgres';
-  const client = new Client({ connectionString: admin.toString() });
-  await client.connect();
-  try {
-    await client.query(`DROP DATABASE IF EXISTS "${DB_NAME}" WITH (FORCE)`);
-  } finally {
-    await client.end();
-  }
-}
 
 interface LoadResult {
   latencies: number[];
@@ -137,34 +119,14 @@ function spread(counts: Record<string, number>, memberIds: string[]) {
 }
 
 async function main() {
-  const base = new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/helpdesk');
-  base.pathname = `/${DB_NAME}`;
-  // A leftover from an interrupted run would skew the counts: start from an empty database.
-  await dropDatabase(base);
-  await ensureDatabase(base.toString());
   const { privateKey, publicKey } = await generateKeyPair('ES256');
-  const config = loadConfig({
-    PG_POOL_MAX: '16',
-    ...process.env,
-    NODE_ENV: 'test',
-    LOG_LEVEL: 'silent',
-    DATABASE_URL: base.toString(),
-    REDIS_PREFIX,
-    REALM_PUBLIC_KEY: await exportSPKI(publicKey),
-    REALM_ISSUER: 'urn:bench',
-    REALM_ALGORITHMS: 'ES256',
+  const bench = await openBenchApp({
+    database: DB_NAME,
+    redisPrefix: REDIS_PREFIX,
+    env: { REALM_PUBLIC_KEY: await exportSPKI(publicKey), REALM_ISSUER: 'urn:bench', REALM_ALGORITHMS: 'ES256' },
   });
-  const logger = createLogger(config);
-  const runtime = openRuntime(config, logger, 'http');
-  const db = runtime.db.db;
-  let server: Server | undefined;
+  const { db, services, url, config } = bench;
   try {
-    await migrateToLatest(db);
-    const { app, services } = createApp({ config, logger, db, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
-    server = await new Promise<Server>((resolve) => {
-      const s = app.listen(0, '127.0.0.1', () => resolve(s));
-    });
-    const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
     const stamp = Date.now();
     const ws = await services.workspaces.bootstrap({
       workspace: 'Bench',
@@ -259,22 +221,7 @@ async function main() {
     console.log(`${even ? 'PASS' : 'FAIL'}: assignments evenly spread (max-min <= 1 per member), cursor at position ${cursor.rr_last_position} (expected ${expectedCursor}), no failed assign`);
     if (!even) process.exitCode = 1;
   } finally {
-    if (server) {
-      const s = server;
-      await new Promise<void>((resolve) => s.close(() => resolve()));
-      s.closeAllConnections();
-    }
-    // SLA timers the PATCH baseline scheduled live under this bench's Redis prefix: remove them.
-    if (runtime.redis.status === 'ready') {
-      let cursor = '0';
-      do {
-        const [next, keys] = await runtime.redis.scan(cursor, 'MATCH', `${REDIS_PREFIX}:*`, 'COUNT', 500);
-        cursor = next;
-        if (keys.length) await runtime.redis.del(...keys);
-      } while (cursor !== '0');
-    }
-    await runtime.close();
-    await dropDatabase(base);
+    await bench.close();
   }
 }
 

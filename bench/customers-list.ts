@@ -7,15 +7,8 @@
  * BENCH_SECONDS (default 5) and BENCH_CONNECTIONS (default 16) tune the load.
  */
 import autocannon from 'autocannon';
-import type { Server } from 'node:http';
 import { sql } from 'kysely';
-import { Client } from 'pg';
-import { createApp } from '../src/app';
-import { loadConfig } from '../src/config';
-import { migrateToLatest } from '../src/db';
-import { ensureDatabase } from '../src/db/admin';
-import { createLogger } from '../src/lib/logger';
-import { openRuntime } from '../src/runtime';
+import { openBenchApp } from './lib';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -23,39 +16,10 @@ const BIG = 100_000;
 const SMALL = 100;
 const DB_NAME = 'helpdesk_bench_customers';
 
-async function dropDatabase(url: URL): Promise<void> {
-  const admin = new URL(url);
-  admin.pathname = '/postgres';
-  const client = new Client({ connectionString: admin.toString() });
-  await client.connect();
-  try {
-    await client.query(`DROP DATABASE IF EXISTS "${DB_NAME}" WITH (FORCE)`);
-  } finally {
-    await client.end();
-  }
-}
-
 async function main() {
-  const base = new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/helpdesk');
-  base.pathname = `/${DB_NAME}`;
-  // A leftover from an interrupted run would skew the row counts: start from an empty database.
-  await dropDatabase(base);
-  await ensureDatabase(base.toString());
-  const config = loadConfig({
-    ...process.env,
-    NODE_ENV: 'test',
-    LOG_LEVEL: 'silent',
-    DATABASE_URL: base.toString(),
-    REDIS_PREFIX: 'hd_bench_customers',
-    PG_POOL_MAX: '16',
-  });
-  const logger = createLogger(config);
-  const runtime = openRuntime(config, logger, 'http');
-  const db = runtime.db.db;
-  let server: Server | undefined;
+  const bench = await openBenchApp({ database: DB_NAME, redisPrefix: 'hd_bench_customers' });
+  const { db, services, port } = bench;
   try {
-    await migrateToLatest(db);
-    const { app, services } = createApp({ config, logger, db, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
     const stamp = Date.now();
     const bootstrap = (name: string) =>
       services.workspaces.bootstrap({
@@ -86,10 +50,6 @@ async function main() {
     await sql`VACUUM ANALYZE customers`.execute(db);
     console.log(`seeded ${BIG} + ${SMALL} customers in ${(seedMs / 1000).toFixed(1)} s (one INSERT … SELECT each), then VACUUM ANALYZE`);
 
-    server = await new Promise<Server>((resolve) => {
-      const s = app.listen(0, '127.0.0.1', () => resolve(s));
-    });
-    const port = (server.address() as { port: number }).port;
 
     // Every case first answers once, checked, so a figure can never be the speed of an error page.
     const check = async (path: string, key: string, total: number, expectedLength: number) => {
@@ -160,13 +120,7 @@ async function main() {
     console.log(`${usesIndex(deepPlan) ? 'PASS' : 'FAIL'}: the deep page query (offset 50000) is served by the customers_page index with no sort step`);
     if (!ok) process.exitCode = 1;
   } finally {
-    if (server) {
-      const s = server;
-      await new Promise<void>((resolve) => s.close(() => resolve()));
-      s.closeAllConnections();
-    }
-    await runtime.close();
-    await dropDatabase(base);
+    await bench.close();
   }
 }
 

@@ -1,0 +1,88 @@
+/**
+ * What every in-process benchmark needs: a database of its own (dropped before and after, so a leftover from
+ * an interrupted run cannot skew counts), a Redis prefix of its own, the real app on port 0, and a close that
+ * removes all of it.
+ */
+import type { Server } from 'node:http';
+import { Client } from 'pg';
+import { createApp } from '../src/app';
+import { loadConfig, type Config } from '../src/config';
+import { migrateToLatest, type Db } from '../src/db';
+import { ensureDatabase } from '../src/db/admin';
+import { createLogger } from '../src/lib/logger';
+import { openRuntime, type Runtime } from '../src/runtime';
+import type { Services } from '../src/services';
+
+export interface BenchApp {
+  config: Config;
+  runtime: Runtime;
+  db: Db;
+  services: Services;
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+export function benchDatabaseUrl(database: string): URL {
+  const url = new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/helpdesk');
+  url.pathname = `/${database}`;
+  return url;
+}
+
+export async function dropBenchDatabase(url: URL): Promise<void> {
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const client = new Client({ connectionString: admin.toString() });
+  await client.connect();
+  try {
+    await client.query(`DROP DATABASE IF EXISTS "${url.pathname.slice(1)}" WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
+}
+
+export async function openBenchApp(opts: { database: string; redisPrefix: string; env?: Record<string, string> }): Promise<BenchApp> {
+  const url = benchDatabaseUrl(opts.database);
+  await dropBenchDatabase(url);
+  await ensureDatabase(url.toString());
+  const config = loadConfig({
+    PG_POOL_MAX: '16',
+    ...process.env,
+    NODE_ENV: 'test',
+    LOG_LEVEL: 'silent',
+    DATABASE_URL: url.toString(),
+    REDIS_PREFIX: opts.redisPrefix,
+    ...opts.env,
+  });
+  const logger = createLogger(config);
+  const runtime = openRuntime(config, logger, 'http');
+  await migrateToLatest(runtime.db.db);
+  const { app, services } = createApp({ config, logger, db: runtime.db.db, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
+  const server = await new Promise<Server>((resolve) => {
+    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+  });
+  const port = (server.address() as { port: number }).port;
+  return {
+    config,
+    runtime,
+    db: runtime.db.db,
+    services,
+    url: `http://127.0.0.1:${port}`,
+    port,
+    async close() {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeAllConnections();
+      // Jobs a benchmark scheduled (SLA timers, triggers) live under its prefix: remove them.
+      if (runtime.redis.status === 'ready') {
+        let cursor = '0';
+        do {
+          const [next, keys] = await runtime.redis.scan(cursor, 'MATCH', `${opts.redisPrefix}:*`, 'COUNT', 500);
+          cursor = next;
+          if (keys.length) await runtime.redis.del(...keys);
+        } while (cursor !== '0');
+      }
+      await runtime.close();
+      await dropBenchDatabase(url);
+    },
+  };
+}
