@@ -14,6 +14,7 @@ const ingestResult = z.object({
   reason: z.string().optional(),
   status: z.string().optional(),
   job_id: z.string().optional(),
+  provider_message_ids: z.array(z.string()).optional(),
 });
 
 const deliveries = z.object({

@@ -245,8 +245,7 @@ export function createIngestGateway(deps: {
   }
 
   /** Queues one message in the current batch; the batch leaves when full or after the window. */
-  function submit(item: Omit<IngestItem, 'id'>): Promise<ItemResult | typeof TIMED_OUT> {
-    const id = bus.newId();
+  function submit(item: Omit<IngestItem, 'id'>, id = bus.newId()): Promise<ItemResult | typeof TIMED_OUT> {
     const answer = bus.expect(id, config.JOB_WAIT_MS);
     return new Promise((resolve, reject) => {
       answer.then(resolve, reject);
@@ -308,9 +307,14 @@ export function createIngestGateway(deps: {
       await bus.ready().catch(() => {
         throw dependencyUnavailable('Redis');
       });
-      const answers = await Promise.all(parsed.messages.map((message) => submit({ tenant_id: tenantId, channel: def.id, message })));
+      const ids = parsed.messages.map(() => bus.newId());
+      const answers = await Promise.all(parsed.messages.map((message, i) => submit({ tenant_id: tenantId, channel: def.id, message }, ids[i])));
       if (answers.some((a) => a === TIMED_OUT)) {
-        return { status: 202, body: { status: 'accepted', channel: def.id, job_id: (answers as unknown[]).map((_, i) => i).join(',') } };
+        // Still processed exactly once; the provider message ids are what GET /v1/ingest/deliveries lists.
+        return {
+          status: 202,
+          body: { status: 'accepted', channel: def.id, job_id: ids[0]!, provider_message_ids: parsed.messages.map((m) => m.providerMessageId) },
+        };
       }
       const results = answers as ItemResult[];
       const failed = results.find((r) => !r.ok);
