@@ -62,6 +62,8 @@ export function createTeamService(deps: { db: Db; config: Config; tickets: Ticke
      */
     async assign(actor: Principal, teamId: string, ticketId: string) {
       const outcome = await db.transaction().execute(async (tx) => {
+        // Everything that needs no lock is read first: the team lock is what callers queue on.
+        const by = await tickets.internals.userActor(tx, actor);
         const team = await store.lockTeam(tx, actor.tenantId, teamId);
         if (!team) throw notFound('team');
         const ticket = await tickets.internals.lockOne(tx, actor.tenantId, ticketId);
@@ -85,7 +87,6 @@ export function createTeamService(deps: { db: Db; config: Config; tickets: Ticke
           });
         }
         await store.setCursor(tx, actor.tenantId, teamId, Number(chosen.position));
-        const by = await tickets.internals.userActor(tx, actor);
         const eventId = await tickets.internals.assign(tx, actor.tenantId, by, ticket, teamId, chosen.user_id, { via: 'round_robin', skipped });
         return { result: { assignee_id: chosen.user_id, assignee_name: chosen.name, ticket_id: ticketId, team_id: teamId, skipped }, eventId };
       });
