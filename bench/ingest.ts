@@ -96,8 +96,10 @@ async function main() {
     REDIS_PREFIX: prefix,
     API_KEY_PEPPER: 'bench-pepper-bench-pepper-bench-pepper-00',
     INGEST_RATE_POINTS: '10000000',
-    PG_POOL_MAX: '16',
-    WORKER_CONCURRENCY: '8',
+    PG_POOL_MAX: process.env.PG_POOL_MAX ?? '16',
+    WORKER_CONCURRENCY: process.env.WORKER_CONCURRENCY ?? '8',
+    INGEST_BATCH_WINDOW_MS: process.env.INGEST_BATCH_WINDOW_MS ?? '2',
+    INGEST_BATCH_MAX: process.env.INGEST_BATCH_MAX ?? '64',
   };
   const config = loadConfig(env);
   const handle = createDb(config);

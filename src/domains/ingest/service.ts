@@ -88,13 +88,16 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
   type Outcome = { result: IngestResult; trigger?: { event: 'ticket.created' | 'ticket.reopened'; eventId: string } };
 
   /** One delivery's writes inside the caller's transaction. */
-  async function processIn(tx: Executor, item: IngestItem): Promise<Outcome> {
+  const ledgerKey = (item: IngestItem) => ({ channel: item.channel, providerMessageId: item.message.providerMessageId });
+
+  /** `claimed` is passed when the caller already claimed the ledger row (batch mode claims them all first). */
+  async function processIn(tx: Executor, item: IngestItem, claimed?: boolean): Promise<Outcome> {
     const def = channelById(item.channel);
     if (!def) throw new AppError(404, 'not_found', 'Not found', 'No such channel.');
     const m = item.message;
-    const key = { channel: def.id, providerMessageId: m.providerMessageId };
+    const key = ledgerKey(item);
     {
-      if (!(await store.claimDelivery(tx, item.tenant_id, key, item.id))) {
+      if (!(claimed ?? (await store.claimDelivery(tx, item.tenant_id, key, item.id)))) {
         const first = await store.getDelivery(tx, item.tenant_id, key);
         // The same job run again after a crash is not a redelivery: it gets the first answer back as it was.
         if (first.first_correlation_id === item.id) {
@@ -172,8 +175,15 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
         const ordered = [...items].sort((a, b) => `${a.tenant_id}|${a.message.sender.handle}`.localeCompare(`${b.tenant_id}|${b.message.sender.handle}`));
         try {
           const outcomes = await db.transaction().execute(async (tx) => {
+            // Locks are taken in two globally ordered phases — every ledger row first, by key, then senders —
+            // so two batches can never wait on each other in a cycle (a deadlock costs a second to detect).
+            const byKey = [...ordered].sort((a, b) =>
+              `${a.tenant_id}|${a.channel}|${a.message.providerMessageId}`.localeCompare(`${b.tenant_id}|${b.channel}|${b.message.providerMessageId}`),
+            );
+            const claims = new Map<IngestItem, boolean>();
+            for (const item of byKey) claims.set(item, await store.claimDelivery(tx, item.tenant_id, ledgerKey(item), item.id));
             const out: Outcome[] = [];
-            for (const item of ordered) out.push(await processIn(tx, item));
+            for (const item of ordered) out.push(await processIn(tx, item, claims.get(item)));
             return out;
           });
           const memo = new Map<string, boolean>();
