@@ -17,7 +17,7 @@ export const defaultProcessorGroups = (services: Services, config: Config, redis
  * Collects every processor and refuses to start when a known job has none, or two, so that no job can be
  * enqueued into a void or handled by the wrong code.
  */
-export function buildRegistry(services: Services, config: Config, groups: Record<string, Processor>[]) {
+export function buildRegistry(groups: Record<string, Processor>[]) {
   const handlers = new Map<string, Processor>();
   for (const group of groups) {
     for (const [name, fn] of Object.entries(group)) {

@@ -15,7 +15,7 @@ export interface WorkerSet {
 
 export async function startWorkers(deps: { config: Config; logger: Logger; services: Services; queues: QueueHub; redis: Redis }): Promise<WorkerSet> {
   const { config, logger, services, queues } = deps;
-  const registry = buildRegistry(services, config, defaultProcessorGroups(services, config, deps.redis));
+  const registry = buildRegistry(defaultProcessorGroups(services, config, deps.redis));
   const connections: Redis[] = [];
   const workers: Worker[] = [];
   for (const queueName of registry.queues()) {
