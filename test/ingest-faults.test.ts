@@ -12,22 +12,12 @@ import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { emailPayload, smsPayload } from './helpers/payloads';
 import { killGroup, spawnWorker } from './helpers/processes';
+import { eventually, sleep } from './helpers/wait';
 
 const SMS_TO = '+15550001111';
 const hex = (n: number) => randomBytes(n).toString('hex');
 /** A fresh phone number, so every scenario starts from a sender the workspace has never met. */
 const newPhone = () => `+1555${String(Math.floor(Math.random() * 1e7)).padStart(7, '0')}`;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs: number, what: string, everyMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
 
 async function connectChannels(ctx: TestContext, ws: Workspace): Promise<void> {
   await ctx.http.put('/v1/channels/email').set(bearer(ws.ownerKey)).send({ config: { inbound_address: 'support@acme.test' } }).expect(200);

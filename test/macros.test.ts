@@ -4,6 +4,7 @@ import { newId } from '../src/lib/ids';
 import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
 import { createTicket, setStatus } from './helpers/tickets';
+import { eventually, sleep } from './helpers/wait';
 
 interface Ev {
   id: string;
@@ -43,17 +44,6 @@ type TriggerEvent = 'ticket.created' | 'ticket.updated' | 'ticket.reopened';
 
 const MACRO_FIELDS = ['id', 'name', 'description', 'actions', 'enabled', 'trigger', 'created_at', 'updated_at'];
 const ms = (iso: string) => new Date(iso).getTime();
-const sleep = (n: number) => new Promise((r) => setTimeout(r, n));
-
-async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 const applied = (t: TicketView, macroId: string) => t.events.filter((e) => e.kind === 'macro_applied' && e.meta.macro_id === macroId);
 const skippedEvents = (t: TicketView, macroId: string) => t.events.filter((e) => e.kind === 'macro_action_skipped' && e.meta.macro_id === macroId);

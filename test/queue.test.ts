@@ -7,6 +7,7 @@ import { ingestProcessors } from '../workers/processors/ingest';
 import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace } from './helpers/factories';
 import { spawnWorker } from './helpers/processes';
+import { eventually } from './helpers/wait';
 
 const DAY_MS = 86_400_000;
 
@@ -35,16 +36,6 @@ async function seedAuditRow(ctx: TestContext, tenantId: string, daysAgo: number)
 async function auditRowExists(ctx: TestContext, id: string): Promise<boolean> {
   const row = await ctx.db.selectFrom('audit_log').select('id').where('id', '=', id).executeTakeFirst();
   return row !== undefined;
-}
-
-async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 describe('enqueueAndAwait with a worker running', () => {

@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import { DEFAULT_SLA_TARGETS, type SlaTargets } from '../src/domains/sla/targets';
 import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { eventually } from './helpers/wait';
 
 type Priority = 'low' | 'normal' | 'high' | 'urgent';
 
@@ -48,16 +49,6 @@ const uniformTargets = (first: number, resolution: number): SlaTargets => ({
   high: { first_response_minutes: first, resolution_minutes: resolution },
   urgent: { first_response_minutes: first, resolution_minutes: resolution },
 });
-
-async function eventually<T>(probe: () => Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** Helpers bound to one test context. */
 function helpers(get: () => TestContext) {

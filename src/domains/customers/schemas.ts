@@ -1,8 +1,5 @@
 import { z } from 'zod';
-
-const metadata = z.record(z.string().max(100), z.unknown()).refine((m) => JSON.stringify(m).length <= 16_384, {
-  message: 'metadata must serialise to at most 16 KiB',
-});
+import { intParam, metadata } from '../../http/params';
 
 export const customerIdParams = z.object({ customer_id: z.uuid() });
 
@@ -17,14 +14,6 @@ export const createCustomerBody = z.strictObject({
     .optional(),
   metadata: metadata.optional(),
 });
-
-/** Strings of digits only: "1.5", "1e2" and " 7" are not integers to a careful client. */
-const intParam = (min: number, max: number) =>
-  z
-    .string()
-    .regex(/^\d+$/, 'must be an integer')
-    .transform(Number)
-    .pipe(z.number().int().min(min).max(max));
 
 export const listCustomersQuery = z.strictObject({
   limit: intParam(1, 500).optional(),
@@ -50,4 +39,3 @@ export const customerList = z.object({
 });
 
 export type CreateCustomerInput = z.output<typeof createCustomerBody>;
-export { intParam, metadata };

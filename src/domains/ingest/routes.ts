@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineOperation } from '../../http/operation';
-import { intParam } from '../customers/schemas';
+import { intParam } from '../../http/params';
 import { ingestBody, ingestQuery } from './service';
 
 const ingestResult = z.object({

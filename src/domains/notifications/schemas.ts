@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intParam } from '../customers/schemas';
+import { intParam } from '../../http/params';
 
 export const notification = z.object({
   id: z.uuid(),

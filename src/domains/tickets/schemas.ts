@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { TICKET_SOURCES } from '../channels/registry';
-import { intParam, metadata } from '../customers/schemas';
+import { intParam, metadata } from '../../http/params';
 import { PRIORITIES } from '../sla/targets';
 import { STATUSES } from './status';
 

@@ -1,0 +1,14 @@
+import { z } from 'zod';
+
+/** Strings of digits only: "1.5", "1e2" and " 7" are not integers to a careful client. */
+export const intParam = (min: number, max: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, 'must be an integer')
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+/** Free-form key/value metadata, bounded so one field cannot bloat a row. */
+export const metadata = z.record(z.string().max(100), z.unknown()).refine((m) => JSON.stringify(m).length <= 16_384, {
+  message: 'metadata must serialise to at most 16 KiB',
+});
