@@ -3,7 +3,7 @@
  * senders plus 10 % redeliveries, 64 concurrent connections (autocannon). Prints accepted msgs/s, p50/p99,
  * Redis commands per message (INFO commandstats delta ÷ messages) and tickets created versus expected; then
  * the same load against bench/inline-ingest-server.ts (same service function inline, no queue) and the ratio.
- *   npm run bench:ingest            BENCH_SECONDS (10), BENCH_CONNECTIONS (64)
+ *   npm run bench:ingest            BENCH_SECONDS (10), BENCH_CONNECTIONS (64), BENCH_CPU_PROF (a directory)
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -22,6 +22,8 @@ const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const ROOT = path.resolve(__dirname, '..');
 const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
+// BENCH_CPU_PROF=<dir> writes a V8 CPU profile of every started process there (open it in Chrome DevTools).
+const PROFILE = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(process.env.BENCH_CPU_PROF)] : [];
 
 interface Env {
   [k: string]: string;
@@ -42,7 +44,7 @@ process.on('exit', () => children.forEach((c) => c.exitCode === null && killGrou
 /** Starts a process and resolves when its output matches `ready`, or when `port` answers /healthz. */
 function start(script: string, env: Env, ready: RegExp | null, port?: number): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(TSX, [script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(TSX, [...PROFILE, script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     children.push(child);
     const timer = setTimeout(() => reject(new Error(`${script} did not start`)), 30_000);
     if (port) {

@@ -43,6 +43,7 @@ const schema = z
     INGEST_RATE_WINDOW_SECONDS: int(1, 86400).default(60),
     INGEST_BATCH_MAX: int(1, 1000).default(64),
     INGEST_BATCH_WINDOW_MS: int(0, 1000).default(2),
+    INGEST_ROUTE_CACHE_MS: int(0, 60000).default(5000),
     SHUTDOWN_GRACE_MS: int(0, 600000).default(25000),
     TRUST_PROXY: bool.default(false),
   })

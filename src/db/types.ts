@@ -305,3 +305,4 @@ export type MacroRow = Selectable<MacrosTable>;
 export type SavedViewRow = Selectable<SavedViewsTable>;
 export type NotificationRow = Selectable<NotificationsTable>;
 export type ChannelConnectionRow = Selectable<ChannelConnectionsTable>;
+export type IngestDeliveryRow = Selectable<IngestDeliveriesTable>;

@@ -29,7 +29,18 @@ export const JOBS = {
     queue: 'ingest',
     data: z.object({
       reply_to: z.string().min(1),
-      items: z.array(z.object({ id: z.string().min(1), tenant_id: z.uuid(), channel: z.string().min(1), message: inboundMessage })).min(1),
+      items: z
+        .array(
+          z.object({
+            id: z.string().min(1),
+            tenant_id: z.uuid(),
+            channel: z.string().min(1),
+            // Hex HMAC of the ?token= the delivery came with: the worker checks it is still the connection's.
+            token_hash: z.string().optional(),
+            message: inboundMessage,
+          }),
+        )
+        .min(1),
     }),
   },
   'audit.prune': {

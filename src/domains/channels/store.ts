@@ -51,6 +51,20 @@ export async function enabledByToken(db: Executor, tokenHash: Buffer) {
     .executeTakeFirst();
 }
 
+/**
+ * Of these deliveries, those whose channel is connected and enabled in the workspace and, for one that came
+ * with an inbound token, whose token is still the connection's.
+ */
+export async function connectedDeliveries(db: Executor, tenantId: string, ds: { id: string; channel: string; token_hash?: string }[]): Promise<Set<string>> {
+  if (ds.length === 0) return new Set();
+  const { rows } = await sql<{ id: string }>`
+    select u.id
+    from unnest(${ds.map((d) => d.id)}::text[], ${ds.map((d) => d.channel)}::text[], ${ds.map((d) => d.token_hash ?? null)}::text[]) as u(id, channel, token_hash)
+    join channel_connections c on c.tenant_id = ${tenantId} and c.channel = u.channel and c.enabled
+      and (u.token_hash is null or c.inbound_token_hash = decode(u.token_hash, 'hex'))`.execute(db);
+  return new Set(rows.map((r) => r.id));
+}
+
 export async function enabledConnection(db: Executor, tenantId: string, channel: string) {
   return db
     .selectFrom('channel_connections')

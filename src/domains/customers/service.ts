@@ -7,6 +7,18 @@ import { iso } from '../../lib/time';
 import type { CreateCustomerInput } from './schemas';
 import * as store from './store';
 
+/** Whoever wrote in on a channel: their handle of the channel's kind, a display name, an address if the channel gave one. */
+export interface Sender {
+  kind: string;
+  handle: string;
+  name: string;
+  email?: string;
+}
+
+/** One key per person on a channel: an address is case-insensitive, other handles are exact. */
+// The kind never contains "|", so the key is unambiguous; it doubles as the sender lock's name.
+export const senderKey = (s: Pick<Sender, 'kind' | 'handle'>) => `${s.kind}|${s.kind === 'email' ? s.handle.toLowerCase() : s.handle}`;
+
 export const presentCustomer = (c: CustomerRow) => ({
   id: c.id,
   display_name: c.display_name,
@@ -47,14 +59,41 @@ export function createCustomerService(deps: { db: Db }) {
       return created ?? (await store.findCustomerByEmail(tx, tenantId, email))!;
     },
 
-    /** A customer met on a channel: by email when the channel gave one (reusing that customer), else a new one. */
-    async createForInbound(tx: Executor, tenantId: string, c: { display_name: string; email?: string }): Promise<CustomerRow> {
-      if (c.email) return this.findOrCreateByEmail(tx, tenantId, c.email, c.display_name);
-      return (await insert(tx, tenantId, { display_name: c.display_name.slice(0, 200), email: '' }))!;
+    /**
+     * The customer behind each sender, created when new, keyed by senderKey. Email senders are found by
+     * address; others by their channel handle, and a handle seen for the first time joins the customer with
+     * the sender's address when the channel gave one. A few statements for any number of senders; the caller
+     * holds the senders' locks, so two first messages from one sender cannot both create a customer.
+     */
+    async forSenders(tx: Executor, tenantId: string, senders: Sender[]): Promise<Map<string, string>> {
+      const unique = [...new Map(senders.map((s) => [senderKey(s), s])).values()];
+      const out = new Map<string, string>();
+      const byHandle = unique.filter((s) => s.kind !== 'email');
+      const known = await store.findHandles(tx, tenantId, byHandle);
+      for (const s of byHandle) {
+        const id = known.get(store.handleId(s));
+        if (id) out.set(senderKey(s), id);
+      }
+      const unknown = byHandle.filter((s) => !out.has(senderKey(s)));
+      const byEmail = [
+        ...unique.filter((s) => s.kind === 'email').map((s) => ({ s, email: s.handle })),
+        ...unknown.filter((s) => s.email).map((s) => ({ s, email: s.email! })),
+      ];
+      if (byEmail.length > 0) {
+        const found = await store.findByEmails(tx, tenantId, byEmail.map((e) => e.email));
+        const missing = [...new Map(byEmail.filter((e) => !found.has(e.email.toLowerCase())).map((e) => [e.email.toLowerCase(), e])).values()];
+        if (missing.length > 0) {
+          await store.insertManyByEmail(tx, tenantId, missing.map((e) => ({ id: newId(), display_name: e.s.name.slice(0, 200), email: e.email })));
+          for (const [k, row] of await store.findByEmails(tx, tenantId, missing.map((e) => e.email))) found.set(k, row);
+        }
+        for (const e of byEmail) out.set(senderKey(e.s), found.get(e.email.toLowerCase())!.id);
+        await store.insertHandles(tx, tenantId, unknown.filter((s) => s.email).map((s) => ({ kind: s.kind, handle: s.handle, customer_id: out.get(senderKey(s))! })));
+      }
+      const fresh = unknown.filter((s) => !s.email).map((s) => ({ id: newId(), display_name: s.name.slice(0, 200), kind: s.kind, handle: s.handle }));
+      await store.insertWithHandles(tx, tenantId, fresh);
+      for (const f of fresh) out.set(senderKey(f), f.id);
+      return out;
     },
-
-    createWithHandle: (tx: Executor, tenantId: string, c: { display_name: string; kind: string; handle: string }) =>
-      store.insertWithHandle(tx, tenantId, { id: newId(), display_name: c.display_name.slice(0, 200), kind: c.kind, handle: c.handle }),
 
     exists: async (tx: Executor, tenantId: string, id: string) => (await store.getCustomer(tx, tenantId, id)) !== undefined,
 

@@ -48,13 +48,65 @@ export async function countCustomers(db: Executor, tenantId: string): Promise<nu
 }
 
 /** A channel customer without an address and their handle, in one statement (the sender lock is held). */
-export async function insertWithHandle(db: Executor, tenantId: string, c: { id: string; display_name: string; kind: string; handle: string }): Promise<string> {
-  const { rows } = await sql<{ customer_id: string }>`
-    with c as (
-      insert into customers (id, tenant_id, display_name, email) values (${c.id}, ${tenantId}, ${c.display_name}, '') returning id
+/** New customers known only by a channel handle, each with its handle, in one statement. */
+export async function insertWithHandles(db: Executor, tenantId: string, cs: { id: string; display_name: string; kind: string; handle: string }[]): Promise<void> {
+  if (cs.length === 0) return;
+  await sql`
+    with u as (
+      select * from unnest(${cs.map((c) => c.id)}::uuid[], ${cs.map((c) => c.display_name)}::text[], ${cs.map((c) => c.kind)}::text[], ${cs.map((c) => c.handle)}::text[])
+        as u(id, display_name, kind, handle)
+    ), c as (
+      insert into customers (id, tenant_id, display_name, email) select id, ${tenantId}::uuid, display_name, '' from u returning id
     )
     insert into customer_handles (tenant_id, kind, handle, customer_id)
-    select ${tenantId}, ${c.kind}, ${c.handle}, id from c
-    returning customer_id`.execute(db);
-  return rows[0]!.customer_id;
+    select ${tenantId}::uuid, u.kind, u.handle, c.id from c join u on u.id = c.id`.execute(db);
+}
+
+/** Customers by address, keyed by the lower-cased address. */
+export async function findByEmails(db: Executor, tenantId: string, emails: string[]): Promise<Map<string, CustomerRow>> {
+  if (emails.length === 0) return new Map();
+  const rows = await db
+    .selectFrom('customers')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where(sql`lower(email)`, 'in', emails.map((e) => e.toLowerCase()))
+    .execute();
+  return new Map(rows.map((r) => [r.email.toLowerCase(), r]));
+}
+
+/** Inserts those whose address is new; an address taken meanwhile is skipped (the caller reads it back). */
+export async function insertManyByEmail(db: Executor, tenantId: string, cs: { id: string; display_name: string; email: string }[]): Promise<void> {
+  if (cs.length === 0) return;
+  await db
+    .insertInto('customers')
+    .values(cs.map((c) => ({ ...c, tenant_id: tenantId, company: '', country: '', metadata: '{}' })))
+    .onConflict((oc) => oc.expression(sql`tenant_id, lower(email)`).where('email', '<>', '').doNothing())
+    .execute();
+}
+
+export interface Handle {
+  kind: string;
+  handle: string;
+}
+export const handleId = (h: Handle) => `${h.kind}|${h.handle}`;
+
+export async function findHandles(db: Executor, tenantId: string, handles: Handle[]): Promise<Map<string, string>> {
+  if (handles.length === 0) return new Map();
+  // One primary-key probe per handle (LATERAL), never a scan of the workspace's handles.
+  const { rows } = await sql<{ kind: string; handle: string; customer_id: string }>`
+    select u.kind, u.handle, h.customer_id
+    from unnest(${handles.map((h) => h.kind)}::text[], ${handles.map((h) => h.handle)}::text[]) as u(kind, handle)
+    cross join lateral (
+      select customer_id from customer_handles h where h.tenant_id = ${tenantId} and h.kind = u.kind and h.handle = u.handle
+    ) as h`.execute(db);
+  return new Map(rows.map((r) => [handleId(r), r.customer_id]));
+}
+
+export async function insertHandles(db: Executor, tenantId: string, handles: (Handle & { customer_id: string })[]): Promise<void> {
+  if (handles.length === 0) return;
+  await db
+    .insertInto('customer_handles')
+    .values(handles.map((h) => ({ tenant_id: tenantId, kind: h.kind, handle: h.handle, customer_id: h.customer_id })))
+    .onConflict((oc) => oc.columns(['tenant_id', 'kind', 'handle']).doNothing())
+    .execute();
 }

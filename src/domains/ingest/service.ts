@@ -1,10 +1,9 @@
-import type { Logger } from 'pino';
+import { LRUCache } from 'lru-cache';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Config } from '../../config';
-import type { Db, Executor } from '../../db';
-import type { TicketRow } from '../../db/types';
+import type { Db } from '../../db';
 import { AppError, dependencyUnavailable, notFound, validationFailed } from '../../http/errors';
 import type { HandlerResult } from '../../http/operation';
 import type { Principal } from '../../http/principal';
@@ -12,204 +11,11 @@ import { isUuid } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
 import { TIMED_OUT, type ItemResult, type ResultBus } from '../../queue/results';
-import type { InboundMessage } from '../channels/adapters/types';
 import type { ChannelService } from '../channels/service';
 import { channelById, type ChannelDefinition } from '../channels/registry';
 import * as channelStore from '../channels/store';
-import type { CustomerService } from '../customers/service';
-import { LIMITS } from '../tickets/schemas';
-import type { EventActor, TicketService } from '../tickets/service';
+import type { IngestItem, IngestResult } from './processor';
 import * as store from './store';
-
-export interface IngestResult {
-  channel: string;
-  ticket_id: string;
-  customer_id: string;
-  was_created: boolean;
-  was_duplicate: boolean;
-}
-
-export interface IngestItem {
-  id: string;
-  tenant_id: string;
-  channel: string;
-  message: InboundMessage;
-}
-
-const subjectOf = (m: InboundMessage) => {
-  const s = (m.subject ?? '').trim() || m.body.trim().split('\n')[0]!.trim().slice(0, 80);
-  return (s || '(no subject)').slice(0, LIMITS.subject);
-};
-
-/**
- * The worker side: one delivery, one transaction. The ledger row is claimed first; a delivery already in
- * the ledger writes nothing but its duplicate count and answers with the first result.
- */
-export function createIngestProcessor(deps: { db: Db; config: Config; tickets: TicketService; customers: CustomerService; logger: Logger }) {
-  const { db, config, tickets, customers } = deps;
-  const t = tickets.internals;
-
-  async function customerFor(tx: Executor, tenantId: string, def: ChannelDefinition, m: InboundMessage): Promise<string> {
-    const name = (m.sender.name ?? m.sender.handle).slice(0, 200);
-    if (def.handle_kind === 'email') return (await customers.findOrCreateByEmail(tx, tenantId, m.sender.handle, name)).id;
-    const known = await store.lockAndFindHandle(tx, tenantId, def.handle_kind, m.sender.handle);
-    if (known) return known;
-    if (m.sender.email) {
-      const created = await customers.createForInbound(tx, tenantId, { display_name: name, email: m.sender.email });
-      await store.insertHandle(tx, tenantId, def.handle_kind, m.sender.handle, created.id);
-      return created.id;
-    }
-    return customers.createWithHandle(tx, tenantId, { display_name: name, kind: def.handle_kind, handle: m.sender.handle });
-  }
-
-  /** The ticket this message continues, locked, following merges to the winner; undefined for a new one. */
-  async function threadTarget(tx: Executor, tenantId: string, def: ChannelDefinition, m: InboundMessage): Promise<TicketRow | undefined> {
-    let id: string | undefined;
-    if (def.handle_kind === 'email') {
-      id = await store.ticketByMessageIds(tx, tenantId, m.inReplyTo ?? []);
-      if (!id && m.mailboxHash && isUuid(m.mailboxHash)) id = m.mailboxHash.toLowerCase();
-    } else if (m.conversationKey) {
-      id = await store.openConversationTicket(tx, tenantId, def.ticket_source, m.conversationKey, config.THREAD_WINDOW_HOURS);
-    }
-    if (!id) return undefined;
-    let ticket: TicketRow | undefined;
-    try {
-      ticket = await t.lockOne(tx, tenantId, id);
-    } catch {
-      return undefined;
-    }
-    for (let hops = 0; ticket.status === 'merged' && ticket.merged_into_id && hops < 16; hops++) {
-      ticket = await t.lockOne(tx, tenantId, ticket.merged_into_id);
-    }
-    // A closed (or spam) conversation is over: the customer's new message starts a new ticket.
-    return ticket.status === 'closed' || ticket.status === 'spam' || ticket.status === 'merged' ? undefined : ticket;
-  }
-
-  type Outcome = { result: IngestResult; trigger?: { event: 'ticket.created' | 'ticket.reopened'; eventId: string } };
-
-  /** One delivery's writes inside the caller's transaction. */
-  const ledgerKey = (item: IngestItem) => ({ channel: item.channel, providerMessageId: item.message.providerMessageId });
-
-  /** `claimed` is passed when the caller already claimed the ledger row (batch mode claims them all first). */
-  async function processIn(tx: Executor, item: IngestItem, claimed?: boolean): Promise<Outcome> {
-    const def = channelById(item.channel);
-    if (!def) throw new AppError(404, 'not_found', 'Not found', 'No such channel.');
-    const m = item.message;
-    const key = ledgerKey(item);
-    {
-      if (!(claimed ?? (await store.claimDelivery(tx, item.tenant_id, key, item.id)))) {
-        const first = await store.getDelivery(tx, item.tenant_id, key);
-        // The same job run again after a crash is not a redelivery: it gets the first answer back as it was.
-        if (first.first_correlation_id === item.id) {
-          return { result: { channel: def.id, ticket_id: first.ticket_id!, customer_id: first.customer_id!, was_created: first.was_created, was_duplicate: false } };
-        }
-        await store.countDuplicate(tx, item.tenant_id, key, item.id);
-        return { result: { channel: def.id, ticket_id: first.ticket_id!, customer_id: first.customer_id!, was_created: false, was_duplicate: true } };
-      }
-      const customerId = await customerFor(tx, item.tenant_id, def, m);
-      const by: EventActor = { actor_type: 'customer', actor_user_id: null, actor_name: m.sender.name ?? m.sender.handle };
-      const kind = `inbound_${def.id}`;
-      const body = m.body.slice(0, LIMITS.body);
-      const meta = { provider_message_id: m.providerMessageId, ...(m.subject ? { subject: m.subject } : {}), ...(m.sentAt ? { sent_at: m.sentAt } : {}) };
-      const target = await threadTarget(tx, item.tenant_id, def, m);
-      let ticketId: string;
-      let trigger: { event: 'ticket.created' | 'ticket.reopened'; eventId: string } | undefined;
-      if (target) {
-        ticketId = target.id;
-        if (target.status === 'solved') trigger = { event: 'ticket.reopened', eventId: await t.reopenLocked(tx, item.tenant_id, by, target) };
-        await t.addInbound(tx, item.tenant_id, by, target, kind, body, meta);
-      } else {
-        const opened = await t.openTicket(
-          tx,
-          item.tenant_id,
-          by,
-          {
-            subject: subjectOf(m),
-            description: body,
-            priority: 'normal',
-            source: def.ticket_source,
-            customer_id: customerId,
-            assignee_id: null,
-            team_id: null,
-            tags: [],
-            metadata: {},
-            conversation_key: m.conversationKey ?? null,
-          },
-          kind,
-          meta,
-        );
-        ticketId = opened.row.id;
-        trigger = { event: 'ticket.created', eventId: opened.eventId };
-      }
-      if (m.messageIdHeader) await store.rememberMessageId(tx, item.tenant_id, m.messageIdHeader, ticketId);
-      const wasCreated = target === undefined;
-      await store.completeDelivery(tx, item.tenant_id, key, { ticket_id: ticketId, customer_id: customerId, was_created: wasCreated });
-      return { result: { channel: def.id, ticket_id: ticketId, customer_id: customerId, was_created: wasCreated, was_duplicate: false }, trigger };
-    }
-  }
-
-  // New tickets' SLA timers are breached by the per-minute sweep: two delayed jobs per ingested ticket would
-  // cost more Redis work than the whole intake path.
-  const afterCommit = async (tenantId: string, o: Outcome, memo?: Map<string, boolean>) => {
-    if (o.trigger) await t.afterCommit(tenantId, o.result.ticket_id, { dueMoved: false, trigger: o.trigger, memo });
-  };
-
-  async function process(item: IngestItem): Promise<IngestResult> {
-    const outcome = await db.transaction().execute((tx) => processIn(tx, item));
-    await afterCommit(item.tenant_id, outcome);
-    return outcome.result;
-  }
-
-  /** Errors after which a whole-batch transaction is retried item by item instead of failing the job. */
-  const retryAlone = (err: unknown) =>
-    err instanceof AppError || ['40P01', '40001', '23505'].includes(String((err as { code?: unknown })?.code));
-
-  return {
-    process,
-    /** The ingest.batch job: every item answered; a lost database fails the job so BullMQ retries it whole. */
-    async processBatch(items: IngestItem[]): Promise<ItemResult[]> {
-      // Fast path: the whole batch in one transaction, so one commit (one WAL flush) serves every message.
-      // Items are grouped by sender (a stable sort keeps each sender's messages in arrival order) so that
-      // concurrent batches take their sender locks in the same order.
-      if (items.length > 1) {
-        const ordered = [...items].sort((a, b) => `${a.tenant_id}|${a.message.sender.handle}`.localeCompare(`${b.tenant_id}|${b.message.sender.handle}`));
-        try {
-          const outcomes = await db.transaction().execute(async (tx) => {
-            // Locks are taken in two globally ordered phases — every ledger row first, by key, then senders —
-            // so two batches can never wait on each other in a cycle (a deadlock costs a second to detect).
-            const byKey = [...ordered].sort((a, b) =>
-              `${a.tenant_id}|${a.channel}|${a.message.providerMessageId}`.localeCompare(`${b.tenant_id}|${b.channel}|${b.message.providerMessageId}`),
-            );
-            const claims = new Map<IngestItem, boolean>();
-            for (const item of byKey) claims.set(item, await store.claimDelivery(tx, item.tenant_id, ledgerKey(item), item.id));
-            const out: Outcome[] = [];
-            for (const item of ordered) out.push(await processIn(tx, item, claims.get(item)));
-            return out;
-          });
-          const memo = new Map<string, boolean>();
-          for (const [i, o] of outcomes.entries()) await afterCommit(ordered[i]!.tenant_id, o, memo);
-          const byId = new Map(ordered.map((item, i) => [item.id, outcomes[i]!.result]));
-          return items.map((item) => ({ id: item.id, ok: true, value: byId.get(item.id) }));
-        } catch (err) {
-          // A refused item, a deadlock or a lost race rolls the batch back whole; each item then runs alone.
-          if (!retryAlone(err)) throw err;
-        }
-      }
-      const results: ItemResult[] = [];
-      for (const item of items) {
-        try {
-          results.push({ id: item.id, ok: true, value: await process(item) });
-        } catch (err) {
-          if (err instanceof AppError) results.push({ id: item.id, ok: false, error: { status: err.status, code: err.code, detail: err.detail } });
-          else throw err;
-        }
-      }
-      return results;
-    },
-  };
-}
-
-export type IngestProcessor = ReturnType<typeof createIngestProcessor>;
 
 export const ingestBody = z.strictObject({
   tenant_id: z.string().max(100).optional(),
@@ -265,11 +71,21 @@ export function createIngestGateway(deps: {
     });
   }
 
-  async function resolveTenant(def: ChannelDefinition, body: z.output<typeof ingestBody>, token: string | undefined): Promise<string> {
+  // Connections seen enabled, remembered briefly so the hot path asks the database nothing. Only positive
+  // answers are kept, and the worker re-checks in its transaction (see the ingest processor).
+  const connected = config.INGEST_ROUTE_CACHE_MS > 0 ? new LRUCache<string, string>({ max: 10_000, ttl: config.INGEST_ROUTE_CACHE_MS }) : null;
+
+  async function resolveTenant(def: ChannelDefinition, body: z.output<typeof ingestBody>, token: string | undefined): Promise<{ tenantId: string; tokenHash?: string }> {
     if (token !== undefined) {
-      const conn = await channelStore.enabledByToken(db, channels.tokenHash(token));
+      const hash = channels.tokenHash(token);
+      const tokenHash = hash.toString('hex');
+      const cacheKey = `token|${def.id}|${tokenHash}`;
+      const cached = connected?.get(cacheKey);
+      if (cached) return { tenantId: cached, tokenHash };
+      const conn = await channelStore.enabledByToken(db, hash);
       if (!conn || conn.channel !== def.id) throw notFound('channel connection');
-      return conn.tenant_id;
+      connected?.set(cacheKey, conn.tenant_id);
+      return { tenantId: conn.tenant_id, tokenHash };
     }
     let tenantId = body.tenant_id;
     if (tenantId === undefined && body.agent_id !== undefined) {
@@ -279,8 +95,13 @@ export function createIngestGateway(deps: {
     if (tenantId === undefined) {
       throw validationFailed([{ path: 'body.tenant_id', message: 'send tenant_id, agent_id or ?token=' }], 'The workspace could not be resolved.');
     }
-    if (!isUuid(tenantId) || !(await channelStore.enabledConnection(db, tenantId.toLowerCase(), def.id))) throw notFound('channel connection');
-    return tenantId.toLowerCase();
+    if (!isUuid(tenantId)) throw notFound('channel connection');
+    tenantId = tenantId.toLowerCase();
+    const cacheKey = `tenant|${def.id}|${tenantId}`;
+    if (connected?.get(cacheKey)) return { tenantId };
+    if (!(await channelStore.enabledConnection(db, tenantId, def.id))) throw notFound('channel connection');
+    connected?.set(cacheKey, tenantId);
+    return { tenantId };
   }
 
   async function consume(key: string) {
@@ -303,7 +124,7 @@ export function createIngestGateway(deps: {
       if (!def.adapter) {
         throw new AppError(400, 'channel_adapter_unavailable', 'Bad request', `The ${def.id} channel has no adapter yet; messages cannot be ingested.`);
       }
-      const tenantId = await resolveTenant(def, body, query.token);
+      const { tenantId, tokenHash } = await resolveTenant(def, body, query.token);
       const throttleKey = `${tenantId}:${def.id}`;
       await consume(throttleKey);
       const parsed = def.adapter.parse(body.payload);
@@ -318,7 +139,7 @@ export function createIngestGateway(deps: {
         throw dependencyUnavailable('Redis');
       });
       const ids = parsed.messages.map(() => bus.newId());
-      const answers = await Promise.all(parsed.messages.map((message, i) => submit({ tenant_id: tenantId, channel: def.id, message }, ids[i])));
+      const answers = await Promise.all(parsed.messages.map((message, i) => submit({ tenant_id: tenantId, channel: def.id, ...(tokenHash ? { token_hash: tokenHash } : {}), message }, ids[i])));
       if (answers.some((a) => a === TIMED_OUT)) {
         // Still processed exactly once; the provider message ids are what GET /v1/ingest/deliveries lists.
         return {
@@ -328,6 +149,12 @@ export function createIngestGateway(deps: {
       }
       const results = answers as ItemResult[];
       const failed = results.find((r) => !r.ok);
+      if (failed?.error?.status === 404) {
+        // The worker found the connection gone (disabled or token rotated since the cache saw it): nothing
+        // was written, so the throttle point goes back, and the answer is the edge's own 404.
+        await limiter.reward(throttleKey).catch(() => {});
+        throw notFound('channel connection');
+      }
       if (failed) throw new AppError(failed.error!.status, failed.error!.code, 'Ingest refused', failed.error!.detail);
       const values = results.map((r) => r.value as IngestResult);
       // A delivery we already had costs the provider nothing against the throttle.

@@ -1,53 +1,80 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
-import type { TicketRow } from '../../db/types';
+import type { IngestDeliveryRow } from '../../db/types';
 
 export interface LedgerKey {
   channel: string;
   providerMessageId: string;
 }
 
-/** Claims the delivery; false when the ledger already has it (waits for an in-flight claimant to finish). */
-export async function claimDelivery(db: Executor, tenantId: string, k: LedgerKey, correlationId: string): Promise<boolean> {
-  const r = await db
-    .insertInto('ingest_deliveries')
-    .values({ tenant_id: tenantId, channel: k.channel, provider_message_id: k.providerMessageId, first_correlation_id: correlationId })
-    .onConflict((oc) => oc.columns(['tenant_id', 'channel', 'provider_message_id']).doNothing())
-    .executeTakeFirst();
-  return Number(r.numInsertedOrUpdatedRows ?? 0) === 1;
+export interface Claim extends LedgerKey {
+  correlationId: string;
 }
 
-export async function getDelivery(db: Executor, tenantId: string, k: LedgerKey) {
-  return db
-    .selectFrom('ingest_deliveries')
-    .selectAll()
-    .where('tenant_id', '=', tenantId)
-    .where('channel', '=', k.channel)
-    .where('provider_message_id', '=', k.providerMessageId)
-    .executeTakeFirstOrThrow();
+/**
+ * Claims deliveries in one statement, in the order given (callers sort by key, so two batches wait on each
+ * other's rows in one order and never in a cycle). A row another transaction is still inserting is waited
+ * for. Returns the correlation ids whose claim won.
+ */
+export async function claimDeliveries(db: Executor, tenantId: string, claims: Claim[]): Promise<Set<string>> {
+  if (claims.length === 0) return new Set();
+  const { rows } = await sql<{ first_correlation_id: string }>`
+    insert into ingest_deliveries (tenant_id, channel, provider_message_id, first_correlation_id)
+    select ${tenantId}::uuid, u.channel, u.pmid, u.corr
+    from unnest(${claims.map((c) => c.channel)}::text[], ${claims.map((c) => c.providerMessageId)}::text[], ${claims.map((c) => c.correlationId)}::text[])
+      with ordinality as u(channel, pmid, corr, n)
+    order by u.n
+    on conflict (tenant_id, channel, provider_message_id) do nothing
+    returning first_correlation_id`.execute(db);
+  return new Set(rows.map((r) => r.first_correlation_id));
+}
+
+export const ledgerId = (k: LedgerKey) => `${k.channel}|${k.providerMessageId}`;
+
+export async function getDeliveries(db: Executor, tenantId: string, keys: LedgerKey[]) {
+  if (keys.length === 0) return new Map<string, IngestDeliveryRow>();
+  const { rows } = await sql<IngestDeliveryRow>`
+    select d.*
+    from unnest(${keys.map((k) => k.channel)}::text[], ${keys.map((k) => k.providerMessageId)}::text[]) as u(channel, pmid)
+    cross join lateral (
+      select * from ingest_deliveries d where d.tenant_id = ${tenantId} and d.channel = u.channel and d.provider_message_id = u.pmid
+    ) as d`.execute(db);
+  return new Map(rows.map((r) => [ledgerId({ channel: r.channel, providerMessageId: r.provider_message_id }), r]));
 }
 
 /** Counts each copy once: a retried job re-presents the same correlation id, which adds nothing. */
-export async function countDuplicate(db: Executor, tenantId: string, k: LedgerKey, correlationId: string): Promise<void> {
+export async function countDuplicates(db: Executor, tenantId: string, copies: Claim[]): Promise<void> {
+  if (copies.length === 0) return;
   await sql`
-    with seen as (
+    with u as (
+      select * from unnest(${copies.map((c) => c.channel)}::text[], ${copies.map((c) => c.providerMessageId)}::text[], ${copies.map((c) => c.correlationId)}::text[])
+        as u(channel, pmid, corr)
+    ), seen as (
       insert into ingest_duplicate_copies (tenant_id, channel, provider_message_id, correlation_id)
-      values (${tenantId}, ${k.channel}, ${k.providerMessageId}, ${correlationId})
+      select ${tenantId}::uuid, channel, pmid, corr from u
       on conflict do nothing
-      returning 1
+      returning channel, provider_message_id
+    ), keys as (
+      select channel, pmid, (select count(*) from seen s where s.channel = u.channel and s.provider_message_id = u.pmid) as n
+      from (select distinct channel, pmid from u) u
     )
-    update ingest_deliveries set duplicate_count = duplicate_count + (select count(*) from seen), last_seen_at = now()
-    where tenant_id = ${tenantId} and channel = ${k.channel} and provider_message_id = ${k.providerMessageId}`.execute(db);
+    update ingest_deliveries d set duplicate_count = d.duplicate_count + keys.n, last_seen_at = now()
+    from keys
+    where d.tenant_id = ${tenantId} and d.channel = keys.channel and d.provider_message_id = keys.pmid`.execute(db);
 }
 
-export async function completeDelivery(db: Executor, tenantId: string, k: LedgerKey, r: { ticket_id: string; customer_id: string; was_created: boolean }) {
-  await db
-    .updateTable('ingest_deliveries')
-    .set(r)
-    .where('tenant_id', '=', tenantId)
-    .where('channel', '=', k.channel)
-    .where('provider_message_id', '=', k.providerMessageId)
-    .execute();
+export async function completeDeliveries(
+  db: Executor,
+  tenantId: string,
+  done: (LedgerKey & { ticket_id: string; customer_id: string; was_created: boolean })[],
+): Promise<void> {
+  if (done.length === 0) return;
+  await sql`
+    update ingest_deliveries d set ticket_id = u.ticket_id, customer_id = u.customer_id, was_created = u.was_created
+    from unnest(${done.map((d) => d.channel)}::text[], ${done.map((d) => d.providerMessageId)}::text[], ${done.map((d) => d.ticket_id)}::uuid[],
+                ${done.map((d) => d.customer_id)}::uuid[], ${done.map((d) => d.was_created)}::boolean[])
+      as u(channel, pmid, ticket_id, customer_id, was_created)
+    where d.tenant_id = ${tenantId} and d.channel = u.channel and d.provider_message_id = u.pmid`.execute(db);
 }
 
 export async function recentDeliveries(db: Executor, tenantId: string, page: { limit: number; offset: number; channel?: string }) {
@@ -57,71 +84,64 @@ export async function recentDeliveries(db: Executor, tenantId: string, page: { l
 }
 
 /**
- * Takes the sender's lock (serialising work on one sender within a workspace, so two first messages create
- * one customer), then reads their customer. Two statements on purpose: one statement's snapshot is taken
- * before its lock wait and would miss the handle the previous holder just committed.
+ * Takes the senders' locks (serialising work on one sender within a workspace, so two first messages create
+ * one customer) in one statement, in hash order so that two batches never wait on each other in a cycle.
+ * Callers read customers in a later statement: a statement's snapshot is taken before its lock waits.
  */
-export async function lockAndFindHandle(db: Executor, tenantId: string, kind: string, handle: string): Promise<string | undefined> {
-  await sql`select pg_advisory_xact_lock(hashtextextended(${`${tenantId}|${kind}|${handle}`}, 0))`.execute(db);
-  // A new statement, so a new snapshot: it sees the handle the previous lock holder committed.
-  const { rows } = await sql<{ customer_id: string }>`
-    select customer_id from customer_handles where tenant_id = ${tenantId} and kind = ${kind} and handle = ${handle}`.execute(db);
-  return rows[0]?.customer_id;
+export async function lockSenders(db: Executor, tenantId: string, keys: string[]): Promise<void> {
+  if (keys.length === 0) return;
+  await sql`
+    select pg_advisory_xact_lock(h)
+    from (select distinct hashtextextended(${tenantId} || '|' || k, 0) as h from unnest(${keys}::text[]) as k order by h) as ordered`.execute(db);
 }
 
-export async function insertHandle(db: Executor, tenantId: string, kind: string, handle: string, customerId: string): Promise<void> {
-  await db
-    .insertInto('customer_handles')
-    .values({ tenant_id: tenantId, kind, handle, customer_id: customerId })
-    .onConflict((oc) => oc.columns(['tenant_id', 'kind', 'handle']).doNothing())
-    .execute();
-}
-
-/** The newest ticket any of these Message-IDs belongs to. */
-export async function ticketByMessageIds(db: Executor, tenantId: string, ids: string[]): Promise<string | undefined> {
-  if (ids.length === 0) return undefined;
-  const row = await db
+/** Message-ID → ticket, newest first (a Message-ID may be remembered once per ticket it reached). */
+export async function ticketsByMessageIds(db: Executor, tenantId: string, ids: string[]): Promise<{ message_id: string; ticket_id: string }[]> {
+  if (ids.length === 0) return [];
+  return db
     .selectFrom('email_message_ids')
-    .select('ticket_id')
+    .select(['message_id', 'ticket_id'])
     .where('tenant_id', '=', tenantId)
     .where('message_id', 'in', ids)
     .orderBy('created_at', 'desc')
-    .limit(1)
-    .executeTakeFirst();
-  return row?.ticket_id;
+    .execute();
 }
 
-export async function rememberMessageId(db: Executor, tenantId: string, messageId: string, ticketId: string): Promise<void> {
+export async function rememberMessageIds(db: Executor, tenantId: string, pairs: { message_id: string; ticket_id: string }[]): Promise<void> {
+  if (pairs.length === 0) return;
   await db
     .insertInto('email_message_ids')
-    .values({ tenant_id: tenantId, message_id: messageId, ticket_id: ticketId })
+    .values(pairs.map((p) => ({ tenant_id: tenantId, ...p })))
     .onConflict((oc) => oc.columns(['tenant_id', 'message_id']).doNothing())
     .execute();
 }
 
+export const conversationId = (source: string, key: string) => `${source}|${key}`;
+
 /**
- * The sender's latest ticket in this conversation that is still in play (not closed or spam). A merged one is
- * returned too: the caller forwards it to its winner.
+ * Each conversation's latest ticket that is still in play (not closed or spam) and was active within the
+ * window. A merged one is returned too: the caller forwards it to its winner.
  */
-export async function openConversationTicket(
+export async function openConversationTickets(
   db: Executor,
   tenantId: string,
-  source: string,
-  conversationKey: string,
+  conversations: { source: string; key: string }[],
   windowHours: number,
-): Promise<string | undefined> {
-  const row = await db
-    .selectFrom('tickets')
-    .select('id')
-    .where('tenant_id', '=', tenantId)
-    .where('source', '=', source)
-    .where('conversation_key', '=', conversationKey)
-    .where('status', 'not in', ['closed', 'spam'] as TicketRow['status'][])
-    .where('updated_at', '>', sql<Date>`now() - make_interval(hours => ${windowHours})`)
-    .orderBy('updated_at', 'desc')
-    .limit(1)
-    .executeTakeFirst();
-  return row?.id;
+): Promise<Map<string, string>> {
+  if (conversations.length === 0) return new Map();
+  // One index probe per conversation (LATERAL … LIMIT 1), never a scan of the workspace's tickets.
+  const { rows } = await sql<{ source: string; conversation_key: string; id: string }>`
+    select u.source, u.key as conversation_key, t.id
+    from unnest(${conversations.map((c) => c.source)}::text[], ${conversations.map((c) => c.key)}::text[]) as u(source, key)
+    cross join lateral (
+      select id from tickets t
+      where t.tenant_id = ${tenantId} and t.source = u.source and t.conversation_key = u.key
+        and t.status not in ('closed', 'spam')
+        and t.updated_at > now() - make_interval(hours => ${windowHours})
+      order by t.updated_at desc
+      limit 1
+    ) as t`.execute(db);
+  return new Map(rows.map((r) => [conversationId(r.source, r.conversation_key), r.id]));
 }
 
 export async function agentTenant(db: Executor, agentId: string): Promise<string | undefined> {

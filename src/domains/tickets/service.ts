@@ -17,6 +17,26 @@ import { listTenantIds, lockTenant } from '../workspaces/store';
 
 type NewEvent = Omit<NewTicketEvent, 'tenant_id'>;
 
+/** One ticket to open: who opened it, its fields, and the kind and meta of its first event. */
+export interface OpenSpec {
+  by: EventActor;
+  fields: {
+    id?: string;
+    subject: string;
+    description: string;
+    priority: Priority;
+    source: string;
+    customer_id: string;
+    assignee_id: string | null;
+    team_id: string | null;
+    tags: string[];
+    metadata: Record<string, unknown>;
+    conversation_key: string | null;
+  };
+  kind: string;
+  meta?: Record<string, unknown>;
+}
+
 /** Who an event is by: a person (directly or through their key), or the system (timers, triggered macros). */
 export interface EventActor {
   actor_type: 'user' | 'system' | 'customer';
@@ -182,41 +202,35 @@ export function createTicketService(deps: {
   }
 
   /** A new open ticket under the workspace's default policy, with its first event; inside the caller's tx. */
-  async function openTicket(
-    tx: Executor,
-    tenantId: string,
-    by: EventActor,
-    f: {
-      subject: string;
-      description: string;
-      priority: Priority;
-      source: string;
-      customer_id: string;
-      assignee_id: string | null;
-      team_id: string | null;
-      tags: string[];
-      metadata: Record<string, unknown>;
-      conversation_key: string | null;
-    },
-    firstEventKind: string,
-    firstEventMeta: Record<string, unknown> = {},
-  ) {
+  /**
+   * New tickets with their first events, two statements however many (an ingest batch opens dozens at once);
+   * `id` may be chosen by the caller. Returned in the order asked.
+   */
+  async function openTickets(tx: Executor, tenantId: string, specs: OpenSpec[]): Promise<{ row: TicketRow; eventId: string }[]> {
+    if (specs.length === 0) return [];
     const policy = await policyFor(tx, tenantId);
     const now = new Date();
-    const row = await store.insertTicket(tx, tenantId, {
-      id: newId(),
-      ...f,
-      status: 'open',
-      metadata: JSON.stringify(f.metadata),
-      sla_policy_id: policy.id,
-      ...dueTimes(policy.targets, f.priority, now),
-      created_at: now,
-      updated_at: now,
-    });
-    const first = eventFor(by, row.id, firstEventKind, f.description, firstEventMeta);
-    await store.insertEvents(tx, tenantId, [first]);
-    return { row, eventId: first.id };
+    const rows = await store.insertTickets(
+      tx,
+      tenantId,
+      specs.map(({ fields: f }) => ({
+        ...f,
+        id: f.id ?? newId(),
+        status: 'open' as const,
+        metadata: JSON.stringify(f.metadata),
+        sla_policy_id: policy.id,
+        ...dueTimes(policy.targets, f.priority, now),
+        created_at: now,
+        updated_at: now,
+      })),
+    );
+    const firsts = rows.map((row, i) => eventFor(specs[i]!.by, row.id, specs[i]!.kind, specs[i]!.fields.description, specs[i]!.meta ?? {}));
+    await store.insertEvents(tx, tenantId, firsts);
+    return rows.map((row, i) => ({ row, eventId: firsts[i]!.id }));
   }
+
+  const openTicket = async (tx: Executor, tenantId: string, by: EventActor, fields: OpenSpec['fields'], kind: string, meta: Record<string, unknown> = {}) =>
+    (await openTickets(tx, tenantId, [{ by, fields, kind, meta }]))[0]!;
 
   /** Reopen's writes on a locked solved or closed ticket: status open, clock restarted, reopen + status events. */
   async function reopenLocked(tx: Executor, tenantId: string, by: EventActor, t: TicketRow): Promise<string> {
@@ -227,15 +241,18 @@ export function createTicketService(deps: {
     return reopenEvent.id;
   }
 
-  /** A customer's inbound message on a locked ticket: the event, the ticket touched, the assignee told. */
-  async function addInbound(tx: Executor, tenantId: string, by: EventActor, t: TicketRow, kind: string, body: string, meta: Record<string, unknown>) {
-    await store.updateTicket(tx, tenantId, t.id, {});
-    const event = eventFor(by, t.id, kind, body, meta);
-    await store.insertEvents(tx, tenantId, [event]);
-    if (t.assignee_id) {
-      await notifications.notify(tx, tenantId, [t.assignee_id], null, { kind: 'reply_on_assigned', ticketId: t.id, body: t.subject });
+  /** Customers' inbound messages on locked tickets: the events, the tickets touched, the assignees told. */
+  async function addInbounds(tx: Executor, tenantId: string, entries: { by: EventActor; ticket: TicketRow; kind: string; body: string; meta: Record<string, unknown> }[]) {
+    if (entries.length === 0) return [];
+    await store.touchTickets(tx, tenantId, [...new Set(entries.map((e) => e.ticket.id))]);
+    const events = entries.map((e) => eventFor(e.by, e.ticket.id, e.kind, e.body, e.meta));
+    await store.insertEvents(tx, tenantId, events);
+    for (const e of entries) {
+      if (e.ticket.assignee_id) {
+        await notifications.notify(tx, tenantId, [e.ticket.assignee_id], null, { kind: 'reply_on_assigned', ticketId: e.ticket.id, body: e.ticket.subject });
+      }
     }
-    return event.id;
+    return events.map((e) => e.id);
   }
 
   /** Appends a reply or note on a locked ticket, with the notifications it causes. */
@@ -374,7 +391,7 @@ export function createTicketService(deps: {
   return {
     checkSla,
     /** Building blocks for other domains' transactions (round robin, macros). */
-    internals: { lockOne, openTicket, reopenLocked, addInbound, userActor, applyChanges, addMessage, assign, afterCommit, detailIn: detail, recordEvents: store.insertEvents, matches: store.matchesFilters },
+    internals: { lockOne, lockMany: store.lockTickets, openTickets, reopenLocked, addInbounds, userActor, applyChanges, addMessage, assign, afterCommit, detailIn: detail, recordEvents: store.insertEvents, matches: store.matchesFilters },
     detail: (actor: Principal, id: string) => detail(db, actor.tenantId, id),
 
     async create(actor: Principal, input: CreateTicketInput) {

@@ -4,8 +4,17 @@ import type { Database, NewTicket, NewTicketEvent, TicketEventRow, TicketRow } f
 import { SLA_LIVE } from './status';
 import type { TicketFilters } from './schemas';
 
-export async function insertTicket(db: Executor, tenantId: string, t: Omit<NewTicket, 'tenant_id'>): Promise<TicketRow> {
-  return db.insertInto('tickets').values({ ...t, tenant_id: tenantId }).returningAll().executeTakeFirstOrThrow();
+/** Rows come back in the order given (RETURNING's order is not promised, so they are matched by id). */
+export async function insertTickets(db: Executor, tenantId: string, ts: (Omit<NewTicket, 'tenant_id'> & { id: string })[]): Promise<TicketRow[]> {
+  const rows = await db.insertInto('tickets').values(ts.map((t) => ({ ...t, tenant_id: tenantId }))).returningAll().execute();
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  return ts.map((t) => byId.get(t.id)!);
+}
+
+/** A customer wrote: the tickets count as updated now. */
+export async function touchTickets(db: Executor, tenantId: string, ids: string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await db.updateTable('tickets').set({ updated_at: sql`now()` }).where('tenant_id', '=', tenantId).where('id', 'in', ids).execute();
 }
 
 export async function getTicket(db: Executor, tenantId: string, id: string): Promise<TicketRow | undefined> {
@@ -14,6 +23,7 @@ export async function getTicket(db: Executor, tenantId: string, id: string): Pro
 
 /** Row locks taken in id order, so two transactions locking the same pair can never deadlock or interleave. */
 export async function lockTickets(db: Executor, tenantId: string, ids: string[]): Promise<TicketRow[]> {
+  if (ids.length === 0) return [];
   return db
     .selectFrom('tickets')
     .selectAll()
