@@ -66,7 +66,7 @@ async function ledger(db: Db, tenantId: string) {
 
 /**
  * Every inbound event of the workspace (one per written message). Events are matched to messages by body
- * (unique per message in these tests): the event that opens a ticket carries no provider_message_id meta.
+ * (unique per message in these tests), which every inbound event carries whether it opened the ticket or not.
  */
 async function inboundEvents(db: Db, tenantId: string, channel: string) {
   return db

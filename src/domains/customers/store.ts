@@ -92,12 +92,13 @@ export const handleId = (h: Handle) => `${h.kind}|${h.handle}`;
 
 export async function findHandles(db: Executor, tenantId: string, handles: Handle[]): Promise<Map<string, string>> {
   if (handles.length === 0) return new Map();
-  // One primary-key probe per handle (LATERAL), never a scan of the workspace's handles.
+  // One primary-key probe per handle, never a scan of the workspace's handles: the LIMIT keeps the planner
+  // from flattening the LATERAL into a join it would pick by (possibly stale) statistics.
   const { rows } = await sql<{ kind: string; handle: string; customer_id: string }>`
     select u.kind, u.handle, h.customer_id
     from unnest(${handles.map((h) => h.kind)}::text[], ${handles.map((h) => h.handle)}::text[]) as u(kind, handle)
     cross join lateral (
-      select customer_id from customer_handles h where h.tenant_id = ${tenantId} and h.kind = u.kind and h.handle = u.handle
+      select customer_id from customer_handles h where h.tenant_id = ${tenantId} and h.kind = u.kind and h.handle = u.handle limit 1
     ) as h`.execute(db);
   return new Map(rows.map((r) => [handleId(r), r.customer_id]));
 }

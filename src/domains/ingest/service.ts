@@ -75,17 +75,17 @@ export function createIngestGateway(deps: {
   // answers are kept, and the worker re-checks in its transaction (see the ingest processor).
   const connected = config.INGEST_ROUTE_CACHE_MS > 0 ? new LRUCache<string, string>({ max: 10_000, ttl: config.INGEST_ROUTE_CACHE_MS }) : null;
 
-  async function resolveTenant(def: ChannelDefinition, body: z.output<typeof ingestBody>, token: string | undefined): Promise<{ tenantId: string; tokenHash?: string }> {
+  async function resolveTenant(def: ChannelDefinition, body: z.output<typeof ingestBody>, token: string | undefined): Promise<{ tenantId: string; tokenHash?: string; cacheKey?: string }> {
     if (token !== undefined) {
       const hash = channels.tokenHash(token);
       const tokenHash = hash.toString('hex');
       const cacheKey = `token|${def.id}|${tokenHash}`;
       const cached = connected?.get(cacheKey);
-      if (cached) return { tenantId: cached, tokenHash };
+      if (cached) return { tenantId: cached, tokenHash, cacheKey };
       const conn = await channelStore.enabledByToken(db, hash);
       if (!conn || conn.channel !== def.id) throw notFound('channel connection');
       connected?.set(cacheKey, conn.tenant_id);
-      return { tenantId: conn.tenant_id, tokenHash };
+      return { tenantId: conn.tenant_id, tokenHash, cacheKey };
     }
     let tenantId = body.tenant_id;
     if (tenantId === undefined && body.agent_id !== undefined) {
@@ -98,10 +98,10 @@ export function createIngestGateway(deps: {
     if (!isUuid(tenantId)) throw notFound('channel connection');
     tenantId = tenantId.toLowerCase();
     const cacheKey = `tenant|${def.id}|${tenantId}`;
-    if (connected?.get(cacheKey)) return { tenantId };
+    if (connected?.get(cacheKey)) return { tenantId, cacheKey };
     if (!(await channelStore.enabledConnection(db, tenantId, def.id))) throw notFound('channel connection');
     connected?.set(cacheKey, tenantId);
-    return { tenantId };
+    return { tenantId, cacheKey };
   }
 
   async function consume(key: string) {
@@ -124,7 +124,7 @@ export function createIngestGateway(deps: {
       if (!def.adapter) {
         throw new AppError(400, 'channel_adapter_unavailable', 'Bad request', `The ${def.id} channel has no adapter yet; messages cannot be ingested.`);
       }
-      const { tenantId, tokenHash } = await resolveTenant(def, body, query.token);
+      const { tenantId, tokenHash, cacheKey } = await resolveTenant(def, body, query.token);
       const throttleKey = `${tenantId}:${def.id}`;
       await consume(throttleKey);
       const parsed = def.adapter.parse(body.payload);
@@ -153,6 +153,7 @@ export function createIngestGateway(deps: {
         // The worker found the connection gone (disabled or token rotated since the cache saw it): nothing
         // was written, so the throttle point goes back, and the answer is the edge's own 404.
         await limiter.reward(throttleKey).catch(() => {});
+        if (cacheKey) connected?.delete(cacheKey);
         throw notFound('channel connection');
       }
       if (failed) throw new AppError(failed.error!.status, failed.error!.code, 'Ingest refused', failed.error!.detail);

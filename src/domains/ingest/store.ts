@@ -37,7 +37,7 @@ export async function getDeliveries(db: Executor, tenantId: string, keys: Ledger
     select d.*
     from unnest(${keys.map((k) => k.channel)}::text[], ${keys.map((k) => k.providerMessageId)}::text[]) as u(channel, pmid)
     cross join lateral (
-      select * from ingest_deliveries d where d.tenant_id = ${tenantId} and d.channel = u.channel and d.provider_message_id = u.pmid
+      select * from ingest_deliveries d where d.tenant_id = ${tenantId} and d.channel = u.channel and d.provider_message_id = u.pmid limit 1
     ) as d`.execute(db);
   return new Map(rows.map((r) => [ledgerId({ channel: r.channel, providerMessageId: r.provider_message_id }), r]));
 }

@@ -178,6 +178,11 @@ export function createTicketService(deps: {
     };
   }
 
+  // One snapshot for the row and its timeline: read as separate statements, a change committing in between
+  // showed its event next to the fields from before it.
+  const snapshotDetail = (tenantId: string, id: string) =>
+    db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute((tx) => detail(tx, tenantId, id));
+
   async function lockOne(tx: Executor, tenantId: string, id: string): Promise<TicketRow> {
     const [row] = await store.lockTickets(tx, tenantId, [id]);
     if (!row) throw notFound('ticket');
@@ -392,7 +397,7 @@ export function createTicketService(deps: {
     checkSla,
     /** Building blocks for other domains' transactions (round robin, macros). */
     internals: { lockOne, lockMany: store.lockTickets, openTickets, reopenLocked, addInbounds, userActor, applyChanges, addMessage, assign, afterCommit, detailIn: detail, recordEvents: store.insertEvents, matches: store.matchesFilters },
-    detail: (actor: Principal, id: string) => detail(db, actor.tenantId, id),
+    detail: (actor: Principal, id: string) => snapshotDetail(actor.tenantId, id),
 
     async create(actor: Principal, input: CreateTicketInput) {
       const created = await db.transaction().execute(async (tx) => {
@@ -422,7 +427,7 @@ export function createTicketService(deps: {
       });
       await scheduleSla(actor.tenantId, created);
       await afterCommit(actor.tenantId, created.id, { dueMoved: false, trigger: { event: 'ticket.created', eventId: created.createdEventId } });
-      return detail(db, actor.tenantId, created.id);
+      return snapshotDetail(actor.tenantId, created.id);
     },
 
     async list(actor: Principal, query: TicketFilters & { limit: number; offset: number }) {
