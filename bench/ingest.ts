@@ -3,7 +3,7 @@
  * senders plus 10 % redeliveries, 64 concurrent connections (autocannon). Prints accepted msgs/s, p50/p99,
  * Redis commands per message (INFO commandstats delta ÷ messages) and tickets created versus expected; then
  * the same load against bench/inline-ingest-server.ts (same service function inline, no queue) and the ratio.
- *   npm run bench:ingest            BENCH_SECONDS (10), BENCH_CONNECTIONS (64), BENCH_CPU_PROF (a directory)
+ *   npm run bench:ingest            BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (64), BENCH_CPU_PROF (a directory)
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -20,6 +20,7 @@ import { createWorkspaceService } from '../src/domains/workspaces/service';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
 const ROOT = path.resolve(__dirname, '..');
 const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
 // BENCH_CPU_PROF=<dir> writes a V8 CPU profile of every started process there (open it in Chrome DevTools).
@@ -116,7 +117,7 @@ async function main() {
   const redis = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
 
   // One run of the load: distinct messages from distinct senders, every 10th request a redelivery.
-  const runLoad = async (port: number, tag: string) => {
+  const runLoad = async (port: number, tag: string, duration = DURATION) => {
     const sent: Record<string, unknown>[] = [];
     let distinct = 0;
     let n = 0;
@@ -134,7 +135,7 @@ async function main() {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       connections: CONNECTIONS,
-      duration: DURATION,
+      duration,
       requests: [{ setupRequest: (req) => ({ ...req, body: body() }) }],
     });
     const calls = (await redisCalls(redis)) - before;
@@ -170,6 +171,9 @@ async function main() {
   const worker = await start('workers/index.ts', { ...env, LOG_LEVEL: 'info' }, /workers started/);
   const api = await start('src/server.ts', { ...env, PORT: '18081' }, null, 18081);
   await autocannon({ url: 'http://127.0.0.1:18081/healthz', connections: 8, duration: 1 });
+  // Both cases get the same warm-up (JIT, connection pools, caches) before the measured run: cold-start
+  // latency is a start-up cost, not the steady state this bench is about.
+  await runLoad(18081, 'WA', WARMUP);
   const full = await runLoad(18081, 'A');
   // Everything acknowledged 202 is still processed exactly once: wait for the ledger to hold every message.
   for (let i = 0; i < 120 && (await countTickets('A')) < full.distinct; i++) await new Promise((r) => setTimeout(r, 500));
@@ -180,6 +184,7 @@ async function main() {
 
   // Baseline: the same service function inline in a bare Express app.
   const inline = await start('bench/inline-ingest-server.ts', { ...env, PORT: '18082' }, /listening/, 18082);
+  await runLoad(18082, 'WB', WARMUP);
   const base = await runLoad(18082, 'B');
   const baseTickets = await ticketsFor('B');
   await stop(inline);
