@@ -7,6 +7,24 @@ const optionalString = z
   .optional()
   .transform((v) => (v && v.trim() !== '' ? v : undefined));
 
+// A development encryption key, for the same reason; production refuses it.
+const DEV_ENCRYPTION_KEYS = 'dev:ZGV2LW9ubHktZW5jcnlwdGlvbi1rZXktMzItYnl0ZXM=';
+
+/** `id:base64key,id:base64key`: every key decrypts, the last one listed encrypts (append a key to rotate). */
+const encryptionKeys = z
+  .string()
+  .transform((v, ctx) => {
+    const keys = v.split(',').map((pair) => pair.trim()).filter(Boolean).map((pair) => {
+      const [id, b64] = pair.split(':');
+      return { id: id ?? '', key: Buffer.from(b64 ?? '', 'base64') };
+    });
+    if (keys.length === 0 || keys.some((k) => !/^[A-Za-z0-9_-]{1,32}$/.test(k.id) || k.key.length !== 32) || new Set(keys.map((k) => k.id)).size !== keys.length) {
+      ctx.addIssue({ code: 'custom', message: 'must be a comma-separated list of id:base64 pairs, each key 32 bytes, ids unique' });
+      return z.NEVER;
+    }
+    return keys;
+  });
+
 // The development pepper exists so `npm run up` works on a laptop without ceremony; production refuses it.
 const DEV_PEPPER = 'dev-only-pepper-change-me-in-production-0000';
 
@@ -45,11 +63,31 @@ const schema = z
     INGEST_BATCH_WINDOW_MS: int(0, 1000).default(2),
     INGEST_ROUTE_CACHE_MS: int(0, 60000).default(5000),
     SHUTDOWN_GRACE_MS: int(0, 600000).default(25000),
+    ENCRYPTION_KEYS: encryptionKeys.prefault(DEV_ENCRYPTION_KEYS),
+    // Mail providers (connected mailbox). Every base URL is configurable so a deployment can point at a
+    // regional endpoint and the tests at a provider double on loopback.
+    OAUTH_REDIRECT_URL: z.url().optional(),
+    GOOGLE_CLIENT_ID: optionalString,
+    GOOGLE_CLIENT_SECRET: optionalString,
+    GOOGLE_AUTH_URL: z.url().default('https://accounts.google.com/o/oauth2/v2/auth'),
+    GOOGLE_TOKEN_URL: z.url().default('https://oauth2.googleapis.com/token'),
+    GOOGLE_GMAIL_API_URL: z.url().default('https://gmail.googleapis.com'),
+    MICROSOFT_CLIENT_ID: optionalString,
+    MICROSOFT_CLIENT_SECRET: optionalString,
+    MICROSOFT_AUTH_URL: z.url().default('https://login.microsoftonline.com/common/oauth2/v2.0/authorize'),
+    MICROSOFT_TOKEN_URL: z.url().default('https://login.microsoftonline.com/common/oauth2/v2.0/token'),
+    MICROSOFT_GRAPH_API_URL: z.url().default('https://graph.microsoft.com'),
+    MAIL_PROVIDER_TIMEOUT_MS: int(100, 120000).default(10000),
+    MAILBOX_REFRESH_SECONDS: int(60, 7 * 86400).default(3600),
+    MAILBOX_POLL_SECONDS: int(10, 86400).default(60),
     TRUST_PROXY: bool.default(false),
   })
   .superRefine((c, ctx) => {
     if (c.NODE_ENV === 'production' && c.API_KEY_PEPPER === DEV_PEPPER) {
       ctx.addIssue({ code: 'custom', path: ['API_KEY_PEPPER'], message: 'must be set to a secret value in production' });
+    }
+    if (c.NODE_ENV === 'production' && c.ENCRYPTION_KEYS.some((k) => k.key.equals(Buffer.from(DEV_ENCRYPTION_KEYS.split(':')[1]!, 'base64')))) {
+      ctx.addIssue({ code: 'custom', path: ['ENCRYPTION_KEYS'], message: 'must not contain the development key in production' });
     }
     if ((c.REALM_JWKS_URL || c.REALM_PUBLIC_KEY) && !c.REALM_ISSUER) {
       ctx.addIssue({ code: 'custom', path: ['REALM_ISSUER'], message: 'is required when REALM_JWKS_URL or REALM_PUBLIC_KEY is set' });

@@ -10,6 +10,7 @@ import { notificationOperations } from './domains/notifications/routes';
 import { savedViewOperations } from './domains/saved-views/routes';
 import { teamOperations } from './domains/teams/routes';
 import { channelOperations } from './domains/channels/routes';
+import { mailboxOperations } from './domains/mailbox/routes';
 import { ingestOperations } from './domains/ingest/routes';
 import type { Operation } from './http/operation';
 
@@ -27,6 +28,7 @@ const ALL: Operation[] = [
   ...macroOperations,
   ...notificationOperations,
   ...channelOperations,
+  ...mailboxOperations,
   ...ingestOperations,
 ];
 

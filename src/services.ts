@@ -20,6 +20,7 @@ import { createNotificationService } from './domains/notifications/service';
 import { createTeamService } from './domains/teams/service';
 import { createSavedViewService } from './domains/saved-views/service';
 import { createMacroService, createMacroTriggerSink } from './domains/macros/service';
+import { createMailboxService } from './domains/mailbox/service';
 
 /** The service container: each factory gets only the dependencies it needs. */
 export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: Redis; bus: ResultBus }) {
@@ -47,6 +48,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     ingest: createIngestGateway({ db, config, redis, queues, bus, channels }),
     ingestProcessor: createIngestProcessor({ db, config, tickets, customers, logger }),
     slaPolicies: createSlaPolicyService({ db }),
+    mailbox: createMailboxService({ db, config, queues, logger }),
   };
 }
 

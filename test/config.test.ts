@@ -15,6 +15,9 @@ describe('configuration from the environment', () => {
     [{ LOG_LEVEL: 'loud' }, /LOG_LEVEL/],
     [{ REALM_PUBLIC_KEY: 'pem' }, /REALM_ISSUER is required/],
     [{ NODE_ENV: 'production' }, /API_KEY_PEPPER must be set to a secret value in production/],
+    [{ NODE_ENV: 'production', API_KEY_PEPPER: 'p'.repeat(40) }, /^Invalid configuration: ENCRYPTION_KEYS must not contain the development key in production$/],
+    [{ ENCRYPTION_KEYS: 'k1:c2hvcnQ=' }, /^Invalid configuration: ENCRYPTION_KEYS must be a comma-separated list of id:base64 pairs, each key 32 bytes, ids unique$/],
+    [{ ENCRYPTION_KEYS: `a:${Buffer.alloc(32, 1).toString('base64')},a:${Buffer.alloc(32, 2).toString('base64')}` }, /ENCRYPTION_KEYS .*ids unique$/],
   ])('refuses %p with one line naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

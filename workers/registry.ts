@@ -4,6 +4,7 @@ import { JOBS, type JobName, type QueueName } from '../src/queue/jobs';
 import type { Services } from '../src/services';
 import { maintenanceProcessors } from './processors/maintenance';
 import { ingestProcessors } from './processors/ingest';
+import { mailboxProcessors } from './processors/mailbox';
 import type { Redis } from 'ioredis';
 
 export type Processor = (data: never) => Promise<unknown>;
@@ -11,6 +12,7 @@ export type Processor = (data: never) => Promise<unknown>;
 export const defaultProcessorGroups = (services: Services, config: Config, redis: Redis): Record<string, Processor>[] => [
   maintenanceProcessors(services, config),
   ingestProcessors(services, redis),
+  mailboxProcessors(services),
 ];
 
 /**

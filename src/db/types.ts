@@ -250,6 +250,44 @@ export interface IngestDeliveriesTable {
   last_seen_at: UpdatedAt;
 }
 
+export interface OauthStatesTable {
+  state_hash: Buffer;
+  tenant_id: string;
+  user_id: string;
+  provider: string;
+  expires_at: Date;
+  used_at: Date | null;
+  created_at: CreatedAt;
+}
+
+export interface MailboxesTable {
+  tenant_id: string;
+  provider: string;
+  email_address: string;
+  scopes: string[];
+  access_token_sealed: string;
+  refresh_token_sealed: string | null;
+  access_expires_at: Date;
+  connected: ColumnType<boolean, boolean | undefined, boolean>;
+  sendable: ColumnType<boolean, boolean | undefined, boolean>;
+  polling: ColumnType<boolean, boolean | undefined, boolean>;
+  inbound_cursor: string | null;
+  checks: ColumnType<MailboxCheck[], string | undefined, string>;
+  connected_at: ColumnType<Date, Date | undefined, Date>;
+  healthy_at: Date | null;
+  last_polled_at: Date | null;
+  last_checked_at: Date | null;
+  updated_at: UpdatedAt;
+}
+
+export interface MailboxCheck {
+  check: 'oauth_token' | 'scopes' | 'send_permission' | 'inbound_polling' | 'daily_send_quota';
+  status: 'ok' | 'warning' | 'failing' | 'unknown';
+  detail: string;
+  remediation: string;
+  last_checked_at: string;
+}
+
 export interface CustomerHandlesTable {
   tenant_id: string;
   kind: string;
@@ -276,6 +314,8 @@ export interface Database {
   channel_connections: ChannelConnectionsTable;
   ingest_deliveries: IngestDeliveriesTable;
   customer_handles: CustomerHandlesTable;
+  oauth_states: OauthStatesTable;
+  mailboxes: MailboxesTable;
   email_message_ids: EmailMessageIdsTable;
   teams: TeamsTable;
   team_members: TeamMembersTable;
@@ -306,3 +346,5 @@ export type SavedViewRow = Selectable<SavedViewsTable>;
 export type NotificationRow = Selectable<NotificationsTable>;
 export type ChannelConnectionRow = Selectable<ChannelConnectionsTable>;
 export type IngestDeliveryRow = Selectable<IngestDeliveriesTable>;
+export type MailboxRow = Selectable<MailboxesTable>;
+export type OauthStateRow = Selectable<OauthStatesTable>;

@@ -77,6 +77,11 @@ export const DOMAIN_ERRORS = {
   channel_credential_misplaced: 400,
   channel_payload_invalid: 400,
   channel_adapter_unavailable: 400,
+  oauth_state_invalid: 400,
+  oauth_state_mismatch: 403,
+  oauth_code_invalid: 400,
+  mail_provider_not_configured: 409,
+  mail_provider_unavailable: 502,
 } as const;
 
 export type DomainErrorCode = keyof typeof DOMAIN_ERRORS;

@@ -67,6 +67,16 @@ export const JOBS = {
     queue: 'maintenance',
     data: z.object({}),
   },
+  /** Asks the mail provider what the workspace's grant allows now and stores the checks. */
+  'mailbox.refresh': {
+    queue: 'mailbox',
+    data: z.object({ tenant_id: z.uuid() }),
+  },
+  /** Scheduled: queues a refresh for every mailbox whose last check is older than MAILBOX_REFRESH_SECONDS. */
+  'mailbox.sweep': {
+    queue: 'mailbox',
+    data: z.object({}),
+  },
 } as const satisfies Record<string, { queue: QueueName; data: z.ZodType }>;
 
 export type JobName = keyof typeof JOBS;
@@ -91,5 +101,8 @@ export function jobOptions(name: JobName, overrides: EnqueueOptions = {}): JobsO
     ...(name === 'audit.prune' ? { attempts: 3 } : {}),
     // Ingest results travel on pub/sub; the finished job itself is not worth keeping.
     ...(name === 'ingest.batch' ? { removeOnComplete: true, backoff: { type: 'exponential', delay: 200 } } : {}),
+    // A refresh is deduplicated by its job id (one per mailbox) only while queued or running, so a finished
+    // one must not linger and swallow the next; a provider that is down is retried by the next sweep.
+    ...(name === 'mailbox.refresh' ? { removeOnComplete: true, removeOnFail: true, attempts: 1 } : {}),
   };
 }

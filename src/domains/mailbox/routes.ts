@@ -1,0 +1,50 @@
+import { defineOperation } from '../../http/operation';
+import { completeOauthBody, mailboxStatus, mailProviderParams, oauthStart } from './schemas';
+
+export const mailboxOperations = [
+  defineOperation({
+    id: 'get_mailbox',
+    method: 'get',
+    path: '/v1/channels/email/mailbox',
+    summary: 'The connected mailbox and its health checks, from stored state (no provider call)',
+    description: 'With nothing connected: 200 with connected false, empty strings, empty lists, zero and false.',
+    access: { floor: 'viewer', tag: 'channels', action: 'read' },
+    response: { status: 200, description: 'Mailbox status', schema: mailboxStatus },
+    handler: async ({ principal }, s) => ({ body: await s.mailbox.status(principal) }),
+  }),
+  defineOperation({
+    id: 'refresh_mailbox',
+    method: 'post',
+    path: '/v1/channels/email/mailbox/refresh',
+    summary: 'Ask the mail provider what the grant allows now, store the answer and return the status',
+    description: 'A provider that is down or refuses gives a failing check in a 200 answer; a revoked grant reads connected false.',
+    access: { floor: 'admin', tag: 'channels', action: 'write' },
+    response: { status: 200, description: 'Mailbox status', schema: mailboxStatus },
+    handler: async ({ principal }, s) => ({ body: await s.mailbox.refresh(principal) }),
+  }),
+  defineOperation({
+    id: 'start_mailprovider_oauth',
+    method: 'post',
+    path: '/v1/channels/email/oauth/{mailprovider}/start',
+    summary: 'Begin connecting a Google or Microsoft mailbox: a single-use state (10 minutes) and the URL to send the admin to',
+    description: 'The state is bound to this workspace and the calling user. Send the admin to authorize_url; the provider redirects back with code and state, which go to the complete operation.',
+    access: { floor: 'admin', tag: 'channels', action: 'write' },
+    params: mailProviderParams,
+    response: { status: 200, description: 'Where to send the admin', schema: oauthStart },
+    errors: ['mail_provider_not_configured'],
+    handler: async ({ principal, params }, s) => ({ body: await s.mailbox.start(principal, params.mailprovider) }),
+  }),
+  defineOperation({
+    id: 'complete_mailprovider_oauth',
+    method: 'post',
+    path: '/v1/channels/email/oauth/{mailprovider}/complete',
+    summary: 'Finish connecting the mailbox: exchange the code, store the tokens encrypted, run the health checks',
+    description: 'The state must be unexpired and unused, and minted by this workspace: another workspace\'s state is refused (403) and stays usable by its owner. Tokens never appear in any response.',
+    access: { floor: 'admin', tag: 'channels', action: 'write' },
+    params: mailProviderParams,
+    body: completeOauthBody,
+    response: { status: 200, description: 'Mailbox status', schema: mailboxStatus },
+    errors: ['oauth_state_invalid', 'oauth_state_mismatch', 'oauth_code_invalid', 'mail_provider_not_configured', 'mail_provider_unavailable'],
+    handler: async ({ principal, params, body }, s) => ({ body: await s.mailbox.complete(principal, params.mailprovider, body) }),
+  }),
+];
