@@ -80,6 +80,8 @@ const schema = z
     MAIL_PROVIDER_TIMEOUT_MS: int(100, 120000).default(10000),
     MAILBOX_REFRESH_SECONDS: int(60, 7 * 86400).default(3600),
     MAILBOX_POLL_SECONDS: int(10, 86400).default(60),
+    MAILBOX_DAILY_SEND_LIMIT: int(1, 1_000_000).default(2000),
+    OUTBOUND_ATTEMPTS: int(1, 20).default(5),
     TRUST_PROXY: bool.default(false),
   })
   .superRefine((c, ctx) => {

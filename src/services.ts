@@ -20,7 +20,7 @@ import { createNotificationService } from './domains/notifications/service';
 import { createTeamService } from './domains/teams/service';
 import { createSavedViewService } from './domains/saved-views/service';
 import { createMacroService, createMacroTriggerSink } from './domains/macros/service';
-import { createMailboxService } from './domains/mailbox/service';
+import { createMailboxService, createOutboundSink } from './domains/mailbox/service';
 
 /** The service container: each factory gets only the dependencies it needs. */
 export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: Redis; bus: ResultBus }) {
@@ -30,7 +30,16 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
   const customers = createCustomerService({ db });
   const notifications = createNotificationService({ db });
   const channels = createChannelService({ db, config });
-  const tickets = createTicketService({ db, customers, notifications, queues, logger, triggers: createMacroTriggerSink({ db, queues }) });
+  const tickets = createTicketService({
+    db,
+    customers,
+    notifications,
+    queues,
+    logger,
+    triggers: createMacroTriggerSink({ db, queues }),
+    outbound: createOutboundSink({ queues, logger }),
+  });
+  const ingestProcessor = createIngestProcessor({ db, config, tickets, customers, logger });
   return {
     identity: createIdentityService({ db, config }),
     audit,
@@ -46,9 +55,9 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     macros: createMacroService({ db, tickets }),
     channels,
     ingest: createIngestGateway({ db, config, redis, queues, bus, channels }),
-    ingestProcessor: createIngestProcessor({ db, config, tickets, customers, logger }),
+    ingestProcessor,
     slaPolicies: createSlaPolicyService({ db }),
-    mailbox: createMailboxService({ db, config, queues, logger }),
+    mailbox: createMailboxService({ db, config, queues, logger, channels, tickets, ingest: ingestProcessor }),
   };
 }
 

@@ -1,4 +1,4 @@
-import { UnrecoverableError } from 'bullmq';
+import { UnrecoverableError, type Job } from 'bullmq';
 import type { Config } from '../src/config';
 import { JOBS, type JobName, type QueueName } from '../src/queue/jobs';
 import type { Services } from '../src/services';
@@ -7,7 +7,8 @@ import { ingestProcessors } from './processors/ingest';
 import { mailboxProcessors } from './processors/mailbox';
 import type { Redis } from 'ioredis';
 
-export type Processor = (data: never) => Promise<unknown>;
+/** `job` is there for processors whose behaviour depends on the attempt (e.g. the last one records a failure). */
+export type Processor = (data: never, job?: Job) => Promise<unknown>;
 
 export const defaultProcessorGroups = (services: Services, config: Config, redis: Redis): Record<string, Processor>[] => [
   maintenanceProcessors(services, config),
@@ -36,13 +37,13 @@ export function buildRegistry(groups: Record<string, Processor>[]) {
       return [...new Set(Object.values(JOBS).map((j) => j.queue))];
     },
     /** Validates the payload with the producer's schema; a payload no retry can fix fails for good. */
-    async run(name: string, data: unknown): Promise<unknown> {
+    async run(name: string, data: unknown, job?: Job): Promise<unknown> {
       const def = JOBS[name as JobName];
       const handler = handlers.get(name);
       if (!def || !handler) throw new UnrecoverableError(`no processor for job "${name}"`);
       const parsed = def.data.safeParse(data);
       if (!parsed.success) throw new UnrecoverableError(`invalid payload for job "${name}": ${parsed.error.message}`);
-      return handler(parsed.data as never);
+      return handler(parsed.data as never, job);
     },
   };
 }

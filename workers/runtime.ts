@@ -21,7 +21,7 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
   for (const queueName of registry.queues()) {
     const connection = createRedis(config, 'worker');
     connections.push(connection);
-    const worker = new Worker(queueName, async (job) => registry.run(job.name, job.data), {
+    const worker = new Worker(queueName, async (job) => registry.run(job.name, job.data, job), {
       connection,
       prefix: config.REDIS_PREFIX,
       concurrency: config.WORKER_CONCURRENCY,

@@ -280,6 +280,20 @@ export interface MailboxesTable {
   updated_at: UpdatedAt;
 }
 
+export interface OutboundEmailsTable {
+  tenant_id: string;
+  event_id: string;
+  ticket_id: string;
+  state: ColumnType<'queued' | 'sent' | 'failed' | 'blocked', 'queued' | 'sent' | 'failed' | 'blocked' | undefined, 'queued' | 'sent' | 'failed' | 'blocked'>;
+  message_id: string | null;
+  provider_message_id: string | null;
+  attempts: ColumnType<number, number | undefined, number>;
+  last_error: string | null;
+  sent_at: Date | null;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
 export interface MailboxCheck {
   check: 'oauth_token' | 'scopes' | 'send_permission' | 'inbound_polling' | 'daily_send_quota';
   status: 'ok' | 'warning' | 'failing' | 'unknown';
@@ -316,6 +330,7 @@ export interface Database {
   customer_handles: CustomerHandlesTable;
   oauth_states: OauthStatesTable;
   mailboxes: MailboxesTable;
+  outbound_emails: OutboundEmailsTable;
   email_message_ids: EmailMessageIdsTable;
   teams: TeamsTable;
   team_members: TeamMembersTable;
@@ -347,4 +362,5 @@ export type NotificationRow = Selectable<NotificationsTable>;
 export type ChannelConnectionRow = Selectable<ChannelConnectionsTable>;
 export type IngestDeliveryRow = Selectable<IngestDeliveriesTable>;
 export type MailboxRow = Selectable<MailboxesTable>;
+export type OutboundEmailRow = Selectable<OutboundEmailsTable>;
 export type OauthStateRow = Selectable<OauthStatesTable>;

@@ -72,6 +72,16 @@ export const JOBS = {
     queue: 'mailbox',
     data: z.object({ tenant_id: z.uuid() }),
   },
+  /** New inbox mail since the stored cursor, through the email ingest path. */
+  'mailbox.poll': {
+    queue: 'mailbox',
+    data: z.object({ tenant_id: z.uuid() }),
+  },
+  /** One reply on an email ticket, sent through the connected mailbox. */
+  'outbound.send': {
+    queue: 'outbound',
+    data: z.object({ tenant_id: z.uuid(), event_id: z.uuid() }),
+  },
   /** Scheduled: queues a refresh for every mailbox whose last check is older than MAILBOX_REFRESH_SECONDS. */
   'mailbox.sweep': {
     queue: 'mailbox',
@@ -103,6 +113,8 @@ export function jobOptions(name: JobName, overrides: EnqueueOptions = {}): JobsO
     ...(name === 'ingest.batch' ? { removeOnComplete: true, backoff: { type: 'exponential', delay: 200 } } : {}),
     // A refresh is deduplicated by its job id (one per mailbox) only while queued or running, so a finished
     // one must not linger and swallow the next; a provider that is down is retried by the next sweep.
-    ...(name === 'mailbox.refresh' ? { removeOnComplete: true, removeOnFail: true, attempts: 1 } : {}),
+    ...(name === 'mailbox.refresh' || name === 'mailbox.poll' ? { removeOnComplete: true, removeOnFail: true, attempts: 1 } : {}),
+    // A send is retried with backoff while the provider is down; its job id (the reply) keeps it single.
+    ...(name === 'outbound.send' ? { removeOnComplete: true, backoff: { type: 'exponential', delay: 2000 } } : {}),
   };
 }

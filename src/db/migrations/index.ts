@@ -7,6 +7,7 @@ import * as m0005 from './0005_channels';
 import * as m0006 from './0006_sharded_customer_counts';
 import * as m0007 from './0007_ingest_duplicate_copies';
 import * as m0008 from './0008_mailbox';
+import * as m0009 from './0009_outbound_email';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -18,6 +19,7 @@ const migrations: Record<string, Migration> = {
   '0006_sharded_customer_counts': m0006,
   '0007_ingest_duplicate_copies': m0007,
   '0008_mailbox': m0008,
+  '0009_outbound_email': m0009,
 };
 
 export const migrationProvider: MigrationProvider = {

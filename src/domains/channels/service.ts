@@ -47,6 +47,15 @@ export function createChannelService(deps: { db: Db; config: Config }) {
   return {
     tokenHash,
 
+    /**
+     * Connects the channel for the workspace if it has no connection (enabled, empty config, a fresh inbound
+     * token nobody has seen — rotate to get one). An existing connection, even a disabled one, is left alone.
+     */
+    async ensure(tenantId: string, channel: string) {
+      const def = definition(channel);
+      await store.insertIfAbsent(db, tenantId, { channel: def.id, display_name: def.display_name, inbound_token_hash: tokenHash(newInboundToken()) });
+    },
+
     async upsert(actor: Principal, channel: string, input: UpsertChannelInput) {
       const def = definition(channel);
       const misplaced = findMisplacedCredential(input.config);

@@ -65,6 +65,15 @@ export async function connectedDeliveries(db: Executor, tenantId: string, ds: { 
   return new Set(rows.map((r) => r.id));
 }
 
+/** Creates the connection when the workspace has none; an existing one (even disabled) is left as it is. */
+export async function insertIfAbsent(db: Executor, tenantId: string, c: { channel: string; display_name: string; inbound_token_hash: Buffer }) {
+  await db
+    .insertInto('channel_connections')
+    .values({ ...c, tenant_id: tenantId, enabled: true, config: '{}' })
+    .onConflict((oc) => oc.columns(['tenant_id', 'channel']).doNothing())
+    .execute();
+}
+
 export async function enabledConnection(db: Executor, tenantId: string, channel: string) {
   return db
     .selectFrom('channel_connections')

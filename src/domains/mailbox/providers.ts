@@ -25,6 +25,25 @@ export class ProviderError extends Error {
   }
 }
 
+/** A message read from the mailbox, in the terms the email channel's inbound format needs. */
+export interface FetchedMail {
+  /** The provider's own id (used as the ledger key only when the message has no Message-ID header). */
+  providerId: string;
+  /** Header name (lower case) → value, as sent. */
+  headers: Record<string, string>;
+  from: { address: string; name?: string };
+  subject: string;
+  text?: string;
+  html?: string;
+  receivedAt?: string;
+}
+
+export interface MailPage {
+  messages: FetchedMail[];
+  /** Where the next poll continues; store it only once the messages are safely ingested. */
+  cursor: string;
+}
+
 export interface MailProvider {
   id: MailProviderId;
   /** The scopes we ask for: read (polling) and send. */
@@ -38,6 +57,13 @@ export interface MailProvider {
   canSend(scopes: string[]): boolean;
   /** Whether these granted scopes allow reading new mail. */
   canRead(scopes: string[]): boolean;
+  /**
+   * Inbox messages that arrived after the cursor. Without a cursor (first poll, or one the provider no
+   * longer honours) it returns none and a cursor for "now": connecting a mailbox does not import its past.
+   */
+  listSince(accessToken: string, cursor: string | null): Promise<MailPage>;
+  /** Sends one RFC 5322 message as written (our headers, including the threading ones, are kept). */
+  send(accessToken: string, rfc822: string): Promise<{ providerId: string | null }>;
 }
 
 async function call(name: string, url: string, init: RequestInit, timeoutMs: number): Promise<Record<string, unknown>> {
@@ -58,7 +84,8 @@ async function call(name: string, url: string, init: RequestInit, timeoutMs: num
   if (res.status >= 500 || res.status === 429) throw new ProviderError('unavailable', `${name} answered ${res.status}`);
   // OAuth errors carry a code; API errors an object. Only the code is kept: descriptions may echo input.
   const code = typeof body.error === 'string' ? body.error : typeof (body.error as { status?: unknown })?.status === 'string' ? String((body.error as { status: string }).status) : '';
-  if (code === 'invalid_grant' || res.status === 401) throw new ProviderError('revoked', `${name} refused the grant (${res.status}${code ? ` ${code}` : ''})`);
+  // A wrong client secret is 401 invalid_client: the deployment's fault, not a lost grant.
+  if (code === 'invalid_grant' || (res.status === 401 && code !== 'invalid_client' && code !== 'unauthorized_client')) throw new ProviderError('revoked', `${name} refused the grant (${res.status}${code ? ` ${code}` : ''})`);
   throw new ProviderError('refused', `${name} refused the request (${res.status}${code ? ` ${code}` : ''})`);
 }
 
@@ -74,6 +101,34 @@ function tokenSet(body: Record<string, unknown>, name: string): TokenSet {
     expiresAt: new Date(Date.now() + (Number.isFinite(expiresIn) ? expiresIn : 3600) * 1000),
     scopes: typeof body.scope === 'string' ? body.scope.split(/\s+/).filter(Boolean) : [],
   };
+}
+
+const decode = (b64url: unknown) => (typeof b64url === 'string' ? Buffer.from(b64url, 'base64url').toString('utf8') : undefined);
+
+interface GmailPart {
+  mimeType?: string;
+  body?: { data?: string };
+  parts?: GmailPart[];
+  headers?: { name: string; value: string }[];
+}
+
+/** The first part of a type, depth first (multipart/alternative keeps text/plain and text/html side by side). */
+function gmailPart(part: GmailPart | undefined, type: string): string | undefined {
+  if (!part) return undefined;
+  if (part.mimeType === type && part.body?.data) return decode(part.body.data);
+  for (const child of part.parts ?? []) {
+    const found = gmailPart(child, type);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+/** `Ada Lovelace <ada@x.test>` → { address, name }. */
+function parseFrom(value: string | undefined): { address: string; name?: string } {
+  const v = (value ?? '').trim();
+  const m = /^\s*"?([^"<]*?)"?\s*<([^>]+)>\s*$/.exec(v);
+  if (m) return { address: m[2]!.trim(), ...(m[1]!.trim() ? { name: m[1]!.trim() } : {}) };
+  return { address: v };
 }
 
 function google(config: Config): MailProvider {
@@ -108,6 +163,64 @@ function google(config: Config): MailProvider {
     },
     canSend: (scopes) => scopes.some((s) => SEND.includes(s)),
     canRead: (scopes) => scopes.some((s) => READ.includes(s)),
+
+    async listSince(accessToken, cursor) {
+      const api = `${config.GOOGLE_GMAIL_API_URL}/gmail/v1/users/me`;
+      const auth = { headers: { authorization: `Bearer ${accessToken}` } };
+      const now = async () => {
+        const profile = await call(name, `${api}/profile`, auth, t);
+        return { messages: [], cursor: String(profile.historyId ?? '') };
+      };
+      if (!cursor) return now();
+      const ids: string[] = [];
+      let next = cursor;
+      let pageToken: string | undefined;
+      do {
+        const u = new URL(`${api}/history`);
+        u.searchParams.set('startHistoryId', cursor);
+        u.searchParams.set('historyTypes', 'messageAdded');
+        u.searchParams.set('labelId', 'INBOX');
+        if (pageToken) u.searchParams.set('pageToken', pageToken);
+        let page: Record<string, unknown>;
+        try {
+          page = await call(name, u.toString(), auth, t);
+        } catch (err) {
+          // Gmail keeps history for about a week; an older cursor is answered 404: start again from now.
+          if (err instanceof ProviderError && err.kind === 'refused' && /\b404\b/.test(err.message)) return now();
+          throw err;
+        }
+        for (const h of (page.history as { messagesAdded?: { message?: { id?: string } }[] }[] | undefined) ?? []) {
+          for (const added of h.messagesAdded ?? []) if (added.message?.id && !ids.includes(added.message.id)) ids.push(added.message.id);
+        }
+        if (page.historyId !== undefined) next = String(page.historyId);
+        pageToken = typeof page.nextPageToken === 'string' ? page.nextPageToken : undefined;
+      } while (pageToken);
+      const messages: FetchedMail[] = [];
+      for (const id of ids) {
+        const m = (await call(name, `${api}/messages/${encodeURIComponent(id)}?format=full`, auth, t)) as { id: string; internalDate?: string; payload?: GmailPart };
+        const headers: Record<string, string> = {};
+        for (const h of m.payload?.headers ?? []) headers[h.name.toLowerCase()] = h.value;
+        messages.push({
+          providerId: m.id,
+          headers,
+          from: parseFrom(headers.from),
+          subject: headers.subject ?? '',
+          text: gmailPart(m.payload, 'text/plain'),
+          html: gmailPart(m.payload, 'text/html'),
+          ...(m.internalDate ? { receivedAt: new Date(Number(m.internalDate)).toISOString() } : {}),
+        });
+      }
+      return { messages, cursor: next };
+    },
+
+    async send(accessToken, rfc822) {
+      const body = await call(name, `${config.GOOGLE_GMAIL_API_URL}/gmail/v1/users/me/messages/send`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ raw: Buffer.from(rfc822, 'utf8').toString('base64url') }),
+      }, t);
+      return { providerId: typeof body.id === 'string' ? body.id : null };
+    },
   };
 }
 
@@ -143,6 +256,51 @@ function microsoft(config: Config): MailProvider {
     },
     canSend: (scopes) => has(scopes, ['mail.send']),
     canRead: (scopes) => has(scopes, ['mail.read', 'mail.readwrite']),
+
+    async listSince(accessToken, cursor) {
+      const auth = { headers: { authorization: `Bearer ${accessToken}`, prefer: 'outlook.body-content-type="text"' } };
+      const select = 'id,internetMessageId,subject,from,body,receivedDateTime,internetMessageHeaders';
+      // A stored delta link is only followed on the configured Graph host: a cursor never sends a token elsewhere.
+      const start = cursor && new URL(cursor).origin === new URL(config.MICROSOFT_GRAPH_API_URL).origin
+        ? cursor
+        : `${config.MICROSOFT_GRAPH_API_URL}/v1.0/me/mailFolders/inbox/messages/delta?$select=${select}`;
+      const messages: FetchedMail[] = [];
+      let url: string | undefined = start;
+      let deltaLink = '';
+      while (url) {
+        const page = await call(name, url, auth, t);
+        for (const m of (page.value as Record<string, unknown>[] | undefined) ?? []) {
+          if (m['@removed']) continue;
+          const headers: Record<string, string> = {};
+          for (const h of (m.internetMessageHeaders as { name: string; value: string }[] | undefined) ?? []) headers[h.name.toLowerCase()] = h.value;
+          if (typeof m.internetMessageId === 'string' && !headers['message-id']) headers['message-id'] = m.internetMessageId;
+          const from = (m.from as { emailAddress?: { address?: string; name?: string } } | undefined)?.emailAddress;
+          const body = m.body as { contentType?: string; content?: string } | undefined;
+          messages.push({
+            providerId: String(m.id),
+            headers,
+            from: { address: from?.address ?? '', ...(from?.name ? { name: from.name } : {}) },
+            subject: typeof m.subject === 'string' ? m.subject : '',
+            ...(body?.contentType?.toLowerCase() === 'html' ? { html: body.content ?? '' } : { text: body?.content ?? '' }),
+            ...(typeof m.receivedDateTime === 'string' ? { receivedAt: m.receivedDateTime } : {}),
+          });
+        }
+        url = typeof page['@odata.nextLink'] === 'string' ? page['@odata.nextLink'] : undefined;
+        if (typeof page['@odata.deltaLink'] === 'string') deltaLink = page['@odata.deltaLink'];
+      }
+      // The first round of a delta query lists the whole inbox: it only establishes where "now" is.
+      return { messages: start === cursor ? messages : [], cursor: deltaLink };
+    },
+
+    async send(accessToken, rfc822) {
+      // Graph's MIME send: the RFC 5322 text, base64, as a text/plain body; answered 202 with no id.
+      await call(name, `${config.MICROSOFT_GRAPH_API_URL}/v1.0/me/sendMail`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'text/plain' },
+        body: Buffer.from(rfc822, 'utf8').toString('base64'),
+      }, t);
+      return { providerId: null };
+    },
   };
 }
 

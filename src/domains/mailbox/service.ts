@@ -1,14 +1,21 @@
 import { createHash, randomBytes } from 'node:crypto';
+import MailComposer from 'nodemailer/lib/mail-composer';
 import type { Logger } from 'pino';
 import type { Config } from '../../config';
-import type { Db } from '../../db';
+import type { Db, Executor } from '../../db';
 import type { MailboxCheck, MailboxRow } from '../../db/types';
 import { AppError, forbidden, notFound } from '../../http/errors';
 import type { Principal } from '../../http/principal';
 import { createSealer } from '../../lib/crypto';
 import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
-import { createMailProviders, MAIL_PROVIDERS, ProviderError, type MailProvider, type MailProviderId, type TokenSet } from './providers';
+import { emailAdapter } from '../channels/adapters/email';
+import type { ChannelService } from '../channels/service';
+import type { IngestItem, IngestProcessor } from '../ingest/processor';
+import * as ingestStore from '../ingest/store';
+import type { OutboundSink, TicketService } from '../tickets/service';
+import { eventFor } from '../tickets/service';
+import { createMailProviders, MAIL_PROVIDERS, ProviderError, type FetchedMail, type MailProvider, type MailProviderId, type TokenSet } from './providers';
 import * as store from './store';
 
 const STATE_TTL_MS = 10 * 60 * 1000;
@@ -35,7 +42,9 @@ const DISCONNECTED = {
 
 export type MailboxStatus = typeof DISCONNECTED & { provider?: MailProviderId };
 
-const present = (m: MailboxRow | undefined): MailboxStatus =>
+const CHECK_ORDER: MailboxCheck['check'][] = ['oauth_token', 'scopes', 'send_permission', 'inbound_polling', 'daily_send_quota'];
+
+const present = (m: MailboxRow | undefined, sentToday = 0): MailboxStatus =>
   m
     ? {
         connected: m.connected,
@@ -48,8 +57,8 @@ const present = (m: MailboxRow | undefined): MailboxStatus =>
         connected_at: iso(m.connected_at),
         healthy_at: m.healthy_at ? iso(m.healthy_at) : '',
         last_polled_at: m.last_polled_at ? iso(m.last_polled_at) : '',
-        sent_today: 0,
-        checks: m.checks,
+        sent_today: sentToday,
+        checks: [...m.checks].sort((a, b) => CHECK_ORDER.indexOf(a.check) - CHECK_ORDER.indexOf(b.check)),
       }
     : { ...DISCONNECTED };
 
@@ -58,8 +67,39 @@ const present = (m: MailboxRow | undefined): MailboxStatus =>
  * what works and what an admin should do about what does not. Reads come from stored state only; only a
  * refresh (the `mailbox.refresh` job, on demand or on schedule) asks the provider.
  */
-export function createMailboxService(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger }) {
-  const { db, config, queues, logger } = deps;
+/**
+ * The tickets domain's hook for replies on email tickets: the pending send is written in the reply's
+ * transaction (an outbox row), and its job queued after commit. A queue that is down then loses nothing:
+ * the mailbox sweep re-queues sends still waiting.
+ */
+export function createOutboundSink(deps: { queues: QueueHub; logger: Logger }): OutboundSink {
+  return {
+    async record(tx: Executor, tenantId: string, ticket, replyEventId) {
+      await store.insertOutbound(tx, tenantId, { event_id: replyEventId, ticket_id: ticket.id });
+      return true;
+    },
+    async dispatch(tenantId, replyEventId) {
+      try {
+        await deps.queues.enqueue('outbound.send', { tenant_id: tenantId, event_id: replyEventId }, { jobId: `send-${replyEventId}` });
+      } catch (err) {
+        deps.logger.warn({ tenant_id: tenantId, event_id: replyEventId, err: (err as Error).message }, 'reply send not queued; the mailbox sweep will queue it');
+      }
+    },
+  };
+}
+
+const header = (mail: FetchedMail, name: string) => mail.headers[name.toLowerCase()];
+
+export function createMailboxService(deps: {
+  db: Db;
+  config: Config;
+  queues: QueueHub;
+  logger: Logger;
+  channels: ChannelService;
+  tickets: TicketService;
+  ingest: IngestProcessor;
+}) {
+  const { db, config, queues, logger, channels, tickets, ingest } = deps;
   const providers = createMailProviders(config);
   const sealer = createSealer(config.ENCRYPTION_KEYS);
   // The associated data binds a sealed token to its workspace and field: copied elsewhere, it will not open.
@@ -80,34 +120,42 @@ export function createMailboxService(deps: { db: Db; config: Config; queues: Que
       ? new AppError(502, 'mail_provider_unavailable', 'Bad gateway', `${err.message}; try again shortly.`, { headers: { 'Retry-After': '30' } })
       : new AppError(400, 'oauth_code_invalid', 'Bad request', `${err.message}; the code may be expired or already used — start the connection again.`);
 
-  function checksFor(p: MailProvider, scopes: string[], outcome: { ok: true } | { ok: false; err: ProviderError }, polling: boolean): MailboxCheck[] {
-    const at = new Date().toISOString();
-    const check = (c: MailboxCheck['check'], status: MailboxCheck['status'], detail: string, remediation: string): MailboxCheck => ({ check: c, status, detail, remediation, last_checked_at: at });
+  const at = () => new Date().toISOString();
+  const checkOf = (c: MailboxCheck['check'], status: MailboxCheck['status'], detail: string, remediation: string): MailboxCheck => ({ check: c, status, detail, remediation, last_checked_at: at() });
+
+  function quotaCheck(sent: number): MailboxCheck {
+    const limit = config.MAILBOX_DAILY_SEND_LIMIT;
+    if (sent >= limit) return checkOf('daily_send_quota', 'failing', `${sent} of ${limit} replies sent today (UTC): the daily quota is used up, further replies wait.`, 'Wait for midnight UTC, or raise MAILBOX_DAILY_SEND_LIMIT if the provider allows more.');
+    if (sent >= limit * 0.8) return checkOf('daily_send_quota', 'warning', `${sent} of ${limit} replies sent today (UTC).`, 'Expect sends to stop at the quota; raise MAILBOX_DAILY_SEND_LIMIT if the provider allows more.');
+    return checkOf('daily_send_quota', 'ok', `${sent} of ${limit} replies sent today (UTC).`, 'None.');
+  }
+
+  function checksFor(p: MailProvider, scopes: string[], outcome: { ok: true } | { ok: false; err: ProviderError }, polling: boolean, kept: { polling?: MailboxCheck; sent: number }): MailboxCheck[] {
     if (!outcome.ok) {
       const revoked = outcome.err.kind === 'revoked';
       const token = revoked
-        ? check('oauth_token', 'failing', `The ${p.id} grant no longer works (${outcome.err.message}).`, 'Reconnect the mailbox: start the OAuth connection again and approve every requested permission.')
-        : check('oauth_token', 'failing', `${outcome.err.message}.`, `Nothing to change on our side; the next refresh retries. If it persists, check ${p.id}'s service status.`);
-      const unknown = (c: MailboxCheck['check']) => check(c, 'unknown', 'Not checked: the provider could not be asked.', 'Resolve the OAuth token check first.');
+        ? checkOf('oauth_token', 'failing', `The ${p.id} grant no longer works (${outcome.err.message}).`, 'Reconnect the mailbox: start the OAuth connection again and approve every requested permission.')
+        : checkOf('oauth_token', 'failing', `${outcome.err.message}.`, `Nothing to change on our side; the next refresh retries. If it persists, check ${p.id}'s service status.`);
+      const unknown = (c: MailboxCheck['check']) => checkOf(c, 'unknown', 'Not checked: the provider could not be asked.', 'Resolve the OAuth token check first.');
       return [token, unknown('scopes'), unknown('send_permission'), unknown('inbound_polling'), unknown('daily_send_quota')];
     }
     const read = p.canRead(scopes);
     const send = p.canSend(scopes);
     const missing = [...(read ? [] : ['read mail']), ...(send ? [] : ['send mail'])];
     return [
-      check('oauth_token', 'ok', `The ${p.id} grant works.`, 'None.'),
+      checkOf('oauth_token', 'ok', `The ${p.id} grant works.`, 'None.'),
       missing.length === 0
-        ? check('scopes', 'ok', `Granted: ${scopes.join(' ')}.`, 'None.')
-        : check('scopes', 'warning', `The grant lacks permission to ${missing.join(' and ')}.`, 'Reconnect the mailbox and approve every requested permission.'),
+        ? checkOf('scopes', 'ok', `Granted: ${scopes.join(' ')}.`, 'None.')
+        : checkOf('scopes', 'warning', `The grant lacks permission to ${missing.join(' and ')}.`, 'Reconnect the mailbox and approve every requested permission.'),
       send
-        ? check('send_permission', 'ok', 'Replies can be sent through this mailbox.', 'None.')
-        : check('send_permission', 'failing', 'The grant does not allow sending mail.', 'Reconnect the mailbox and approve the send permission.'),
+        ? checkOf('send_permission', 'ok', 'Replies can be sent through this mailbox.', 'None.')
+        : checkOf('send_permission', 'failing', 'The grant does not allow sending mail.', 'Reconnect the mailbox and approve the send permission.'),
       !polling
-        ? check('inbound_polling', 'warning', 'Polling is off: new mail arrives only if the provider pushes it to the ingest route.', 'Turn polling on, or forward mail to the email ingest route.')
-        : read
-          ? check('inbound_polling', 'unknown', 'Polling has not run yet.', 'None; the first poll records its result here.')
-          : check('inbound_polling', 'failing', 'The grant does not allow reading mail, so new mail cannot be polled.', 'Reconnect the mailbox and approve the read permission.'),
-      check('daily_send_quota', 'unknown', 'No reply has been sent through this mailbox today.', 'None; sends record their result here.'),
+        ? checkOf('inbound_polling', 'warning', 'Polling is off: new mail arrives only if the provider pushes it to the ingest route.', 'Turn polling on, or forward mail to the email ingest route.')
+        : !read
+          ? checkOf('inbound_polling', 'failing', 'The grant does not allow reading mail, so new mail cannot be polled.', 'Reconnect the mailbox and approve the read permission.')
+          : (kept.polling ?? checkOf('inbound_polling', 'unknown', 'Polling has not run yet.', 'None; the first poll records its result here.')),
+      quotaCheck(kept.sent),
     ];
   }
 
@@ -136,7 +184,7 @@ export function createMailboxService(deps: { db: Db; config: Config; queues: Que
     try {
       const { token, scopes } = await accessToken(m, p);
       const address = await p.emailAddress(token);
-      const checks = checksFor(p, scopes, { ok: true }, m.polling);
+      const checks = checksFor(p, scopes, { ok: true }, m.polling, { polling: m.checks.find((c) => c.check === 'inbound_polling'), sent: await store.sentToday(db, tenantId) });
       await store.recordChecks(db, tenantId, {
         connected: true,
         sendable: p.canSend(scopes),
@@ -151,10 +199,149 @@ export function createMailboxService(deps: { db: Db; config: Config; queues: Que
       await store.recordChecks(db, tenantId, {
         connected: !revoked && m.connected,
         sendable: !revoked && m.sendable,
-        checks: checksFor(p, m.scopes, { ok: false, err }, m.polling),
+        checks: checksFor(p, m.scopes, { ok: false, err }, m.polling, { sent: 0 }),
         healthy: false,
       });
     }
+  }
+
+  const read = async (tenantId: string) => {
+    const m = await store.getMailbox(db, tenantId);
+    return present(m, m ? await store.sentToday(db, tenantId) : 0);
+  };
+
+  /** A fetched message in the email channel's inbound format, parsed by the same adapter as a push delivery. */
+  function toItem(tenantId: string, mail: FetchedMail): IngestItem | undefined {
+    const headers = ['Message-ID', 'In-Reply-To', 'References', 'To']
+      .map((name) => ({ Name: name, Value: header(mail, name) }))
+      .filter((h): h is { Name: string; Value: string } => typeof h.Value === 'string');
+    const parsed = emailAdapter.parse({
+      From: mail.from.address,
+      FromName: mail.from.name ?? '',
+      Subject: mail.subject,
+      Date: header(mail, 'Date') ?? mail.receivedAt ?? '',
+      MessageID: mail.providerId,
+      TextBody: mail.text ?? '',
+      HtmlBody: mail.html ?? '',
+      Headers: headers,
+    });
+    if (!parsed.ok || parsed.messages.length === 0) return undefined;
+    // The correlation id is the provider's message id: a poll repeated after a crash is the same delivery
+    // (same answer, no duplicate counted); a push of the same mail to the ingest route is a duplicate.
+    return { id: `poll:${mail.providerId}`, tenant_id: tenantId, channel: 'email', message: parsed.messages[0]! };
+  }
+
+  /** The `mailbox.poll` job: new inbox mail through the email ingest path, then the cursor moves on. */
+  async function poll(tenantId: string) {
+    const m = await store.getMailbox(db, tenantId);
+    if (!m || !m.connected || !m.polling) return { fetched: 0 };
+    const p = providers[m.provider as MailProviderId];
+    try {
+      const { token, scopes } = await accessToken(m, p);
+      if (!p.canRead(scopes)) {
+        await store.setCheck(db, tenantId, checkOf('inbound_polling', 'failing', 'The grant does not allow reading mail, so new mail cannot be polled.', 'Reconnect the mailbox and approve the read permission.'));
+        return { fetched: 0 };
+      }
+      const page = await p.listSince(token, m.inbound_cursor);
+      const own = m.email_address.toLowerCase();
+      const items = page.messages.filter((mail) => mail.from.address.toLowerCase() !== own).map((mail) => toItem(tenantId, mail)).filter((i): i is IngestItem => i !== undefined);
+      const results = items.length > 0 ? await ingest.processBatch(items) : [];
+      if (results.some((r) => !r.ok)) {
+        // Refused (the email channel is disabled): the cursor stays, so nothing is skipped once it is enabled.
+        await store.setCheck(db, tenantId, checkOf('inbound_polling', 'failing', `${results.filter((r) => !r.ok).length} polled message(s) could not be ingested: the email channel is not connected or is disabled.`, 'Enable the email channel (PUT /v1/channels/email); polling resumes where it stopped.'), { polled: true });
+        return { fetched: page.messages.length, ingested: 0 };
+      }
+      await store.setCheck(
+        db,
+        tenantId,
+        checkOf('inbound_polling', 'ok', `Last poll fetched ${page.messages.length} new message(s).`, 'None.'),
+        { inbound_cursor: page.cursor, polled: true },
+      );
+      return { fetched: page.messages.length, ingested: items.length };
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      logger.warn({ tenant_id: tenantId, provider: p.id, kind: err.kind }, 'mailbox poll failed');
+      const revoked = err.kind === 'revoked';
+      await store.setCheck(
+        db,
+        tenantId,
+        revoked
+          ? checkOf('inbound_polling', 'failing', `The ${p.id} grant no longer works (${err.message}).`, 'Reconnect the mailbox.')
+          : checkOf('inbound_polling', 'failing', `${err.message}.`, 'Nothing to change; the next poll retries.'),
+        revoked ? { connected: false } : {},
+      );
+      return { fetched: 0 };
+    }
+  }
+
+  /**
+   * The `outbound.send` job: one reply through the mailbox, with the thread's headers. The outbox row is
+   * locked for the whole send, so two runs of the job cannot both send; a row already sent, failed or
+   * blocked sends nothing. A provider that is down is retried with backoff (the job fails and BullMQ
+   * retries it) until the last attempt, which records the failure.
+   */
+  async function send(tenantId: string, eventId: string, attempt: number) {
+    return db.transaction().execute(async (tx) => {
+      const row = await store.lockOutbound(tx, tenantId, eventId);
+      if (row === undefined || row === 'busy' || row.state !== 'queued') return { state: row === undefined ? 'missing' : row === 'busy' ? 'busy' : row.state };
+      const ctxRow = await store.replyContext(tx, tenantId, eventId);
+      const finish = async (state: 'failed' | 'blocked', detail: string) => {
+        await store.updateOutbound(tx, tenantId, eventId, { state, attempts: attempt, last_error: detail });
+        if (ctxRow) {
+          await tickets.internals.recordEvents(tx, tenantId, [
+            eventFor({ actor_type: 'system', actor_user_id: null, actor_name: 'Mailbox' }, ctxRow.ticket_id, 'email_delivery', detail, { reply_event_id: eventId, state, attempts: attempt }),
+          ]);
+        }
+        return { state };
+      };
+      if (!ctxRow) return finish('failed', 'The reply no longer exists.');
+      if (!ctxRow.email) return finish('failed', 'The customer has no email address to reply to.');
+      const m = await store.getMailbox(tx, tenantId);
+      if (!m || !m.connected) return finish('failed', 'No working mailbox is connected; connect one, then send the reply again.');
+      if (!m.sendable) return finish('failed', 'The connected mailbox may not send mail; reconnect it with the send permission, then send the reply again.');
+      const sent = await store.sentToday(tx, tenantId);
+      if (sent >= config.MAILBOX_DAILY_SEND_LIMIT) {
+        await store.setCheck(tx, tenantId, quotaCheck(sent));
+        return finish('blocked', `Not sent: the daily send quota (${config.MAILBOX_DAILY_SEND_LIMIT}) is used up; send the reply again after midnight UTC.`);
+      }
+      const p = providers[m.provider as MailProviderId];
+      const domain = m.email_address.split('@')[1] ?? 'mail.invalid';
+      const messageId = `${eventId}@${domain}`;
+      const references = ctxRow.thread.slice(-20);
+      const subject = /^re:/i.test(ctxRow.subject) ? ctxRow.subject : `Re: ${ctxRow.subject}`;
+      const raw = await new MailComposer({
+        from: m.email_address,
+        to: { name: ctxRow.display_name, address: ctxRow.email },
+        subject,
+        text: ctxRow.body,
+        messageId: `<${messageId}>`,
+        ...(ctxRow.lastInbound ? { inReplyTo: `<${ctxRow.lastInbound}>` } : {}),
+        ...(references.length > 0 ? { references: references.map((r) => `<${r}>`) } : {}),
+      })
+        .compile()
+        .build();
+      try {
+        const { token } = await accessToken(m, p);
+        const result = await p.send(token, raw.toString('utf8'));
+        await store.updateOutbound(tx, tenantId, eventId, { state: 'sent', message_id: messageId, provider_message_id: result.providerId, attempts: attempt, last_error: null, sent: true });
+        // The customer's answer to this reply threads back into the ticket by its Message-ID.
+        await ingestStore.rememberMessageIds(tx, tenantId, [{ message_id: messageId, ticket_id: ctxRow.ticket_id }]);
+        await tickets.internals.recordEvents(tx, tenantId, [
+          eventFor({ actor_type: 'system', actor_user_id: null, actor_name: 'Mailbox' }, ctxRow.ticket_id, 'email_delivery', '', {
+            reply_event_id: eventId,
+            state: 'sent',
+            message_id: messageId,
+            attempts: attempt,
+          }),
+        ]);
+        await store.setCheck(tx, tenantId, quotaCheck(sent + 1));
+        return { state: 'sent' };
+      } catch (err) {
+        if (!(err instanceof ProviderError)) throw err;
+        if (err.kind === 'unavailable' && attempt < config.OUTBOUND_ATTEMPTS) throw err;
+        return finish('failed', `Not sent: ${err.message}${err.kind === 'revoked' ? '; reconnect the mailbox, then send the reply again' : ''}.`);
+      }
+    });
   }
 
   return {
@@ -188,6 +375,8 @@ export function createMailboxService(deps: { db: Db; config: Config; queues: Que
         if (err instanceof ProviderError) throw providerFailed(err);
         throw err;
       }
+      // Polled mail enters through the email channel's ingest path, so the channel must be connected.
+      await channels.ensure(actor.tenantId, 'email');
       await store.upsertMailbox(db, actor.tenantId, {
         provider: p.id,
         email_address: address,
@@ -197,18 +386,21 @@ export function createMailboxService(deps: { db: Db; config: Config; queues: Que
         access_expires_at: tokens.expiresAt,
       });
       await check(actor.tenantId);
-      return present(await store.getMailbox(db, actor.tenantId));
+      return read(actor.tenantId);
     },
 
-    status: async (actor: Principal) => present(await store.getMailbox(db, actor.tenantId)),
+    status: (actor: Principal) => read(actor.tenantId),
 
     /** Runs the check on the worker and waits for it; on a slow provider the stored status is returned. */
     async refresh(actor: Principal) {
       if (await store.getMailbox(db, actor.tenantId)) {
         await queues.enqueueAndAwait('mailbox.refresh', { tenant_id: actor.tenantId }, { waitMs: config.JOB_WAIT_MS, jobId: `refresh-${actor.tenantId}` });
       }
-      return present(await store.getMailbox(db, actor.tenantId));
+      return read(actor.tenantId);
     },
+
+    poll,
+    send,
 
     /** The `mailbox.refresh` job. */
     check,
@@ -218,7 +410,12 @@ export function createMailboxService(deps: { db: Db; config: Config; queues: Que
       await store.pruneStates(db, new Date(Date.now() - 24 * 3600 * 1000));
       const due = await store.dueForRefresh(db, config.MAILBOX_REFRESH_SECONDS);
       for (const tenantId of due) await queues.enqueue('mailbox.refresh', { tenant_id: tenantId }, { jobId: `refresh-${tenantId}` });
-      return { queued: due.length };
+      const polls = await store.dueForPoll(db, config.MAILBOX_POLL_SECONDS);
+      for (const tenantId of polls) await queues.enqueue('mailbox.poll', { tenant_id: tenantId }, { jobId: `poll-${tenantId}` });
+      // The outbox: a reply whose job never reached the queue is sent late rather than never.
+      const waiting = await store.staleOutbound(db, 60);
+      for (const o of waiting) await queues.enqueue('outbound.send', { tenant_id: o.tenant_id, event_id: o.event_id }, { jobId: `send-${o.event_id}` });
+      return { refreshes: due.length, polls: polls.length, resent: waiting.length };
     },
   };
 }

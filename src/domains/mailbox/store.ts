@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
-import type { MailboxCheck, MailboxRow } from '../../db/types';
+import type { MailboxCheck, MailboxRow, OutboundEmailRow } from '../../db/types';
 
 export async function insertState(db: Executor, tenantId: string, s: { hash: Buffer; userId: string; provider: string; expiresAt: Date }) {
   await db.insertInto('oauth_states').values({ state_hash: s.hash, tenant_id: tenantId, user_id: s.userId, provider: s.provider, expires_at: s.expiresAt }).execute();
@@ -73,4 +73,112 @@ export async function dueForRefresh(db: Executor, intervalSeconds: number): Prom
     .where((eb) => eb.or([eb('last_checked_at', 'is', null), eb('last_checked_at', '<', sql<Date>`now() - make_interval(secs => ${intervalSeconds})`)]))
     .execute();
   return rows.map((r) => r.tenant_id);
+}
+
+/** Replaces one check (the poller owns inbound_polling, the sender daily_send_quota) without touching the others. */
+export async function setCheck(db: Executor, tenantId: string, check: MailboxCheck, extra: { connected?: boolean; inbound_cursor?: string; polled?: boolean } = {}) {
+  await db
+    .updateTable('mailboxes')
+    .set({
+      checks: sql`coalesce((select jsonb_agg(c) from jsonb_array_elements(checks) c where c->>'check' <> ${check.check}), '[]'::jsonb) || jsonb_build_array(${JSON.stringify(check)}::jsonb)` as unknown as string,
+      ...(extra.connected === false ? { connected: false, sendable: false } : {}),
+      ...(extra.inbound_cursor !== undefined ? { inbound_cursor: extra.inbound_cursor } : {}),
+      ...(extra.polled ? { last_polled_at: sql`now()` } : {}),
+      updated_at: sql`now()`,
+    })
+    .where('tenant_id', '=', tenantId)
+    .execute();
+}
+
+export async function dueForPoll(db: Executor, intervalSeconds: number): Promise<string[]> {
+  const rows = await db
+    .selectFrom('mailboxes')
+    .select('tenant_id')
+    .where('connected', '=', true)
+    .where('polling', '=', true)
+    .where((eb) => eb.or([eb('last_polled_at', 'is', null), eb('last_polled_at', '<', sql<Date>`now() - make_interval(secs => ${intervalSeconds})`)]))
+    .execute();
+  return rows.map((r) => r.tenant_id);
+}
+
+export async function insertOutbound(db: Executor, tenantId: string, o: { event_id: string; ticket_id: string }): Promise<void> {
+  await db.insertInto('outbound_emails').values({ tenant_id: tenantId, ...o }).onConflict((oc) => oc.columns(['tenant_id', 'event_id']).doNothing()).execute();
+}
+
+/** The row, locked for the duration of the send; undefined when another run holds it (it is sending). */
+export async function lockOutbound(db: Executor, tenantId: string, eventId: string): Promise<OutboundEmailRow | 'busy' | undefined> {
+  const { rows } = await sql<OutboundEmailRow & { locked: boolean }>`
+    select o.*, true as locked from outbound_emails o where o.tenant_id = ${tenantId} and o.event_id = ${eventId} for update skip locked`.execute(db);
+  if (rows[0]) return rows[0];
+  const exists = await db.selectFrom('outbound_emails').select('event_id').where('tenant_id', '=', tenantId).where('event_id', '=', eventId).executeTakeFirst();
+  return exists ? 'busy' : undefined;
+}
+
+export async function updateOutbound(
+  db: Executor,
+  tenantId: string,
+  eventId: string,
+  u: { state?: OutboundEmailRow['state']; message_id?: string; provider_message_id?: string | null; attempts?: number; last_error?: string | null; sent?: boolean },
+) {
+  const { sent, ...cols } = u;
+  await db
+    .updateTable('outbound_emails')
+    .set({ ...cols, ...(sent ? { sent_at: sql`now()` } : {}), updated_at: sql`now()` })
+    .where('tenant_id', '=', tenantId)
+    .where('event_id', '=', eventId)
+    .execute();
+}
+
+/** Successful sends since midnight UTC. */
+export async function sentToday(db: Executor, tenantId: string): Promise<number> {
+  const row = await db
+    .selectFrom('outbound_emails')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('tenant_id', '=', tenantId)
+    .where('state', '=', 'sent')
+    .where('sent_at', '>=', sql<Date>`date_trunc('day', now() at time zone 'UTC') at time zone 'UTC'`)
+    .executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+/** Sends still waiting a while after their reply committed (their job was lost, e.g. Redis was down). */
+export async function staleOutbound(db: Executor, olderThanSeconds: number): Promise<{ tenant_id: string; event_id: string }[]> {
+  return db
+    .selectFrom('outbound_emails')
+    .select(['tenant_id', 'event_id'])
+    .where('state', '=', 'queued')
+    .where('created_at', '<', sql<Date>`now() - make_interval(secs => ${olderThanSeconds})`)
+    .limit(1000)
+    .execute();
+}
+
+/** What a reply email needs: the reply, its ticket, the customer, and the Message-IDs of the thread (oldest first). */
+export async function replyContext(db: Executor, tenantId: string, eventId: string) {
+  const row = await db
+    .selectFrom('ticket_events as e')
+    .innerJoin('tickets as t', (j) => j.onRef('t.tenant_id', '=', 'e.tenant_id').onRef('t.id', '=', 'e.ticket_id'))
+    .innerJoin('customers as c', (j) => j.onRef('c.tenant_id', '=', 't.tenant_id').onRef('c.id', '=', 't.customer_id'))
+    .select(['e.body', 'e.ticket_id', 't.subject', 'c.email', 'c.display_name'])
+    .where('e.tenant_id', '=', tenantId)
+    .where('e.id', '=', eventId)
+    .executeTakeFirst();
+  if (!row) return undefined;
+  const ids = await db
+    .selectFrom('email_message_ids')
+    .select('message_id')
+    .where('tenant_id', '=', tenantId)
+    .where('ticket_id', '=', row.ticket_id)
+    .orderBy('created_at')
+    .execute();
+  const lastInbound = await db
+    .selectFrom('ticket_events')
+    .select(sql<string | null>`meta->>'provider_message_id'`.as('message_id'))
+    .where('tenant_id', '=', tenantId)
+    .where('ticket_id', '=', row.ticket_id)
+    .where('kind', '=', 'inbound_email')
+    .orderBy('created_at', 'desc')
+    .orderBy('seq', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  return { ...row, thread: ids.map((r) => r.message_id), lastInbound: lastInbound?.message_id ?? null };
 }

@@ -52,6 +52,15 @@ export interface TriggerSink {
   publish(tenantId: string, ticketId: string, event: TicketTrigger, eventId: string, memo?: Map<string, boolean>): Promise<void>;
 }
 
+/**
+ * Told about replies on tickets that came in by email (the mailbox domain listens): `record` runs in the
+ * reply's transaction, so a reply and its pending send commit together; `dispatch` runs after commit.
+ */
+export interface OutboundSink {
+  record(tx: Executor, tenantId: string, ticket: TicketRow, replyEventId: string): Promise<boolean>;
+  dispatch(tenantId: string, replyEventId: string): Promise<void>;
+}
+
 export const eventFor = (by: EventActor, ticketId: string, kind: string, body: string, meta: Record<string, unknown>): NewEvent => ({
   id: newId(),
   ticket_id: ticketId,
@@ -99,8 +108,9 @@ export function createTicketService(deps: {
   queues: QueueHub;
   logger: Logger;
   triggers: TriggerSink;
+  outbound?: OutboundSink;
 }) {
-  const { db, customers, notifications, queues, logger, triggers } = deps;
+  const { db, customers, notifications, queues, logger, triggers, outbound } = deps;
 
   async function userActor(tx: Executor, actor: Principal): Promise<EventActor> {
     return { actor_type: 'user', actor_user_id: actor.userId, actor_name: await store.userName(tx, actor.userId) };
@@ -260,26 +270,35 @@ export function createTicketService(deps: {
     return events.map((e) => e.id);
   }
 
-  /** Appends a reply or note on a locked ticket, with the notifications it causes. */
+  /**
+   * Appends a reply or note on a locked ticket, with the notifications it causes. A reply on an email
+   * ticket is also recorded for sending; `queued` tells the caller to dispatch it after commit.
+   */
   async function addMessage(tx: Executor, tenantId: string, by: EventActor, t: TicketRow, kind: 'reply' | 'internal_note', body: string) {
     const firstResponse = kind === 'reply' && t.first_responded_at === null;
     await store.updateTicket(tx, tenantId, t.id, firstResponse ? { first_responded_at: new Date() } : {});
-    await store.insertEvents(tx, tenantId, [eventFor(by, t.id, kind, body, kind === 'reply' ? { first_response: firstResponse } : {})]);
+    const sendsEmail = kind === 'reply' && t.source === 'email' && outbound !== undefined;
+    const event = eventFor(by, t.id, kind, body, kind === 'reply' ? { first_response: firstResponse, ...(sendsEmail ? { email_delivery: 'queued' } : {}) } : {});
+    await store.insertEvents(tx, tenantId, [event]);
+    const queued = sendsEmail ? await outbound!.record(tx, tenantId, t, event.id) : false;
     if (kind === 'reply' && t.assignee_id) {
       await notifications.notify(tx, tenantId, [t.assignee_id], by.actor_user_id, { kind: 'reply_on_assigned', ticketId: t.id, body: t.subject });
     }
     if (kind === 'internal_note') {
       await notifications.notify(tx, tenantId, mentionedIds(body), by.actor_user_id, { kind: 'mentioned', ticketId: t.id, body: t.subject });
     }
+    return { eventId: event.id, queued };
   }
 
   async function message(actor: Principal, id: string, kind: 'reply' | 'internal_note', body: string) {
-    return db.transaction().execute(async (tx) => {
+    const { view, sent } = await db.transaction().execute(async (tx) => {
       const t = await lockOne(tx, actor.tenantId, id);
       if (t.status === 'merged') throw ticketMerged(id);
-      await addMessage(tx, actor.tenantId, await userActor(tx, actor), t, kind, body);
-      return detail(tx, actor.tenantId, id);
+      const sent = await addMessage(tx, actor.tenantId, await userActor(tx, actor), t, kind, body);
+      return { view: await detail(tx, actor.tenantId, id), sent };
     });
+    if (sent.queued) await outbound!.dispatch(actor.tenantId, sent.eventId);
+    return view;
   }
 
   /**
