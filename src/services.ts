@@ -37,7 +37,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     queues,
     logger,
     triggers: createMacroTriggerSink({ db, queues }),
-    outbound: createOutboundSink({ queues, logger }),
+    outbound: createOutboundSink({ queues, logger, attempts: config.OUTBOUND_ATTEMPTS }),
   });
   const ingestProcessor = createIngestProcessor({ db, config, tickets, customers, logger });
   return {

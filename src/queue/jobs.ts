@@ -97,6 +97,8 @@ export interface EnqueueOptions {
   /** Dedupe key: a second add with the same id while the first is kept is a no-op. */
   jobId?: string;
   delayMs?: number;
+  /** Tries in all, where a job's processor needs to know its last (it records the failure then). */
+  attempts?: number;
 }
 
 export function jobOptions(name: JobName, overrides: EnqueueOptions = {}): JobsOptions {
@@ -116,5 +118,6 @@ export function jobOptions(name: JobName, overrides: EnqueueOptions = {}): JobsO
     ...(name === 'mailbox.refresh' || name === 'mailbox.poll' ? { removeOnComplete: true, removeOnFail: true, attempts: 1 } : {}),
     // A send is retried with backoff while the provider is down; its job id (the reply) keeps it single.
     ...(name === 'outbound.send' ? { removeOnComplete: true, backoff: { type: 'exponential', delay: 2000 } } : {}),
+    ...(overrides.attempts ? { attempts: overrides.attempts } : {}),
   };
 }

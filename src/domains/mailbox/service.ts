@@ -72,7 +72,7 @@ const present = (m: MailboxRow | undefined, sentToday = 0): MailboxStatus =>
  * transaction (an outbox row), and its job queued after commit. A queue that is down then loses nothing:
  * the mailbox sweep re-queues sends still waiting.
  */
-export function createOutboundSink(deps: { queues: QueueHub; logger: Logger }): OutboundSink {
+export function createOutboundSink(deps: { queues: QueueHub; logger: Logger; attempts: number }): OutboundSink {
   return {
     async record(tx: Executor, tenantId: string, ticket, replyEventId) {
       await store.insertOutbound(tx, tenantId, { event_id: replyEventId, ticket_id: ticket.id });
@@ -80,7 +80,7 @@ export function createOutboundSink(deps: { queues: QueueHub; logger: Logger }): 
     },
     async dispatch(tenantId, replyEventId) {
       try {
-        await deps.queues.enqueue('outbound.send', { tenant_id: tenantId, event_id: replyEventId }, { jobId: `send-${replyEventId}` });
+        await deps.queues.enqueue('outbound.send', { tenant_id: tenantId, event_id: replyEventId }, { jobId: `send-${replyEventId}`, attempts: deps.attempts });
       } catch (err) {
         deps.logger.warn({ tenant_id: tenantId, event_id: replyEventId, err: (err as Error).message }, 'reply send not queued; the mailbox sweep will queue it');
       }
@@ -414,7 +414,7 @@ export function createMailboxService(deps: {
       for (const tenantId of polls) await queues.enqueue('mailbox.poll', { tenant_id: tenantId }, { jobId: `poll-${tenantId}` });
       // The outbox: a reply whose job never reached the queue is sent late rather than never.
       const waiting = await store.staleOutbound(db, 60);
-      for (const o of waiting) await queues.enqueue('outbound.send', { tenant_id: o.tenant_id, event_id: o.event_id }, { jobId: `send-${o.event_id}` });
+      for (const o of waiting) await queues.enqueue('outbound.send', { tenant_id: o.tenant_id, event_id: o.event_id }, { jobId: `send-${o.event_id}`, attempts: config.OUTBOUND_ATTEMPTS });
       return { refreshes: due.length, polls: polls.length, resent: waiting.length };
     },
   };
