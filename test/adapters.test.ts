@@ -49,6 +49,8 @@ describe('email adapter (Postmark inbound)', () => {
     expect(m).toEqual({
       providerMessageId: 'caf=abc123+xyz@mail.gmail.com',
       messageIdHeader: 'caf=abc123+xyz@mail.gmail.com',
+      // Matching ignores case; our reply quotes the id exactly as the sender wrote it.
+      messageIdAsWritten: 'CAF=abc123+XYZ@mail.gmail.com',
       sender: { handle: 'ada.lovelace@customer.test', email: 'ada.lovelace@customer.test', name: 'Ada Lovelace' },
       subject: 'Where is my order?',
       body: 'Hello, order #1042 has not arrived.',

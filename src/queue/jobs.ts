@@ -13,6 +13,7 @@ const inboundMessage = z.object({
   sender: z.object({ handle: z.string().min(1), name: z.string().optional(), email: z.string().optional() }),
   conversationKey: z.string().optional(),
   messageIdHeader: z.string().optional(),
+  messageIdAsWritten: z.string().optional(),
   inReplyTo: z.array(z.string()).optional(),
   mailboxHash: z.string().optional(),
   subject: z.string().optional(),

@@ -51,6 +51,7 @@ const claimOf = (item: IngestItem): store.Claim => ({ ...ledgerKey(item), correl
 const actorOf = (f: Fresh): EventActor => ({ actor_type: 'customer', actor_user_id: null, actor_name: f.sender.name });
 const eventMeta = (m: InboundMessage) => ({
   provider_message_id: m.providerMessageId,
+  ...(m.messageIdHeader ? { message_id: m.messageIdAsWritten ?? m.messageIdHeader } : {}),
   ...(m.subject ? { subject: m.subject } : {}),
   ...(m.sentAt ? { sent_at: m.sentAt } : {}),
 });

@@ -14,11 +14,13 @@ export interface TokenSet {
 /**
  * Why a provider call failed, in the terms the health checks need: `unavailable` (down, timed out, 5xx —
  * try again later), `revoked` (the grant is gone: reconnect), `refused` (the provider said no for another
- * reason, e.g. a misconfigured client). The message never contains a token.
+ * reason, e.g. a misconfigured client), `unauthorized` (an API call's 401: the access token no longer
+ * works, which a refresh may fix; only the token endpoint's invalid_grant means the grant is gone). The
+ * message never contains a token.
  */
 export class ProviderError extends Error {
   constructor(
-    readonly kind: 'unavailable' | 'revoked' | 'refused',
+    readonly kind: 'unavailable' | 'revoked' | 'refused' | 'unauthorized',
     message: string,
   ) {
     super(message);
@@ -84,8 +86,11 @@ async function call(name: string, url: string, init: RequestInit, timeoutMs: num
   if (res.status >= 500 || res.status === 429) throw new ProviderError('unavailable', `${name} answered ${res.status}`);
   // OAuth errors carry a code; API errors an object. Only the code is kept: descriptions may echo input.
   const code = typeof body.error === 'string' ? body.error : typeof (body.error as { status?: unknown })?.status === 'string' ? String((body.error as { status: string }).status) : '';
+  if (code === 'invalid_grant') throw new ProviderError('revoked', `${name} refused the grant (${res.status} ${code})`);
   // A wrong client secret is 401 invalid_client: the deployment's fault, not a lost grant.
-  if (code === 'invalid_grant' || (res.status === 401 && code !== 'invalid_client' && code !== 'unauthorized_client')) throw new ProviderError('revoked', `${name} refused the grant (${res.status}${code ? ` ${code}` : ''})`);
+  if (res.status === 401 && code !== 'invalid_client' && code !== 'unauthorized_client') {
+    throw new ProviderError('unauthorized', `${name} did not accept the access token (401)`);
+  }
   throw new ProviderError('refused', `${name} refused the request (${res.status}${code ? ` ${code}` : ''})`);
 }
 

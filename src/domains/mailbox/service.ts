@@ -117,7 +117,7 @@ export function createMailboxService(deps: {
 
   const providerFailed = (err: ProviderError) =>
     err.kind === 'unavailable'
-      ? new AppError(502, 'mail_provider_unavailable', 'Bad gateway', `${err.message}; try again shortly.`, { headers: { 'Retry-After': '30' } })
+      ? new AppError(502, 'mail_provider_unavailable', 'Bad gateway', `${err.message}; the state is still valid, retry the same completion shortly.`, { headers: { 'Retry-After': '30' } })
       : new AppError(400, 'oauth_code_invalid', 'Bad request', `${err.message}; the code may be expired or already used — start the connection again.`);
 
   const at = () => new Date().toISOString();
@@ -159,10 +159,13 @@ export function createMailboxService(deps: {
     ];
   }
 
-  /** A working access token, refreshed (and stored) when close to expiry. */
-  async function accessToken(m: MailboxRow, p: MailProvider): Promise<{ token: string; scopes: string[] }> {
-    if (m.access_expires_at.getTime() - Date.now() > REFRESH_MARGIN_MS) {
-      return { token: sealer.open(m.access_token_sealed, ctx(m.tenant_id, 'access')), scopes: m.scopes };
+  /**
+   * A working access token, refreshed (and stored) when close to expiry or when `force`d — a refresh is
+   * also how we learn which scopes the grant holds now.
+   */
+  async function accessToken(m: MailboxRow, p: MailProvider, force = false): Promise<{ token: string; scopes: string[]; fresh: boolean }> {
+    if (!force && m.access_expires_at.getTime() - Date.now() > REFRESH_MARGIN_MS) {
+      return { token: sealer.open(m.access_token_sealed, ctx(m.tenant_id, 'access')), scopes: m.scopes, fresh: false };
     }
     if (!m.refresh_token_sealed) throw new ProviderError('revoked', `the ${p.id} access token expired and no refresh token was granted`);
     const fresh = await p.refresh(sealer.open(m.refresh_token_sealed, ctx(m.tenant_id, 'refresh')));
@@ -173,17 +176,41 @@ export function createMailboxService(deps: {
       access_expires_at: fresh.expiresAt,
       scopes,
     });
-    return { token: fresh.accessToken, scopes };
+    return { token: fresh.accessToken, scopes, fresh: true };
   }
 
-  /** Asks the provider what the grant allows now and stores the answer as checks. Never throws for the provider. */
-  async function check(tenantId: string): Promise<void> {
+  /**
+   * Runs a provider call with the access token; a 401 on a token we thought valid (revoked early, clock
+   * skew) is answered by one refresh and one retry. A second 401 means the grant itself no longer works.
+   */
+  async function withToken<T>(m: MailboxRow, p: MailProvider, fn: (token: string, scopes: string[]) => Promise<T>, force = false): Promise<T> {
+    const first = await accessToken(m, p, force);
+    try {
+      return await fn(first.token, first.scopes);
+    } catch (err) {
+      if (!(err instanceof ProviderError) || err.kind !== 'unauthorized') throw err;
+      if (first.fresh || !m.refresh_token_sealed) throw new ProviderError('revoked', err.message);
+      const again = await accessToken(m, p, true);
+      try {
+        return await fn(again.token, again.scopes);
+      } catch (retryErr) {
+        if (retryErr instanceof ProviderError && retryErr.kind === 'unauthorized') throw new ProviderError('revoked', retryErr.message);
+        throw retryErr;
+      }
+    }
+  }
+
+  /**
+   * Asks the provider what the grant allows now and stores the answer as checks. Never throws for the
+   * provider. `fresh` skips the token refresh when the tokens were just issued (OAuth completion).
+   */
+  async function check(tenantId: string, fresh = false): Promise<void> {
     const m = await store.getMailbox(db, tenantId);
     if (!m) return;
     const p = providers[m.provider as MailProviderId];
     try {
-      const { token, scopes } = await accessToken(m, p);
-      const address = await p.emailAddress(token);
+      // A refresh is forced: the token response is where the provider says which scopes it grants now.
+      const { address, scopes } = await withToken(m, p, async (token, scopes) => ({ address: await p.emailAddress(token), scopes }), !fresh && Boolean(m.refresh_token_sealed));
       const checks = checksFor(p, scopes, { ok: true }, m.polling, { polling: m.checks.find((c) => c.check === 'inbound_polling'), sent: await store.sentToday(db, tenantId) });
       await store.recordChecks(db, tenantId, {
         connected: true,
@@ -237,12 +264,12 @@ export function createMailboxService(deps: {
     if (!m || !m.connected || !m.polling) return { fetched: 0 };
     const p = providers[m.provider as MailProviderId];
     try {
-      const { token, scopes } = await accessToken(m, p);
+      const { scopes } = await accessToken(m, p);
       if (!p.canRead(scopes)) {
         await store.setCheck(db, tenantId, checkOf('inbound_polling', 'failing', 'The grant does not allow reading mail, so new mail cannot be polled.', 'Reconnect the mailbox and approve the read permission.'));
         return { fetched: 0 };
       }
-      const page = await p.listSince(token, m.inbound_cursor);
+      const page = await withToken(m, p, (token) => p.listSince(token, m.inbound_cursor));
       const own = m.email_address.toLowerCase();
       const items = page.messages.filter((mail) => mail.from.address.toLowerCase() !== own).map((mail) => toItem(tenantId, mail)).filter((i): i is IngestItem => i !== undefined);
       const results = items.length > 0 ? await ingest.processBatch(items) : [];
@@ -321,8 +348,7 @@ export function createMailboxService(deps: {
         .compile()
         .build();
       try {
-        const { token } = await accessToken(m, p);
-        const result = await p.send(token, raw.toString('utf8'));
+        const result = await withToken(m, p, (token) => p.send(token, raw.toString('utf8')));
         await store.updateOutbound(tx, tenantId, eventId, { state: 'sent', message_id: messageId, provider_message_id: result.providerId, attempts: attempt, last_error: null, sent: true });
         // The customer's answer to this reply threads back into the ticket by its Message-ID.
         await ingestStore.rememberMessageIds(tx, tenantId, [{ message_id: messageId, ticket_id: ctxRow.ticket_id }]);
@@ -356,36 +382,38 @@ export function createMailboxService(deps: {
     async complete(actor: Principal, providerId: string, input: { code: string; state: string }) {
       const p = providerFor(providerId);
       const hash = stateHash(input.state);
-      // The state is consumed before the code is exchanged (codes are single-use too): a replay of the
-      // same completion cannot connect twice. A state of another workspace is refused and left as it was.
+      // The state row stays locked while the code is exchanged and is consumed only with the mailbox it
+      // yields, in one transaction: a concurrent completion of the same state waits and then finds it used,
+      // and a provider that is down leaves the state usable for a retry within its ten minutes. A state of
+      // another workspace is refused and left as it was.
       await db.transaction().execute(async (tx) => {
         const row = await store.lockState(tx, hash);
         if (!row || row.used_at !== null || row.expires_at.getTime() <= Date.now() || row.provider !== p.id) throw invalidState();
         if (row.tenant_id !== actor.tenantId) {
           throw forbidden('oauth_state_mismatch', 'This state was minted for another workspace; complete the connection from the workspace that started it.');
         }
+        let tokens: TokenSet;
+        let address: string;
+        try {
+          tokens = await p.exchangeCode(input.code, redirectUri(p.id));
+          address = await p.emailAddress(tokens.accessToken);
+        } catch (err) {
+          if (err instanceof ProviderError) throw providerFailed(err);
+          throw err;
+        }
         await store.consumeState(tx, actor.tenantId, hash);
+        await store.upsertMailbox(tx, actor.tenantId, {
+          provider: p.id,
+          email_address: address,
+          scopes: tokens.scopes,
+          access_token_sealed: sealer.seal(tokens.accessToken, ctx(actor.tenantId, 'access')),
+          refresh_token_sealed: tokens.refreshToken ? sealer.seal(tokens.refreshToken, ctx(actor.tenantId, 'refresh')) : null,
+          access_expires_at: tokens.expiresAt,
+        });
       });
-      let tokens: TokenSet;
-      let address: string;
-      try {
-        tokens = await p.exchangeCode(input.code, redirectUri(p.id));
-        address = await p.emailAddress(tokens.accessToken);
-      } catch (err) {
-        if (err instanceof ProviderError) throw providerFailed(err);
-        throw err;
-      }
       // Polled mail enters through the email channel's ingest path, so the channel must be connected.
       await channels.ensure(actor.tenantId, 'email');
-      await store.upsertMailbox(db, actor.tenantId, {
-        provider: p.id,
-        email_address: address,
-        scopes: tokens.scopes,
-        access_token_sealed: sealer.seal(tokens.accessToken, ctx(actor.tenantId, 'access')),
-        refresh_token_sealed: tokens.refreshToken ? sealer.seal(tokens.refreshToken, ctx(actor.tenantId, 'refresh')) : null,
-        access_expires_at: tokens.expiresAt,
-      });
-      await check(actor.tenantId);
+      await check(actor.tenantId, true);
       return read(actor.tenantId);
     },
 

@@ -163,22 +163,18 @@ export async function replyContext(db: Executor, tenantId: string, eventId: stri
     .where('e.id', '=', eventId)
     .executeTakeFirst();
   if (!row) return undefined;
-  const ids = await db
-    .selectFrom('email_message_ids')
-    .select('message_id')
-    .where('tenant_id', '=', tenantId)
-    .where('ticket_id', '=', row.ticket_id)
-    .orderBy('created_at')
-    .execute();
-  const lastInbound = await db
-    .selectFrom('ticket_events')
-    .select(sql<string | null>`meta->>'provider_message_id'`.as('message_id'))
-    .where('tenant_id', '=', tenantId)
-    .where('ticket_id', '=', row.ticket_id)
-    .where('kind', '=', 'inbound_email')
-    .orderBy('created_at', 'desc')
-    .orderBy('seq', 'desc')
-    .limit(1)
-    .executeTakeFirst();
-  return { ...row, thread: ids.map((r) => r.message_id), lastInbound: lastInbound?.message_id ?? null };
+  // The thread as written: the customers' Message-IDs (case kept, from their events) and ours, oldest first.
+  const { rows: thread } = await sql<{ message_id: string; inbound: boolean }>`
+    select message_id, inbound from (
+      select meta->>'message_id' as message_id, true as inbound, created_at, seq
+      from ticket_events
+      where tenant_id = ${tenantId} and ticket_id = ${row.ticket_id} and kind = 'inbound_email' and meta ? 'message_id'
+      union all
+      select o.message_id, false, o.sent_at, 0
+      from outbound_emails o
+      where o.tenant_id = ${tenantId} and o.ticket_id = ${row.ticket_id} and o.state = 'sent' and o.message_id is not null
+    ) t
+    order by created_at, seq`.execute(db);
+  const lastInbound = [...thread].reverse().find((t) => t.inbound)?.message_id ?? null;
+  return { ...row, thread: thread.map((t) => t.message_id), lastInbound };
 }

@@ -44,10 +44,15 @@ function emailAddress(value: string | null | undefined): string | undefined {
  * `a@x b@y` (and comma-separated lists, which some clients write) both give [a@x, b@y].
  */
 export function messageIds(value: string | undefined): string[] {
+  return messageIdsAsWritten(value).map((id) => id.toLowerCase());
+}
+
+/** The same ids with their case kept: matching ignores case, but a reply's headers must quote them exactly. */
+export function messageIdsAsWritten(value: string | undefined): string[] {
   if (!value) return [];
   const bracketed = [...value.matchAll(/<([^<>]*)>/g)].map((m) => m[1] ?? '');
   const raw = bracketed.length > 0 ? bracketed : value.split(/[\s,]+/);
-  return raw.map((id) => id.trim().toLowerCase()).filter((id) => id !== '');
+  return raw.map((id) => id.trim()).filter((id) => id !== '');
 }
 
 function headerValues(headers: unknown[] | null | undefined, name: string): string[] {
@@ -135,7 +140,8 @@ function parseEmail(payload: unknown): ParseResult {
   const from = emailAddress(p.FromFull?.Email) ?? emailAddress(p.From);
   if (!from) return fail('email payload has no sender address (From or FromFull.Email)');
 
-  const rfcId = headerValues(p.Headers, 'Message-ID').flatMap(messageIds)[0];
+  const rfcWritten = headerValues(p.Headers, 'Message-ID').flatMap(messageIdsAsWritten)[0];
+  const rfcId = rfcWritten?.toLowerCase();
   const serviceId = nonBlank(p.MessageID);
   const providerMessageId = rfcId ?? serviceId;
   if (!providerMessageId) return fail('email payload has no message id (MessageID or a Message-ID header)');
@@ -167,6 +173,7 @@ function parseEmail(payload: unknown): ParseResult {
   const name = nonBlank(p.FromFull?.Name) ?? nonBlank(p.FromName);
   if (name) message.sender.name = name;
   if (rfcId) message.messageIdHeader = rfcId;
+  if (rfcWritten && rfcWritten !== rfcId) message.messageIdAsWritten = rfcWritten;
   if (inReplyTo.length > 0) message.inReplyTo = inReplyTo;
   if (mailboxHash) message.mailboxHash = mailboxHash;
   const subject = nonBlank(p.Subject);

@@ -14,6 +14,8 @@ export interface InboundMessage {
   conversationKey?: string;
   /** Email only: the RFC Message-ID of this message, and the ids it replies to (In-Reply-To, References). */
   messageIdHeader?: string;
+  /** The Message-ID as the sender wrote it, when its case differs (quoted verbatim in our replies). */
+  messageIdAsWritten?: string;
   inReplyTo?: string[];
   /** Email plus-address hash (support+<hash>@…): a ticket reference kept when clients drop headers. */
   mailboxHash?: string;
