@@ -62,6 +62,9 @@ const schema = z
     INGEST_BATCH_MAX: int(1, 1000).default(64),
     INGEST_BATCH_WINDOW_MS: int(0, 1000).default(2),
     INGEST_ROUTE_CACHE_MS: int(0, 60000).default(5000),
+    WEBHOOK_RATE_POINTS: int(1, 10_000_000).default(6000),
+    WEBHOOK_RATE_WINDOW_SECONDS: int(1, 86400).default(60),
+    WEBHOOKS_REQUIRE_SIGNATURE: bool.default(false),
     SHUTDOWN_GRACE_MS: int(0, 600000).default(25000),
     ENCRYPTION_KEYS: encryptionKeys.prefault(DEV_ENCRYPTION_KEYS),
     // Mail providers (connected mailbox). Every base URL is configurable so a deployment can point at a

@@ -11,6 +11,7 @@ import { savedViewOperations } from './domains/saved-views/routes';
 import { teamOperations } from './domains/teams/routes';
 import { channelOperations } from './domains/channels/routes';
 import { mailboxOperations } from './domains/mailbox/routes';
+import { webhookOperations } from './domains/webhooks/routes';
 import { ingestOperations } from './domains/ingest/routes';
 import type { Operation } from './http/operation';
 
@@ -29,6 +30,7 @@ const ALL: Operation[] = [
   ...notificationOperations,
   ...channelOperations,
   ...mailboxOperations,
+  ...webhookOperations,
   ...ingestOperations,
 ];
 

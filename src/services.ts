@@ -21,6 +21,7 @@ import { createTeamService } from './domains/teams/service';
 import { createSavedViewService } from './domains/saved-views/service';
 import { createMacroService, createMacroTriggerSink } from './domains/macros/service';
 import { createMailboxService, createOutboundSink } from './domains/mailbox/service';
+import { createWebhookService } from './domains/webhooks/service';
 
 /** The service container: each factory gets only the dependencies it needs. */
 export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: Redis; bus: ResultBus }) {
@@ -57,6 +58,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     ingest: createIngestGateway({ db, config, redis, queues, bus, channels }),
     ingestProcessor,
     slaPolicies: createSlaPolicyService({ db }),
+    webhooks: createWebhookService({ db, config, redis, queues, bus, audit }),
     mailbox: createMailboxService({ db, config, queues, logger, channels, tickets, ingest: ingestProcessor }),
   };
 }

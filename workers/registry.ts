@@ -5,6 +5,7 @@ import type { Services } from '../src/services';
 import { maintenanceProcessors } from './processors/maintenance';
 import { ingestProcessors } from './processors/ingest';
 import { mailboxProcessors } from './processors/mailbox';
+import { webhookProcessors } from './processors/webhooks';
 import type { Redis } from 'ioredis';
 
 /** `job` is there for processors whose behaviour depends on the attempt (e.g. the last one records a failure). */
@@ -14,6 +15,7 @@ export const defaultProcessorGroups = (services: Services, config: Config, redis
   maintenanceProcessors(services, config),
   ingestProcessors(services, redis),
   mailboxProcessors(services),
+  webhookProcessors(services, redis),
 ];
 
 /**

@@ -294,6 +294,53 @@ export interface OutboundEmailsTable {
   updated_at: UpdatedAt;
 }
 
+export interface IntegrationsTable {
+  id: string;
+  tenant_id: string;
+  provider: 'zendesk' | 'front' | 'helpscout';
+  name: string;
+  signing_secret_sealed: string | null;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
+export interface TranscriptsTable {
+  id: string;
+  tenant_id: string;
+  integration_id: string;
+  external_ticket_id: string;
+  event_count: ColumnType<number, number | undefined, number>;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
+export interface TranscriptEventsTable {
+  id: string;
+  seq: Generated<string>;
+  tenant_id: string;
+  transcript_id: string;
+  provider_event_id: string | null;
+  type: string;
+  occurred_at: Date | null;
+  status: string | null;
+  subject: string | null;
+  priority: string | null;
+  requester: string | null;
+  raw: ColumnType<unknown, string, string>;
+  received_at: CreatedAt;
+}
+
+export interface WebhookDeliveriesTable {
+  tenant_id: string;
+  integration_id: string;
+  dedupe_key: string;
+  first_correlation_id: string;
+  transcript_id: string | null;
+  external_ticket_id: string | null;
+  duplicate_count: ColumnType<number, number | undefined, number>;
+  first_seen_at: CreatedAt;
+}
+
 export interface MailboxCheck {
   check: 'oauth_token' | 'scopes' | 'send_permission' | 'inbound_polling' | 'daily_send_quota';
   status: 'ok' | 'warning' | 'failing' | 'unknown';
@@ -331,6 +378,10 @@ export interface Database {
   oauth_states: OauthStatesTable;
   mailboxes: MailboxesTable;
   outbound_emails: OutboundEmailsTable;
+  integrations: IntegrationsTable;
+  transcripts: TranscriptsTable;
+  transcript_events: TranscriptEventsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
   email_message_ids: EmailMessageIdsTable;
   teams: TeamsTable;
   team_members: TeamMembersTable;
@@ -363,4 +414,7 @@ export type ChannelConnectionRow = Selectable<ChannelConnectionsTable>;
 export type IngestDeliveryRow = Selectable<IngestDeliveriesTable>;
 export type MailboxRow = Selectable<MailboxesTable>;
 export type OutboundEmailRow = Selectable<OutboundEmailsTable>;
+export type IntegrationRow = Selectable<IntegrationsTable>;
+export type TranscriptRow = Selectable<TranscriptsTable>;
+export type TranscriptEventRow = Selectable<TranscriptEventsTable>;
 export type OauthStateRow = Selectable<OauthStatesTable>;

@@ -82,6 +82,9 @@ export const DOMAIN_ERRORS = {
   oauth_code_invalid: 400,
   mail_provider_not_configured: 409,
   mail_provider_unavailable: 502,
+  signature_invalid: 401,
+  signature_required: 401,
+  webhook_payload_invalid: 400,
 } as const;
 
 export type DomainErrorCode = keyof typeof DOMAIN_ERRORS;

@@ -26,6 +26,8 @@ export interface OperationInput<P, Q, B> {
   query: Q;
   body: B;
   requestId: string;
+  /** Operations with `rawBody`: the bytes exactly as sent (decompressed) and the request headers. */
+  raw?: { body: Buffer; headers: Record<string, string | string[] | undefined> };
 }
 
 type Infer<T> = T extends z.ZodType ? z.output<T> : undefined;
@@ -50,6 +52,11 @@ export interface Operation<
   params?: P;
   query?: Q;
   body?: B;
+  /**
+   * The handler gets the body as bytes (and the headers) instead of parsed JSON: for signature checks over
+   * exactly what was signed. Content type and JSON are then the handler's to check; `body` documents it.
+   */
+  rawBody?: boolean;
   response: { status: number; description: string; schema?: z.ZodType };
   /** Codes this operation can answer beyond the guard's own (documented in OpenAPI). */
   errors?: DomainErrorCode[];

@@ -57,6 +57,7 @@ function bodyParserError(err: unknown): AppError | null {
 
 export function mountOperations(router: Router, ops: Operation[], services: Services, opts: { bodyLimit: number }): void {
   const json = express.json({ limit: opts.bodyLimit, strict: true, type: () => true });
+  const raw = express.raw({ limit: opts.bodyLimit, type: () => true });
 
   for (const op of ops) {
     router[op.method](expressPath(op.path), async (req: Request, res: Response, next: NextFunction) => {
@@ -77,7 +78,15 @@ export function mountOperations(router: Router, ops: Operation[], services: Serv
         if (!query.success) throw validationFailed(toFieldErrors(query.error, 'query'));
 
         let body: unknown = undefined;
-        if (op.body) {
+        let rawInput: { body: Buffer; headers: Record<string, string | string[] | undefined> } | undefined;
+        if (op.rawBody) {
+          try {
+            await runMiddleware(raw, req, res);
+          } catch (err) {
+            throw bodyParserError(err) ?? err;
+          }
+          rawInput = { body: Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0), headers: req.headers };
+        } else if (op.body) {
           const hasBody = req.headers['content-length'] !== '0' && (req.headers['content-length'] || req.headers['transfer-encoding']);
           if (hasBody && !req.is('application/json') && !req.is('application/*+json')) {
             throw new AppError(415, 'unsupported_media_type', 'Unsupported media type', 'Send the body as application/json.');
@@ -95,7 +104,7 @@ export function mountOperations(router: Router, ops: Operation[], services: Serv
         }
 
         const result = await op.handler(
-          { principal, params: params.data, query: query.data, body, requestId: String(req.id) },
+          { principal, params: params.data, query: query.data, body, requestId: String(req.id), ...(rawInput ? { raw: rawInput } : {}) },
           services,
         );
         for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);

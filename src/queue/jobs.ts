@@ -78,6 +78,32 @@ export const JOBS = {
     queue: 'mailbox',
     data: z.object({ tenant_id: z.uuid() }),
   },
+  /** Concurrent webhook deliveries coalesced into one job, answered on the requester's result channel. */
+  'webhooks.batch': {
+    queue: 'webhooks',
+    data: z.object({
+      reply_to: z.string().min(1),
+      items: z
+        .array(
+          z.object({
+            id: z.string().min(1),
+            tenant_id: z.uuid(),
+            integration_id: z.uuid(),
+            dedupe_key: z.string().min(1),
+            provider_event_id: z.string().nullable(),
+            external_ticket_id: z.string().min(1),
+            type: z.string().min(1),
+            occurred_at: z.string().nullable(),
+            status: z.string().nullable(),
+            subject: z.string().nullable(),
+            priority: z.string().nullable(),
+            requester: z.string().nullable(),
+            raw: z.string(),
+          }),
+        )
+        .min(1),
+    }),
+  },
   /** One reply on an email ticket, sent through the connected mailbox. */
   'outbound.send': {
     queue: 'outbound',
@@ -113,7 +139,7 @@ export function jobOptions(name: JobName, overrides: EnqueueOptions = {}): JobsO
     ...(overrides.delayMs && overrides.delayMs > 0 ? { delay: overrides.delayMs } : {}),
     ...(name === 'audit.prune' ? { attempts: 3 } : {}),
     // Ingest results travel on pub/sub; the finished job itself is not worth keeping.
-    ...(name === 'ingest.batch' ? { removeOnComplete: true, backoff: { type: 'exponential', delay: 200 } } : {}),
+    ...(name === 'ingest.batch' || name === 'webhooks.batch' ? { removeOnComplete: true, backoff: { type: 'exponential', delay: 200 } } : {}),
     // A refresh is deduplicated by its job id (one per mailbox) only while queued or running, so a finished
     // one must not linger and swallow the next; a provider that is down is retried by the next sweep.
     ...(name === 'mailbox.refresh' || name === 'mailbox.poll' ? { removeOnComplete: true, removeOnFail: true, attempts: 1 } : {}),

@@ -8,6 +8,7 @@ import * as m0006 from './0006_sharded_customer_counts';
 import * as m0007 from './0007_ingest_duplicate_copies';
 import * as m0008 from './0008_mailbox';
 import * as m0009 from './0009_outbound_email';
+import * as m0010 from './0010_webhooks';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -20,6 +21,7 @@ const migrations: Record<string, Migration> = {
   '0007_ingest_duplicate_copies': m0007,
   '0008_mailbox': m0008,
   '0009_outbound_email': m0009,
+  '0010_webhooks': m0010,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -14,6 +14,7 @@ import { TIMED_OUT, type ItemResult, type ResultBus } from '../../queue/results'
 import type { ChannelService } from '../channels/service';
 import { channelById, type ChannelDefinition } from '../channels/registry';
 import * as channelStore from '../channels/store';
+import { createCoalescer } from '../../queue/coalescer';
 import type { IngestItem, IngestResult } from './processor';
 import * as store from './store';
 
@@ -44,32 +45,13 @@ export function createIngestGateway(deps: {
     duration: config.INGEST_RATE_WINDOW_SECONDS,
   });
 
-  let pending: { item: Omit<IngestItem, 'id'> & { id: string }; fail: (err: unknown) => void }[] = [];
-  let timer: NodeJS.Timeout | null = null;
-
-  async function flush() {
-    const batch = pending;
-    pending = [];
-    if (timer) clearTimeout(timer);
-    timer = null;
-    if (batch.length === 0) return;
-    try {
-      await queues.enqueue('ingest.batch', { reply_to: bus.channel, items: batch.map((b) => b.item) });
-    } catch (err) {
-      for (const b of batch) b.fail(err);
-    }
-  }
-
-  /** Queues one message in the current batch; the batch leaves when full or after the window. */
-  function submit(item: Omit<IngestItem, 'id'>, id = bus.newId()): Promise<ItemResult | typeof TIMED_OUT> {
-    const answer = bus.expect(id, config.JOB_WAIT_MS);
-    return new Promise((resolve, reject) => {
-      answer.then(resolve, reject);
-      pending.push({ item: { ...item, id }, fail: reject });
-      if (pending.length >= config.INGEST_BATCH_MAX) void flush();
-      else if (!timer) timer = setTimeout(() => void flush(), config.INGEST_BATCH_WINDOW_MS);
-    });
-  }
+  const coalescer = createCoalescer<IngestItem>({
+    bus,
+    max: config.INGEST_BATCH_MAX,
+    windowMs: config.INGEST_BATCH_WINDOW_MS,
+    waitMs: config.JOB_WAIT_MS,
+    send: (items, replyTo) => queues.enqueue('ingest.batch', { reply_to: replyTo, items }),
+  });
 
   // Connections seen enabled, remembered briefly so the hot path asks the database nothing. Only positive
   // answers are kept, and the worker re-checks in its transaction (see the ingest processor).
@@ -139,7 +121,7 @@ export function createIngestGateway(deps: {
         throw dependencyUnavailable('Redis');
       });
       const ids = parsed.messages.map(() => bus.newId());
-      const answers = await Promise.all(parsed.messages.map((message, i) => submit({ tenant_id: tenantId, channel: def.id, ...(tokenHash ? { token_hash: tokenHash } : {}), message }, ids[i])));
+      const answers = await Promise.all(parsed.messages.map((message, i) => coalescer.submit({ id: ids[i]!, tenant_id: tenantId, channel: def.id, ...(tokenHash ? { token_hash: tokenHash } : {}), message })));
       if (answers.some((a) => a === TIMED_OUT)) {
         // Still processed exactly once; the provider message ids are what GET /v1/ingest/deliveries lists.
         return {
