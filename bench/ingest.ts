@@ -5,97 +5,26 @@
  * the same load against bench/inline-ingest-server.ts (same service function inline, no queue) and the ratio.
  *   npm run bench:ingest            BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (64), BENCH_CPU_PROF (a directory)
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import autocannon from 'autocannon';
 import IORedis from 'ioredis';
-import { Client } from 'pg';
 import { loadConfig } from '../src/config';
 import { createDb, migrateToLatest } from '../src/db';
-import { ensureDatabase } from '../src/db/admin';
 import { createApiKeyService } from '../src/domains/api-keys/service';
 import { createAuditService } from '../src/domains/audit/service';
 import { createWorkspaceService } from '../src/domains/workspaces/service';
+import { freshDatabase, redisCalls, start, stop, type Env } from './processes';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
-const ROOT = path.resolve(__dirname, '..');
-const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
-// BENCH_CPU_PROF=<dir> writes a V8 CPU profile of every started process there (open it in Chrome DevTools).
-const PROFILE = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(process.env.BENCH_CPU_PROF)] : [];
-
-interface Env {
-  [k: string]: string;
-}
-
-const children: ChildProcess[] = [];
-// Whatever happens, the bench leaves no API or worker behind.
-const killGroup = (c: ChildProcess, signal: NodeJS.Signals) => {
-  // tsx runs the script in a child of its own: signal the whole process group.
-  try {
-    if (c.pid) process.kill(-c.pid, signal);
-  } catch {
-    /* already gone */
-  }
-};
-process.on('exit', () => children.forEach((c) => c.exitCode === null && killGroup(c, 'SIGKILL')));
-
-/** Starts a process and resolves when its output matches `ready`, or when `port` answers /healthz. */
-function start(script: string, env: Env, ready: RegExp | null, port?: number): Promise<ChildProcess> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(TSX, [...PROFILE, script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-    children.push(child);
-    const timer = setTimeout(() => reject(new Error(`${script} did not start`)), 30_000);
-    if (port) {
-      const poll = setInterval(() => {
-        fetch(`http://127.0.0.1:${port}/healthz`).then(
-          (r) => {
-            if (r.ok) {
-              clearInterval(poll);
-              clearTimeout(timer);
-              resolve(child);
-            }
-          },
-          () => {},
-        );
-      }, 200);
-    }
-    const onData = (d: Buffer) => {
-      if (ready?.test(d.toString())) {
-        clearTimeout(timer);
-        resolve(child);
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (d: Buffer) => {
-      if (/error/i.test(d.toString())) process.stderr.write(d);
-    });
-  });
-}
-
-const stop = (c: ChildProcess) => new Promise<void>((r) => (c.exitCode !== null ? r() : (c.once('exit', () => r()), killGroup(c, 'SIGTERM'))));
-
-async function redisCalls(redis: IORedis): Promise<number> {
-  const info = await redis.info('commandstats');
-  return [...info.matchAll(/calls=(\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
-}
-
 async function main() {
-  const url = new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/helpdesk');
-  url.pathname = '/helpdesk_bench_ingest';
-  const admin = new URL(url.toString());
-  admin.pathname = '/postgres';
-  const adminClient = new Client({ connectionString: admin.toString() });
-  await adminClient.connect();
-  await adminClient.query('DROP DATABASE IF EXISTS helpdesk_bench_ingest WITH (FORCE)');
-  await ensureDatabase(url.toString());
+  const database = await freshDatabase('helpdesk_bench_ingest');
   const prefix = `hd_bench_ingest_${randomBytes(3).toString('hex')}`;
   const env: Env = {
     NODE_ENV: 'test',
     LOG_LEVEL: 'warn',
-    DATABASE_URL: url.toString(),
+    DATABASE_URL: database.url,
     REDIS_PREFIX: prefix,
     API_KEY_PEPPER: 'bench-pepper-bench-pepper-bench-pepper-00',
     INGEST_RATE_POINTS: '10000000',
@@ -209,8 +138,7 @@ async function main() {
 
   await redis.quit();
   await handle.close();
-  await adminClient.query('DROP DATABASE IF EXISTS helpdesk_bench_ingest WITH (FORCE)');
-  await adminClient.end();
+  await database.drop();
 }
 
 main().then(

@@ -1,0 +1,90 @@
+/**
+ * What the process-level benches share: starting the real API and worker as child processes (each in its own
+ * process group, so tsx's child goes too), stopping them, and a fresh database of their own.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import type IORedis from 'ioredis';
+import { Client } from 'pg';
+import { ensureDatabase } from '../src/db/admin';
+
+const ROOT = path.resolve(__dirname, '..');
+const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
+// BENCH_CPU_PROF=<dir> writes a V8 CPU profile of every started process there (open it in Chrome DevTools).
+const PROFILE = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', path.resolve(process.env.BENCH_CPU_PROF)] : [];
+
+export interface Env {
+  [k: string]: string;
+}
+
+const children: ChildProcess[] = [];
+// Whatever happens, the bench leaves no API or worker behind.
+const killGroup = (c: ChildProcess, signal: NodeJS.Signals) => {
+  // tsx runs the script in a child of its own: signal the whole process group.
+  try {
+    if (c.pid) process.kill(-c.pid, signal);
+  } catch {
+    /* already gone */
+  }
+};
+process.on('exit', () => children.forEach((c) => c.exitCode === null && killGroup(c, 'SIGKILL')));
+
+/** Starts a process and resolves when its output matches `ready`, or when `port` answers /healthz. */
+export function start(script: string, env: Env, ready: RegExp | null, port?: number): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(TSX, [...PROFILE, script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    children.push(child);
+    const timer = setTimeout(() => reject(new Error(`${script} did not start`)), 30_000);
+    if (port) {
+      const poll = setInterval(() => {
+        fetch(`http://127.0.0.1:${port}/healthz`).then(
+          (r) => {
+            if (r.ok) {
+              clearInterval(poll);
+              clearTimeout(timer);
+              resolve(child);
+            }
+          },
+          () => {},
+        );
+      }, 200);
+    }
+    const onData = (d: Buffer) => {
+      if (ready?.test(d.toString())) {
+        clearTimeout(timer);
+        resolve(child);
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', (d: Buffer) => {
+      if (/error/i.test(d.toString())) process.stderr.write(d);
+    });
+  });
+}
+
+export const stop = (c: ChildProcess) => new Promise<void>((r) => (c.exitCode !== null ? r() : (c.once('exit', () => r()), killGroup(c, 'SIGTERM'))));
+
+export async function redisCalls(redis: IORedis): Promise<number> {
+  const info = await redis.info('commandstats');
+  return [...info.matchAll(/calls=(\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+}
+
+
+/** Drops and recreates a bench database; returns its URL and a function that drops it again. */
+export async function freshDatabase(name: string) {
+  const url = new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/helpdesk');
+  url.pathname = `/${name}`;
+  const admin = new URL(url.toString());
+  admin.pathname = '/postgres';
+  const adminClient = new Client({ connectionString: admin.toString() });
+  await adminClient.connect();
+  await adminClient.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await ensureDatabase(url.toString());
+  return {
+    url: url.toString(),
+    drop: async () => {
+      await adminClient.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await adminClient.end();
+    },
+  };
+}
