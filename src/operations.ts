@@ -12,6 +12,7 @@ import { teamOperations } from './domains/teams/routes';
 import { channelOperations } from './domains/channels/routes';
 import { mailboxOperations } from './domains/mailbox/routes';
 import { webhookOperations } from './domains/webhooks/routes';
+import { rollupOperations } from './domains/rollups/routes';
 import { ingestOperations } from './domains/ingest/routes';
 import type { Operation } from './http/operation';
 
@@ -31,6 +32,7 @@ const ALL: Operation[] = [
   ...channelOperations,
   ...mailboxOperations,
   ...webhookOperations,
+  ...rollupOperations,
   ...ingestOperations,
 ];
 

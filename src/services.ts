@@ -22,6 +22,7 @@ import { createSavedViewService } from './domains/saved-views/service';
 import { createMacroService, createMacroTriggerSink } from './domains/macros/service';
 import { createMailboxService, createOutboundSink } from './domains/mailbox/service';
 import { createWebhookService } from './domains/webhooks/service';
+import { createRollupService } from './domains/rollups/service';
 
 /** The service container: each factory gets only the dependencies it needs. */
 export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: Redis; bus: ResultBus }) {
@@ -58,6 +59,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     ingest: createIngestGateway({ db, config, redis, queues, bus, channels }),
     ingestProcessor,
     slaPolicies: createSlaPolicyService({ db }),
+    rollups: createRollupService({ db, queues, logger }),
     webhooks: createWebhookService({ db, config, redis, queues, bus, audit }),
     mailbox: createMailboxService({ db, config, queues, logger, channels, tickets, ingest: ingestProcessor }),
   };

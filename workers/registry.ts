@@ -6,6 +6,7 @@ import { maintenanceProcessors } from './processors/maintenance';
 import { ingestProcessors } from './processors/ingest';
 import { mailboxProcessors } from './processors/mailbox';
 import { webhookProcessors } from './processors/webhooks';
+import { rollupProcessors } from './processors/rollups';
 import type { Redis } from 'ioredis';
 
 /** `job` is there for processors whose behaviour depends on the attempt (e.g. the last one records a failure). */
@@ -16,6 +17,7 @@ export const defaultProcessorGroups = (services: Services, config: Config, redis
   ingestProcessors(services, redis),
   mailboxProcessors(services),
   webhookProcessors(services, redis),
+  rollupProcessors(services),
 ];
 
 /**

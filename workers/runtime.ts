@@ -37,6 +37,7 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
   await maintenance.upsertJobScheduler('audit-prune-daily', { every: 24 * 3600 * 1000 }, { name: 'audit.prune', data: {} });
   await maintenance.upsertJobScheduler('sla-sweep', { every: 60 * 1000 }, { name: 'sla.sweep', data: {} });
   // The sweep runs often; each mailbox is refreshed only when its last check is MAILBOX_REFRESH_SECONDS old.
+  await queues.queue('rollups').upsertJobScheduler('rollups-sweep', { every: 60 * 1000 }, { name: 'rollups.sweep', data: {} });
   await queues.queue('mailbox').upsertJobScheduler('mailbox-sweep', { every: Math.min(60, config.MAILBOX_REFRESH_SECONDS) * 1000 }, { name: 'mailbox.sweep', data: {} });
   logger.info({ queues: registry.queues() }, 'workers started');
   return {

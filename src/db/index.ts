@@ -6,6 +6,8 @@ import { migrationProvider } from './migrations';
 
 // int8 counts fit comfortably in a JS number for every count this service reports.
 types.setTypeParser(types.builtins.INT8, (v) => Number(v));
+// A date column is a calendar date (YYYY-MM-DD), not an instant: keep the text instead of a local-midnight Date.
+types.setTypeParser(types.builtins.DATE, (v) => v);
 
 export type Db = Kysely<Database>;
 export type Tx = Transaction<Database>;

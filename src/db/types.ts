@@ -341,6 +341,31 @@ export interface WebhookDeliveriesTable {
   first_seen_at: CreatedAt;
 }
 
+export interface CsatResponsesTable {
+  id: string;
+  tenant_id: string;
+  ticket_id: string;
+  assignee_id: string | null;
+  score: number;
+  comment: ColumnType<string, string | undefined, string>;
+  created_by_user_id: string | null;
+  created_at: CreatedAt;
+}
+
+export interface RollupJournalTable {
+  id: Generated<string>;
+  tenant_id: string;
+  kind: 'time' | 'csat';
+  day: string;
+  user_id: string | null;
+  team_id: string | null;
+  worked_on: string | null;
+  billable: boolean | null;
+  score: number | null;
+  entries: number;
+  minutes: number;
+}
+
 export interface MailboxCheck {
   check: 'oauth_token' | 'scopes' | 'send_permission' | 'inbound_polling' | 'daily_send_quota';
   status: 'ok' | 'warning' | 'failing' | 'unknown';
@@ -382,6 +407,8 @@ export interface Database {
   transcripts: TranscriptsTable;
   transcript_events: TranscriptEventsTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  csat_responses: CsatResponsesTable;
+  rollup_journal: RollupJournalTable;
   email_message_ids: EmailMessageIdsTable;
   teams: TeamsTable;
   team_members: TeamMembersTable;
@@ -405,6 +432,9 @@ export type NewCustomer = Insertable<CustomersTable>;
 export type TicketRow = Selectable<TicketsTable>;
 export type NewTicket = Insertable<TicketsTable>;
 export type TicketEventRow = Selectable<TicketEventsTable>;
+export type TimeEntryRow = Selectable<TimeEntriesTable>;
+export type TodoRow = Selectable<TodosTable>;
+export type CsatResponseRow = Selectable<CsatResponsesTable>;
 export type NewTicketEvent = Insertable<TicketEventsTable>;
 export type SlaPolicyRow = Selectable<SlaPoliciesTable>;
 export type MacroRow = Selectable<MacrosTable>;

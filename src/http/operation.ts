@@ -57,6 +57,8 @@ export interface Operation<
    * exactly what was signed. Content type and JSON are then the handler's to check; `body` documents it.
    */
   rawBody?: boolean;
+  /** Answers carry an ETag of their body; a matching If-None-Match gets 304 (clients polling rollups). */
+  etag?: boolean;
   response: { status: number; description: string; schema?: z.ZodType };
   /** Codes this operation can answer beyond the guard's own (documented in OpenAPI). */
   errors?: DomainErrorCode[];

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import { z } from 'zod';
 import { roleAtLeast } from '../domains/identity/roles';
@@ -114,7 +115,20 @@ export function mountOperations(router: Router, ops: Operation[], services: Serv
           return;
         }
         // The response schema is the allowlist of what leaves the service: unknown fields are stripped.
-        res.status(status).json(op.response.schema ? op.response.schema.parse(result.body) : result.body);
+        const out = op.response.schema ? op.response.schema.parse(result.body) : result.body;
+        if (op.etag) {
+          const json = JSON.stringify(out);
+          const tag = `"${createHash('sha256').update(json).digest('base64url').slice(0, 27)}"`;
+          res.setHeader('ETag', tag);
+          const presented = String(req.headers['if-none-match'] ?? '').split(',').map((t) => t.trim().replace(/^W\//, ''));
+          if (presented.includes(tag) || presented.includes('*')) {
+            res.status(304).end();
+            return;
+          }
+          res.status(status).type('application/json').send(json);
+          return;
+        }
+        res.status(status).json(out);
       } catch (err) {
         next(err);
       }

@@ -104,6 +104,16 @@ export const JOBS = {
         .min(1),
     }),
   },
+  /** Folds a workspace's journaled rollup deltas into its buckets (coalesced: one waiting job per workspace). */
+  'rollups.fold': {
+    queue: 'rollups',
+    data: z.object({ tenant_id: z.uuid() }),
+  },
+  /** Scheduled: folds every workspace with deltas waiting. */
+  'rollups.sweep': {
+    queue: 'rollups',
+    data: z.object({}),
+  },
   /** One reply on an email ticket, sent through the connected mailbox. */
   'outbound.send': {
     queue: 'outbound',
@@ -142,7 +152,7 @@ export function jobOptions(name: JobName, overrides: EnqueueOptions = {}): JobsO
     ...(name === 'ingest.batch' || name === 'webhooks.batch' ? { removeOnComplete: true, backoff: { type: 'exponential', delay: 200 } } : {}),
     // A refresh is deduplicated by its job id (one per mailbox) only while queued or running, so a finished
     // one must not linger and swallow the next; a provider that is down is retried by the next sweep.
-    ...(name === 'mailbox.refresh' || name === 'mailbox.poll' ? { removeOnComplete: true, removeOnFail: true, attempts: 1 } : {}),
+    ...(name === 'mailbox.refresh' || name === 'mailbox.poll' || name === 'rollups.fold' ? { removeOnComplete: true, removeOnFail: true, attempts: 1 } : {}),
     // A send is retried with backoff while the provider is down; its job id (the reply) keeps it single.
     ...(name === 'outbound.send' ? { removeOnComplete: true, backoff: { type: 'exponential', delay: 2000 } } : {}),
     ...(overrides.attempts ? { attempts: overrides.attempts } : {}),
