@@ -425,6 +425,17 @@ describe('one batch written set-based (processBatch)', () => {
     }
   });
 
+  test('a message PostgreSQL cannot store (a NUL character) is refused 400 on its own; the rest of its batch is written', async () => {
+    const w = await freshWorkspace();
+    const poison = smsItem(w, smsPayload({ from: newPhone(), body: 'bad \u0000 byte' }));
+    const innocent = smsItem(w, smsPayload({ from: newPhone(), body: 'Fine message' }));
+    const [p, i] = await processBatch([poison, innocent]);
+    expect(p).toMatchObject({ ok: false, error: { status: 400, code: 'channel_payload_invalid' } });
+    expect(i).toMatchObject({ ok: true, value: { was_created: true, was_duplicate: false } });
+    const ledger = await ctx.db.selectFrom('ingest_deliveries').select('provider_message_id').where('tenant_id', '=', w.tenantId).execute();
+    expect(ledger.map((r) => r.provider_message_id)).toEqual([innocent.message.providerMessageId]);
+  });
+
   test('an item for a channel the workspace disabled (or never connected) is refused 404 with nothing written for it; the rest of the batch is written', async () => {
     const w = await freshWorkspace();
     const off = await ctx.http.put('/v1/channels/email').set(bearer(w.ownerKey)).send({ enabled: false, config: { inbound_address: 'support@acme.test' } });

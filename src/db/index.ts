@@ -50,3 +50,10 @@ export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
   if (error) throw error instanceof Error ? error : new Error(String(error));
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }
+
+/**
+ * PostgreSQL refused a value itself (class 22: a NUL character, an invalid escape, a number out of range):
+ * the input's fault, so a batch retries item by item and the offending item is refused, never retried.
+ */
+export const isDataError = (err: unknown) => String((err as { code?: unknown })?.code ?? '').startsWith('22');
+

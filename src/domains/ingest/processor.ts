@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Config } from '../../config';
-import type { Db, Executor } from '../../db';
+import { isDataError, type Db, type Executor } from '../../db';
 import type { TicketRow } from '../../db/types';
 import { AppError, notFound } from '../../http/errors';
 import { isUuid } from '../../lib/ids';
@@ -288,7 +288,7 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
 
   /** Errors after which a whole-batch transaction is retried item by item instead of failing the job. */
   const retryAlone = (err: unknown) =>
-    err instanceof AppError || ['40P01', '40001', '23505'].includes(String((err as { code?: unknown })?.code));
+    err instanceof AppError || isDataError(err) || ['40P01', '40001', '23505'].includes(String((err as { code?: unknown })?.code));
 
   return {
     process,
@@ -315,7 +315,10 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
             results.set(item.id, { id: item.id, ok: true, value: await process(item) });
           } catch (err) {
             if (err instanceof AppError) results.set(item.id, { id: item.id, ok: false, error: { status: err.status, code: err.code, detail: err.detail } });
-            else throw err;
+            else if (isDataError(err)) {
+              // A value PostgreSQL cannot store (e.g. a NUL character): refused, so the provider is told, not retried forever.
+              results.set(item.id, { id: item.id, ok: false, error: { status: 400, code: 'channel_payload_invalid', detail: 'The message holds a value that cannot be stored.' } });
+            } else throw err;
           }
         }
       }

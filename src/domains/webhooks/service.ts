@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { Config } from '../../config';
-import type { Db, Executor } from '../../db';
+import { isDataError, type Db, type Executor } from '../../db';
 import type { IntegrationRow, TranscriptEventRow } from '../../db/types';
 import { AppError, dependencyUnavailable, notFound, validationFailed } from '../../http/errors';
 import type { HandlerResult } from '../../http/operation';
@@ -29,6 +29,16 @@ const isJson = (contentType: string | string[] | undefined) => {
   const type = String(Array.isArray(contentType) ? contentType[0] : (contentType ?? '')).split(';')[0]!.trim().toLowerCase();
   return type === 'application/json' || /^application\/[a-z0-9.+-]+\+json$/.test(type);
 };
+
+const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Whether every string (keys included) can be stored as text: no NUL, no unpaired surrogate. */
+function storable(v: unknown): boolean {
+  if (typeof v === 'string') return !v.includes('\u0000') && !UNPAIRED_SURROGATE.test(v);
+  if (Array.isArray(v)) return v.every(storable);
+  if (v && typeof v === 'object') return Object.entries(v).every(([k, x]) => storable(k) && storable(x));
+  return true;
+}
 
 const signatureInvalid = () => new AppError(401, 'signature_invalid', 'Unauthorized', 'The webhook signature is missing, does not match the body, or is outside the accepted time window.');
 
@@ -156,13 +166,16 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
           for (const tenantId of tenants) await writeBatch(tx, tenantId, items.filter((i) => i.tenant_id === tenantId), out);
         });
       } catch (err) {
-        // An integration deleted meanwhile (foreign key) or a lost race: each item alone, so one cannot fail the rest.
-        if (!['23503', '23505', '40P01'].includes(String((err as { code?: unknown })?.code)) || items.length === 1) {
-          if (String((err as { code?: unknown })?.code) === '23503') {
-            return items.map((i) => ({ id: i.id, ok: false, error: { status: 404, code: 'not_found', detail: 'The integration no longer exists.' } }));
-          }
-          throw err;
+        // An integration deleted meanwhile (foreign key), a value PostgreSQL refuses, or a lost race: each item
+        // alone, so one cannot fail the rest; alone, the first two are answered as refusals, never retried.
+        const code = String((err as { code?: unknown })?.code);
+        if (items.length === 1 && code === '23503') {
+          return items.map((i) => ({ id: i.id, ok: false, error: { status: 404, code: 'not_found', detail: 'The integration no longer exists.' } }));
         }
+        if (items.length === 1 && isDataError(err)) {
+          return items.map((i) => ({ id: i.id, ok: false, error: { status: 400, code: 'webhook_payload_invalid', detail: 'The payload holds a value that cannot be stored.' } }));
+        }
+        if (items.length === 1 || !(['23503', '23505', '40P01'].includes(code) || isDataError(err))) throw err;
         const results: ItemResult[] = [];
         for (const item of items) results.push(...(await processBatch([item])));
         return results;
@@ -222,6 +235,9 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
       }
       if (typeof body !== 'object' || body === null || Array.isArray(body)) {
         throw new AppError(400, 'webhook_payload_invalid', 'Bad request', 'The payload must be a JSON object.');
+      }
+      if (!storable(body)) {
+        throw new AppError(400, 'webhook_payload_invalid', 'Bad request', 'The payload contains a NUL character or an unpaired surrogate, which cannot be stored.');
       }
       const classified = classify(integration.provider, headers, body as Record<string, unknown>, raw);
       if (classified.kind === 'invalid') throw new AppError(400, 'webhook_payload_invalid', 'Bad request', `Not a readable ${provider} ticket event: ${classified.reason}.`);
