@@ -6,6 +6,7 @@ import { maintenanceProcessors } from '../workers/processors/maintenance';
 import { ingestProcessors } from '../workers/processors/ingest';
 import { mailboxProcessors } from '../workers/processors/mailbox';
 import { webhookProcessors } from '../workers/processors/webhooks';
+import { rollupProcessors } from '../workers/processors/rollups';
 import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace } from './helpers/factories';
 import { spawnWorker } from './helpers/processes';
@@ -133,7 +134,7 @@ describe('the worker registry', () => {
   test('fails an invalid payload for good with UnrecoverableError, without calling the processor', async () => {
     let calls = 0;
     const counting = { ...maintenanceProcessors(ctx.services, ctx.config), 'audit.prune': async () => ++calls } as unknown as Group;
-    const registry = buildRegistry([counting, ingestProcessors(ctx.services, ctx.runtime.redis), mailboxProcessors(ctx.services), webhookProcessors(ctx.services, ctx.runtime.redis)]);
+    const registry = buildRegistry([counting, ingestProcessors(ctx.services, ctx.runtime.redis), mailboxProcessors(ctx.services), webhookProcessors(ctx.services, ctx.runtime.redis), rollupProcessors(ctx.services)]);
     await expect(registry.run('audit.prune', { retention_days: 0 })).rejects.toBeInstanceOf(UnrecoverableError);
     await expect(registry.run('audit.prune', { retention_days: 'ten' })).rejects.toBeInstanceOf(UnrecoverableError);
     expect(calls).toBe(0);
