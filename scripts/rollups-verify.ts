@@ -29,7 +29,10 @@ async function main(): Promise<number> {
     for (const d of diff.csat) {
       process.stdout.write(`csat  day ${d.day} assignee ${d.assignee_id ?? '-'} score ${d.score}: buckets ${d.folded}, raw ${d.raw}\n`);
     }
-    const count = diff.time.length + diff.csat.length;
+    for (const d of diff.dims) {
+      process.stdout.write(`dims  ${d.grain === 'd' ? 'day' : 'month'} ${d.period} ${d.dim} ${d.key ?? '-'}: stored ${d.stored} min, expected ${d.expected} min\n`);
+    }
+    const count = diff.time.length + diff.csat.length + diff.dims.length;
     if (count === 0) {
       process.stdout.write(`rollups of ${tenant.data}: no differences between buckets and raw rows\n`);
       return 0;

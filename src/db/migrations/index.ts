@@ -10,6 +10,7 @@ import * as m0008 from './0008_mailbox';
 import * as m0009 from './0009_outbound_email';
 import * as m0010 from './0010_webhooks';
 import * as m0011 from './0011_rollups';
+import * as m0012 from './0012_rollup_dimensions';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -24,6 +25,7 @@ const migrations: Record<string, Migration> = {
   '0009_outbound_email': m0009,
   '0010_webhooks': m0010,
   '0011_rollups': m0011,
+  '0012_rollup_dimensions': m0012,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -10,7 +10,7 @@ import * as ticketStore from '../tickets/store';
 import * as store from './store';
 
 const DAY_MS = 24 * 3600 * 1000;
-// Writes within this of each other fold in one job: the job id is per workspace while it waits.
+// Writes within the same window of this length fold in one job (see requestFold).
 const FOLD_DELAY_MS = 500;
 
 const split = (minutes: number, billable: number) => ({ minutes, billable_minutes: billable, non_billable_minutes: minutes - billable });
@@ -73,7 +73,11 @@ export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Lo
   /** After commit: a lost enqueue (Redis down) only delays the fold; the per-minute sweep catches up. */
   async function requestFold(tenantId: string) {
     try {
-      await queues.enqueue('rollups.fold', { tenant_id: tenantId }, { jobId: `fold-${tenantId}`, delayMs: FOLD_DELAY_MS });
+      // One job per workspace and half-second window: writes of a burst share it, and a job always starts
+      // after its window has passed, so a write landing while it runs gets the next window's job instead of
+      // being swallowed by the running one.
+      const window = Math.floor(Date.now() / FOLD_DELAY_MS);
+      await queues.enqueue('rollups.fold', { tenant_id: tenantId }, { jobId: `fold-${tenantId}-${window}`, delayMs: FOLD_DELAY_MS });
     } catch (err) {
       logger.warn({ tenant_id: tenantId, err: (err as Error).message }, 'rollup fold not queued; the sweep will fold');
     }
@@ -197,7 +201,8 @@ export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Lo
     async timeSummary(actor: Principal, q: { since_days: number; user_id?: string; team_id?: string; by_ticket_limit: number }) {
       const w = windowOf(q.since_days, q.user_id, q.team_id);
       return snapshot(async (tx) => {
-        const groups = await store.timeGroups(tx, actor.tenantId, w);
+        // Unfiltered reads sum the per-dimension rows; a user or team filter needs the joint fine buckets.
+        const groups = w.userId || w.teamId ? await store.timeGroups(tx, actor.tenantId, w) : await store.timeDimGroups(tx, actor.tenantId, w);
         const todos = await store.todoGroups(tx, actor.tenantId, w);
         const userIds = [...new Set([...groups.filter((g) => g.dim === 'agent' && g.key).map((g) => g.key!), ...todos.filter((t) => t.dim === 'assignee' && t.key).map((t) => t.key!)])];
         const teamIds = groups.filter((g) => g.dim === 'team' && g.key).map((g) => g.key!);
@@ -243,10 +248,11 @@ export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Lo
 
     async csatAggregate(actor: Principal, q: { since_days: number }) {
       const w = windowOf(q.since_days);
-      return snapshot(async (tx) => {
-        const groups = await store.csatGroups(tx, actor.tenantId, w);
+      // A single statement already reads one snapshot (and names it): no transaction round trips needed.
+      {
+        const groups = await store.csatGroups(db, actor.tenantId, w);
         const agents = groups.filter((g) => g.dim === 'agent');
-        const { users } = await store.names(tx, actor.tenantId, agents.filter((g) => g.key).map((g) => g.key!), []);
+        const users = new Map(agents.filter((g) => g.key && g.name).map((g) => [g.key!, g.name!]));
         const scores = groups.filter((g) => g.dim === 'score');
         const responses = scores.reduce((n, g) => n + g.responses, 0);
         const sum = scores.reduce((n, g) => n + g.score_sum, 0);
@@ -263,7 +269,7 @@ export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Lo
               avg_score: g.responses > 0 ? g.score_sum / g.responses : null,
             })),
         };
-      });
+      }
     },
 
     /** The rollups.fold job. */
