@@ -30,7 +30,8 @@ async function main(): Promise<number> {
       process.stdout.write(`csat  day ${d.day} assignee ${d.assignee_id ?? '-'} score ${d.score}: buckets ${d.folded}, raw ${d.raw}\n`);
     }
     for (const d of diff.dims) {
-      process.stdout.write(`dims  ${d.grain === 'd' ? 'day' : 'month'} ${d.period} ${d.dim} ${d.key ?? '-'}: stored ${d.stored} min, expected ${d.expected} min\n`);
+      const unit = d.table === 'csat_dims' ? 'responses' : 'min';
+      process.stdout.write(`dims  ${d.table} ${d.grain === 'd' ? 'day' : 'month'} ${d.period} ${d.dim} ${d.key ?? '-'}: stored ${d.stored} ${unit}, expected ${d.expected} ${unit}\n`);
     }
     const count = diff.time.length + diff.csat.length + diff.dims.length;
     if (count === 0) {

@@ -161,9 +161,9 @@ export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Lo
 
     async patchTodo(actor: Principal, id: string, input: { title?: string; done?: boolean; assignee_id?: string | null; due_at?: string | null }) {
       return db.transaction().execute(async (tx) => {
-        await memberOrRefuse(tx, actor.tenantId, input.assignee_id, 'assignee_id');
         const current = await store.getTodo(tx, actor.tenantId, id);
         if (!current) throw notFound('todo');
+        await memberOrRefuse(tx, actor.tenantId, input.assignee_id, 'assignee_id');
         const row = await store.updateTodo(tx, actor.tenantId, id, {
           ...(input.title !== undefined ? { title: input.title } : {}),
           ...(input.assignee_id !== undefined ? { assignee_id: input.assignee_id } : {}),

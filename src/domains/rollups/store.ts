@@ -240,7 +240,32 @@ export async function differences(db: Executor, tenantId: string) {
     from stored s full join expected e
       on s.grain = e.grain and s.period = e.period and s.dim = e.dim and s.key is not distinct from e.key and s.billable = e.billable
     where coalesce(s.minutes, 0) <> coalesce(e.minutes, 0) or coalesce(s.entries, 0) <> coalesce(e.entries, 0)`.execute(db);
-  return { time, csat, dims };
+  const { rows: csatDims } = await sql<{ table: string; grain: string; period: string; dim: string; key: string | null; stored: number; expected: number }>`
+    with fine as (
+      select day, assignee_id, score, responses from csat_buckets where tenant_id = ${tenantId}
+      union all
+      select day, user_id, score, entries from rollup_journal where tenant_id = ${tenantId} and kind = 'csat'
+    ), expected as (
+      select g.grain, case when g.grain = 'd' then f.day else date_trunc('month', f.day)::date end as period, d.dim, d.key,
+             sum(f.responses) as responses, sum(f.responses * f.score) as score_sum
+      from fine f cross join (values ('d'), ('m')) as g(grain)
+      cross join lateral (values ('agent', f.assignee_id::text), ('score', f.score::text)) as d(dim, key)
+      group by 1, 2, 3, 4
+    ), stored as (
+      select grain, period, dim, key, sum(responses) as responses, sum(score_sum) as score_sum from (
+        select grain::text, period, dim, key, responses, score_sum from csat_dims where tenant_id = ${tenantId}
+        union all
+        select g.grain, case when g.grain = 'd' then j.day else date_trunc('month', j.day)::date end, d.dim, d.key, j.entries, j.entries * j.score
+        from rollup_journal j cross join (values ('d'), ('m')) as g(grain)
+        cross join lateral (values ('agent', j.user_id::text), ('score', j.score::text)) as d(dim, key)
+        where j.tenant_id = ${tenantId} and j.kind = 'csat'
+      ) s group by 1, 2, 3, 4
+    )
+    select 'csat_dims' as table, coalesce(s.grain, e.grain) as grain, coalesce(s.period, e.period)::text as period, coalesce(s.dim, e.dim) as dim,
+           coalesce(s.key, e.key) as key, coalesce(s.responses, 0)::bigint as stored, coalesce(e.responses, 0)::bigint as expected
+    from stored s full join expected e on s.grain = e.grain and s.period = e.period and s.dim = e.dim and s.key is not distinct from e.key
+    where coalesce(s.responses, 0) <> coalesce(e.responses, 0) or coalesce(s.score_sum, 0) <> coalesce(e.score_sum, 0)`.execute(db);
+  return { time, csat, dims: [...dims, ...csatDims] };
 }
 
 // ---- reads ----
