@@ -13,6 +13,7 @@ import { channelOperations } from './domains/channels/routes';
 import { mailboxOperations } from './domains/mailbox/routes';
 import { webhookOperations } from './domains/webhooks/routes';
 import { rollupOperations } from './domains/rollups/routes';
+import { workspaceOperations } from './domains/workspaces/routes';
 import { ingestOperations } from './domains/ingest/routes';
 import type { Operation } from './http/operation';
 
@@ -33,6 +34,7 @@ const ALL: Operation[] = [
   ...mailboxOperations,
   ...webhookOperations,
   ...rollupOperations,
+  ...workspaceOperations,
   ...ingestOperations,
 ];
 

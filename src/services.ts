@@ -6,7 +6,7 @@ import { createApiKeyService } from './domains/api-keys/service';
 import { createAuditService } from './domains/audit/service';
 import { createIdentityService } from './domains/identity/service';
 import { createMemberService } from './domains/members/service';
-import { createWorkspaceService } from './domains/workspaces/service';
+import { createWorkspaceService, createWorkspaceSettingsService } from './domains/workspaces/service';
 import { createCustomerService } from './domains/customers/service';
 import { createTicketService } from './domains/tickets/service';
 import { createSlaPolicyService } from './domains/sla/service';
@@ -60,6 +60,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     ingestProcessor,
     slaPolicies: createSlaPolicyService({ db }),
     rollups: createRollupService({ db, queues, logger }),
+    settings: createWorkspaceSettingsService({ db, config, audit }),
     webhooks: createWebhookService({ db, config, redis, queues, bus, audit }),
     mailbox: createMailboxService({ db, config, queues, logger, channels, tickets, ingest: ingestProcessor }),
   };

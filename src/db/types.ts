@@ -9,7 +9,22 @@ export type MemberStatus = 'active' | 'deactivated';
 export interface TenantsTable {
   id: string;
   name: string;
+  region: ColumnType<'us' | 'eu' | 'ap', 'us' | 'eu' | 'ap' | undefined, 'us' | 'eu' | 'ap'>;
+  default_model: ColumnType<string | null, string | null | undefined, string | null>;
+  default_embedding_model: ColumnType<string | null, string | null | undefined, string | null>;
+  /** numeric(14,2): read as a string, exact. */
+  daily_usd_cap: ColumnType<string | null, string | null | undefined, string | null>;
+  monthly_usd_cap: ColumnType<string | null, string | null | undefined, string | null>;
+  deployment_mode: ColumnType<'shared' | 'dedicated' | 'self_hosted', 'shared' | 'dedicated' | 'self_hosted' | undefined, 'shared' | 'dedicated' | 'self_hosted'>;
+  onboarding: ColumnType<Record<string, unknown>, string | undefined, string>;
   created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
+export interface TenantProviderKeysTable {
+  tenant_id: string;
+  provider: string;
+  key_sealed: string;
   updated_at: UpdatedAt;
 }
 
@@ -409,6 +424,7 @@ export interface Database {
   webhook_deliveries: WebhookDeliveriesTable;
   csat_responses: CsatResponsesTable;
   rollup_journal: RollupJournalTable;
+  tenant_provider_keys: TenantProviderKeysTable;
   email_message_ids: EmailMessageIdsTable;
   teams: TeamsTable;
   team_members: TeamMembersTable;

@@ -85,6 +85,7 @@ export const DOMAIN_ERRORS = {
   signature_invalid: 401,
   signature_required: 401,
   webhook_payload_invalid: 400,
+  cap_order: 422,
 } as const;
 
 export type DomainErrorCode = keyof typeof DOMAIN_ERRORS;

@@ -1,4 +1,9 @@
-import type { Db } from '../../db';
+import type { Config } from '../../config';
+import type { Db, Executor } from '../../db';
+import { unprocessable } from '../../http/errors';
+import { createSealer } from '../../lib/crypto';
+import { iso } from '../../lib/time';
+import { PROVIDER_KEY_NAMES, type PatchTenantInput } from './schemas';
 import type { Principal } from '../../http/principal';
 import { newId } from '../../lib/ids';
 import type { ApiKeyService } from '../api-keys/service';
@@ -48,3 +53,68 @@ export function createWorkspaceService(deps: { db: Db; apiKeys: ApiKeyService; a
 }
 
 export type WorkspaceService = ReturnType<typeof createWorkspaceService>;
+
+/**
+ * GET/PATCH /v1/tenants/me. Each sent setting is its own statement (a column update, an SQL-side jsonb
+ * merge, a row upsert or delete per provider key), all in one transaction so a refused PATCH stores
+ * nothing, and never a read-modify-write of the workspace: two admins saving different settings at once
+ * both keep theirs. The database enforces daily cap ≤ monthly cap on the row as it stands.
+ */
+export function createWorkspaceSettingsService(deps: { db: Db; config: Config; audit: AuditService }) {
+  const { db, audit } = deps;
+  const sealer = createSealer(deps.config.ENCRYPTION_KEYS);
+  const keyContext = (tenantId: string, provider: string) => `provider_key:${tenantId}:${provider}`;
+
+  async function read(exec: Executor, tenantId: string) {
+    const t = await store.getTenant(exec, tenantId);
+    const set = new Set(await store.providerKeysSet(exec, tenantId));
+    return {
+      id: t.id,
+      name: t.name,
+      region: t.region,
+      default_model: t.default_model,
+      default_embedding_model: t.default_embedding_model,
+      daily_usd_cap: t.daily_usd_cap === null ? null : Number(t.daily_usd_cap),
+      monthly_usd_cap: t.monthly_usd_cap === null ? null : Number(t.monthly_usd_cap),
+      deployment_mode: t.deployment_mode,
+      onboarding: t.onboarding,
+      provider_keys_set: Object.fromEntries(PROVIDER_KEY_NAMES.map((p) => [p, set.has(p)])),
+      created_at: iso(t.created_at),
+      updated_at: iso(t.updated_at),
+    };
+  }
+
+  return {
+    get: (actor: Principal) => read(db, actor.tenantId),
+
+    async patch(actor: Principal, input: PatchTenantInput) {
+      try {
+        return await db.transaction().execute(async (tx) => {
+          const t = actor.tenantId;
+          for (const column of ['name', 'region', 'default_model', 'default_embedding_model', 'deployment_mode', 'daily_usd_cap', 'monthly_usd_cap'] as const) {
+            if (input[column] !== undefined) await store.setColumn(tx, t, column, input[column]);
+          }
+          if (input.onboarding) await store.mergeOnboarding(tx, t, input.onboarding);
+          for (const [provider, key] of Object.entries(input.provider_keys ?? {})) {
+            if (key === undefined) continue;
+            if (key === '') await store.deleteProviderKey(tx, t, provider);
+            else await store.upsertProviderKey(tx, t, provider, sealer.seal(key, keyContext(t, provider)));
+          }
+          // What changed, never to what: provider keys are named, not shown.
+          await audit.record(tx, actor, 'tenant.updated', { type: 'tenant', id: t }, {
+            settings: Object.keys(input).filter((k) => k !== 'provider_keys'),
+            provider_keys: Object.fromEntries(Object.entries(input.provider_keys ?? {}).filter(([, v]) => v !== undefined).map(([p, v]) => [p, v === '' ? 'deleted' : 'set'])),
+          });
+          return read(tx, t);
+        });
+      } catch (err) {
+        if ((err as { constraint?: string })?.constraint === 'tenants_cap_order') {
+          throw unprocessable('cap_order', 'The daily cap may not exceed the monthly cap.', [{ path: 'body.daily_usd_cap', message: 'greater than the monthly cap' }]);
+        }
+        throw err;
+      }
+    },
+  };
+}
+
+export type WorkspaceSettingsService = ReturnType<typeof createWorkspaceSettingsService>;
