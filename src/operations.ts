@@ -14,6 +14,7 @@ import { mailboxOperations } from './domains/mailbox/routes';
 import { webhookOperations } from './domains/webhooks/routes';
 import { rollupOperations } from './domains/rollups/routes';
 import { workspaceOperations } from './domains/workspaces/routes';
+import { helpCentreOperations } from './domains/help-centre/routes';
 import { ingestOperations } from './domains/ingest/routes';
 import type { Operation } from './http/operation';
 
@@ -35,6 +36,7 @@ const ALL: Operation[] = [
   ...webhookOperations,
   ...rollupOperations,
   ...workspaceOperations,
+  ...helpCentreOperations,
   ...ingestOperations,
 ];
 

@@ -23,6 +23,7 @@ import { createMacroService, createMacroTriggerSink } from './domains/macros/ser
 import { createMailboxService, createOutboundSink } from './domains/mailbox/service';
 import { createWebhookService } from './domains/webhooks/service';
 import { createRollupService } from './domains/rollups/service';
+import { createHelpCentreService } from './domains/help-centre/service';
 
 /** The service container: each factory gets only the dependencies it needs. */
 export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: Redis; bus: ResultBus }) {
@@ -61,6 +62,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     slaPolicies: createSlaPolicyService({ db }),
     rollups: createRollupService({ db, queues, logger }),
     settings: createWorkspaceSettingsService({ db, config, audit }),
+    helpCentre: createHelpCentreService({ db, config }),
     webhooks: createWebhookService({ db, config, redis, queues, bus, audit }),
     mailbox: createMailboxService({ db, config, queues, logger, channels, tickets, ingest: ingestProcessor }),
   };

@@ -21,6 +21,40 @@ export interface TenantsTable {
   updated_at: UpdatedAt;
 }
 
+export interface HelpCentresTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  default_locale: string;
+  locales: string[];
+  enabled: ColumnType<boolean, boolean | undefined, boolean>;
+  brand: ColumnType<Record<string, string>, string | undefined, string>;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
+export interface HelpCentreHostsTable {
+  tenant_id: string;
+  help_centre_id: string;
+  subdomain_label: string;
+  full_host: string;
+  is_primary: boolean;
+  verified_at: Date | null;
+  created_at: CreatedAt;
+}
+
+export interface HelpArticleTranslationsTable {
+  id: string;
+  tenant_id: string;
+  help_centre_id: string;
+  article_id: string;
+  locale: string;
+  visibility: string;
+  editorial_state: string;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
 export interface TenantProviderKeysTable {
   tenant_id: string;
   provider: string;
@@ -425,6 +459,9 @@ export interface Database {
   csat_responses: CsatResponsesTable;
   rollup_journal: RollupJournalTable;
   tenant_provider_keys: TenantProviderKeysTable;
+  help_centres: HelpCentresTable;
+  help_centre_hosts: HelpCentreHostsTable;
+  help_article_translations: HelpArticleTranslationsTable;
   email_message_ids: EmailMessageIdsTable;
   teams: TeamsTable;
   team_members: TeamMembersTable;

@@ -86,6 +86,11 @@ export const DOMAIN_ERRORS = {
   signature_required: 401,
   webhook_payload_invalid: 400,
   cap_order: 422,
+  brand_key_unknown: 422,
+  brand_value_invalid: 422,
+  brand_key_duplicate: 422,
+  help_centre_required: 400,
+  subdomain_taken: 409,
 } as const;
 
 export type DomainErrorCode = keyof typeof DOMAIN_ERRORS;

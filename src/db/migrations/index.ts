@@ -12,6 +12,7 @@ import * as m0010 from './0010_webhooks';
 import * as m0011 from './0011_rollups';
 import * as m0012 from './0012_rollup_dimensions';
 import * as m0013 from './0013_workspace_settings';
+import * as m0014 from './0014_help_centres';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -28,6 +29,7 @@ const migrations: Record<string, Migration> = {
   '0011_rollups': m0011,
   '0012_rollup_dimensions': m0012,
   '0013_workspace_settings': m0013,
+  '0014_help_centres': m0014,
 };
 
 export const migrationProvider: MigrationProvider = {

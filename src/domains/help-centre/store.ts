@@ -1,0 +1,53 @@
+import { sql } from 'kysely';
+import type { Executor } from '../../db';
+
+export async function insertCentre(db: Executor, tenantId: string, c: { id: string; name: string; default_locale: string; locales: string[]; brand: Record<string, string> }) {
+  await db.insertInto('help_centres').values({ ...c, tenant_id: tenantId, brand: JSON.stringify(c.brand) }).execute();
+}
+
+/** False when the host is taken (by any workspace: a host serves one centre). */
+export async function insertPrimaryHost(db: Executor, tenantId: string, h: { help_centre_id: string; subdomain_label: string; full_host: string }): Promise<boolean> {
+  const r = await db
+    .insertInto('help_centre_hosts')
+    .values({ ...h, tenant_id: tenantId, is_primary: true, verified_at: sql<Date>`now()` as unknown as Date })
+    .onConflict((oc) => oc.column('full_host').doNothing())
+    .executeTakeFirst();
+  return Number(r.numInsertedOrUpdatedRows ?? 0) === 1;
+}
+
+export async function centreIds(db: Executor, tenantId: string, limit: number): Promise<string[]> {
+  return (await db.selectFrom('help_centres').select('id').where('tenant_id', '=', tenantId).orderBy('created_at').limit(limit).execute()).map((r) => r.id);
+}
+
+export async function centreExists(db: Executor, tenantId: string, id: string): Promise<boolean> {
+  return (await db.selectFrom('help_centres').select('id').where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst()) !== undefined;
+}
+
+/** Every centre with its hosts and counts: everything, and what a visitor can read (published and public). */
+export async function listCentres(db: Executor, tenantId: string) {
+  const { rows } = await sql<{
+    id: string;
+    name: string;
+    default_locale: string;
+    enabled: boolean;
+    brand: Record<string, string>;
+    locales: string[];
+    hosts: { subdomain_label: string; full_host: string; is_primary: boolean; verified_at: string | null }[];
+    article_count: number;
+    published_public_count: number;
+  }>`
+    select c.id, c.name, c.default_locale, c.enabled, c.brand, c.locales,
+           coalesce((select jsonb_agg(jsonb_build_object('subdomain_label', h.subdomain_label, 'full_host', h.full_host, 'is_primary', h.is_primary,
+                                                         'verified_at', h.verified_at) order by h.is_primary desc, h.full_host)
+                     from help_centre_hosts h where h.tenant_id = c.tenant_id and h.help_centre_id = c.id), '[]') as hosts,
+           (select count(*) from help_article_translations t where t.tenant_id = c.tenant_id and t.help_centre_id = c.id)::int as article_count,
+           (select count(*) from help_article_translations t
+             where t.tenant_id = c.tenant_id and t.help_centre_id = c.id and t.editorial_state = 'published' and t.visibility = 'public')::int as published_public_count
+    from help_centres c where c.tenant_id = ${tenantId}
+    order by c.created_at, c.id`.execute(db);
+  return rows;
+}
+
+export async function setBrand(db: Executor, tenantId: string, id: string, brand: Record<string, string>) {
+  await db.updateTable('help_centres').set({ brand: JSON.stringify(brand), updated_at: sql`now()` }).where('tenant_id', '=', tenantId).where('id', '=', id).execute();
+}
