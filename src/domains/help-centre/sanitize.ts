@@ -57,14 +57,19 @@ function hostOf(url: string): string | undefined {
   }
 }
 
-/** A URL value is safe when it is relative or uses an allowed scheme (entity and whitespace tricks decoded first). */
-function safeUrl(value: string): boolean {
+/**
+ * A URL value is safe when it is relative or uses one of `schemes` (entity and whitespace tricks decoded
+ * first). The same scheme lists as the sanitize-html options, so the reports agree with the output.
+ */
+function safeUrl(value: string, schemes: string[] = URL_SCHEMES): boolean {
   // Browsers ignore control characters and whitespace inside a scheme ("java\tscript:"): so must we.
   // eslint-disable-next-line no-control-regex -- stripping them is the point
   const v = value.replace(/[\u0000-\u0020\u007f-\u009f]/g, '').toLowerCase();
   const scheme = /^([a-z][a-z0-9+.-]*):/.exec(v)?.[1];
-  return scheme === undefined || URL_SCHEMES.includes(scheme);
+  return scheme === undefined || schemes.includes(scheme);
 }
+const IMAGE_SCHEMES = ['https', 'http'];
+const embeddable = (src: string) => /^https:\/\//i.test(src.trim()) && IFRAME_HOSTS.includes(hostOf(src) ?? '');
 
 /** Counts what the allowlist will remove, by tag and by attribute (including URLs with a refused scheme). */
 function removals(html: string) {
@@ -79,13 +84,13 @@ function removals(html: string) {
           bump(removed_tags, tag);
           return;
         }
-        if (tag === 'iframe' && !IFRAME_HOSTS.includes(hostOf(attrs.src ?? '') ?? '')) {
+        if (tag === 'iframe' && !embeddable(attrs.src ?? '')) {
           bump(removed_tags, 'iframe');
           return;
         }
         for (const [attr, value] of Object.entries(attrs)) {
           const a = attr.toLowerCase();
-          if (!allowedAttr(tag, a) || (['href', 'src'].includes(a) && !safeUrl(value)) || (tag === 'img' && a === 'src' && /^\s*data:/i.test(value))) {
+          if (!allowedAttr(tag, a) || (['href', 'src'].includes(a) && !safeUrl(value, tag === 'img' ? IMAGE_SCHEMES : URL_SCHEMES))) {
             bump(removed_attributes, a);
           }
         }
@@ -143,7 +148,7 @@ export function sanitize(input: string, ctx: SanitizeContext): SanitizeResult {
       },
       img: (tagName, attribs) => {
         const src = attribs.src ?? '';
-        if (!src || /^\s*data:/i.test(src) || !safeUrl(src)) {
+        if (!src || !safeUrl(src, IMAGE_SCHEMES)) {
           asset_report.assets.push({ src: src.slice(0, 200), kind: 'image', outcome: 'dropped' });
           const { src: _dropped, ...rest } = attribs;
           void _dropped;
@@ -155,7 +160,13 @@ export function sanitize(input: string, ctx: SanitizeContext): SanitizeResult {
       },
       iframe: (tagName, attribs) => {
         const src = attribs.src ?? '';
-        asset_report.assets.push({ src, kind: 'embed', outcome: IFRAME_HOSTS.includes(hostOf(src) ?? '') && /^https:/i.test(src) ? 'kept' : 'dropped' });
+        if (!embeddable(src)) {
+          asset_report.assets.push({ src: src.slice(0, 200), kind: 'embed', outcome: 'dropped' });
+          const { src: _dropped, ...rest } = attribs;
+          void _dropped;
+          return { tagName, attribs: rest };
+        }
+        asset_report.assets.push({ src, kind: 'embed', outcome: 'kept' });
         return { tagName, attribs };
       },
     },
