@@ -111,7 +111,8 @@ function helpers(get: () => TestContext) {
           }
           if (jobs.length < min) return undefined;
           const states = await Promise.all(jobs.map((j) => j.getState()));
-          return states.every((s) => s === 'completed') ? jobs : undefined;
+          // Re-read once all are complete: the job objects above may predate their return values.
+          return states.every((s) => s === 'completed') ? h.triggerJobs(ticketId) : undefined;
         },
         10_000,
         `${min} settled macros.trigger job(s) for ticket ${ticketId}`,
