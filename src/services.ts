@@ -24,6 +24,7 @@ import { createMailboxService, createOutboundSink } from './domains/mailbox/serv
 import { createWebhookService } from './domains/webhooks/service';
 import { createRollupService } from './domains/rollups/service';
 import { createHelpCentreService } from './domains/help-centre/service';
+import { createArticleService } from './domains/help-centre/articles';
 
 /** The service container: each factory gets only the dependencies it needs. */
 export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: Redis; bus: ResultBus }) {
@@ -42,6 +43,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     triggers: createMacroTriggerSink({ db, queues }),
     outbound: createOutboundSink({ queues, logger, attempts: config.OUTBOUND_ATTEMPTS }),
   });
+  const helpCentre = createHelpCentreService({ db, config });
   const ingestProcessor = createIngestProcessor({ db, config, tickets, customers, logger });
   return {
     identity: createIdentityService({ db, config }),
@@ -62,7 +64,8 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     slaPolicies: createSlaPolicyService({ db }),
     rollups: createRollupService({ db, queues, logger }),
     settings: createWorkspaceSettingsService({ db, config, audit }),
-    helpCentre: createHelpCentreService({ db, config }),
+    helpCentre,
+    articles: createArticleService({ db, centres: helpCentre }),
     webhooks: createWebhookService({ db, config, redis, queues, bus, audit }),
     mailbox: createMailboxService({ db, config, queues, logger, channels, tickets, ingest: ingestProcessor }),
   };

@@ -43,14 +43,56 @@ export interface HelpCentreHostsTable {
   created_at: CreatedAt;
 }
 
+type Defaulted<T> = ColumnType<T, T | undefined, T>;
+
+export interface HelpArticlesTable {
+  id: string;
+  tenant_id: string;
+  help_centre_id: string;
+  source_article_id: string;
+  created_at: CreatedAt;
+}
+
 export interface HelpArticleTranslationsTable {
   id: string;
   tenant_id: string;
   help_centre_id: string;
   article_id: string;
   locale: string;
-  visibility: string;
-  editorial_state: string;
+  visibility: Defaulted<string>;
+  editorial_state: Defaulted<string>;
+  title: Defaulted<string>;
+  slug: Defaulted<string>;
+  excerpt: Defaulted<string>;
+  container_path: Defaulted<string[]>;
+  position: Defaulted<number>;
+  promoted: Defaulted<boolean>;
+  source_status_raw: Defaulted<string>;
+  source_visibility_raw: ColumnType<Record<string, unknown>, string | undefined, string>;
+  permission_group_id: Defaulted<string>;
+  user_segment_ids: Defaulted<string[]>;
+  labels: Defaulted<string[]>;
+  author_label: Defaulted<string>;
+  source_url: Defaulted<string>;
+  source_created_at: Date | null;
+  source_updated_at: Date | null;
+  published_at: Date | null;
+  vote_count: Defaulted<number>;
+  vote_sum: Defaulted<number>;
+  noindex: Defaulted<boolean>;
+  body_source_html: Defaulted<string>;
+  body_html: Defaulted<string>;
+  body_markdown: Defaulted<string>;
+  body_format: Defaulted<string>;
+  sanitizer_version: Defaulted<string>;
+  sanitize_report: ColumnType<Record<string, unknown>, string | undefined, string>;
+  link_report: ColumnType<Record<string, unknown>, string | undefined, string>;
+  asset_report: ColumnType<Record<string, unknown>, string | undefined, string>;
+  missing_at_source_at: Date | null;
+  locally_edited_at: Date | null;
+  has_conflict: Defaulted<boolean>;
+  conflict_seen_at: Date | null;
+  pending: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
   created_at: CreatedAt;
   updated_at: UpdatedAt;
 }
@@ -462,6 +504,7 @@ export interface Database {
   help_centres: HelpCentresTable;
   help_centre_hosts: HelpCentreHostsTable;
   help_article_translations: HelpArticleTranslationsTable;
+  help_articles: HelpArticlesTable;
   email_message_ids: EmailMessageIdsTable;
   teams: TeamsTable;
   team_members: TeamMembersTable;
@@ -496,6 +539,7 @@ export type NotificationRow = Selectable<NotificationsTable>;
 export type ChannelConnectionRow = Selectable<ChannelConnectionsTable>;
 export type IngestDeliveryRow = Selectable<IngestDeliveriesTable>;
 export type MailboxRow = Selectable<MailboxesTable>;
+export type HelpTranslationRow = Selectable<HelpArticleTranslationsTable>;
 export type OutboundEmailRow = Selectable<OutboundEmailsTable>;
 export type IntegrationRow = Selectable<IntegrationsTable>;
 export type TranscriptRow = Selectable<TranscriptsTable>;

@@ -91,6 +91,7 @@ export const DOMAIN_ERRORS = {
   brand_key_duplicate: 422,
   help_centre_required: 400,
   subdomain_taken: 409,
+  no_conflict: 409,
 } as const;
 
 export type DomainErrorCode = keyof typeof DOMAIN_ERRORS;

@@ -13,6 +13,7 @@ import * as m0011 from './0011_rollups';
 import * as m0012 from './0012_rollup_dimensions';
 import * as m0013 from './0013_workspace_settings';
 import * as m0014 from './0014_help_centres';
+import * as m0015 from './0015_help_articles';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -30,6 +31,7 @@ const migrations: Record<string, Migration> = {
   '0012_rollup_dimensions': m0012,
   '0013_workspace_settings': m0013,
   '0014_help_centres': m0014,
+  '0015_help_articles': m0015,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -1,5 +1,18 @@
 import { defineOperation } from '../../http/operation';
-import { brandBody, brandQuery, brandResult, centreList, createCentreBody, helpCentre } from './schemas';
+import {
+  articleTranslation,
+  brandBody,
+  brandQuery,
+  brandResult,
+  centreList,
+  conflictComparison,
+  createCentreBody,
+  editBody,
+  helpCentre,
+  resolveBody,
+  syncBody,
+  translationParams,
+} from './schemas';
 
 export const helpCentreOperations = [
   defineOperation({
@@ -35,5 +48,62 @@ export const helpCentreOperations = [
     response: { status: 200, description: 'Brand result', schema: brandResult },
     errors: ['brand_key_unknown', 'brand_value_invalid', 'brand_key_duplicate', 'help_centre_required'],
     handler: async ({ principal, query, body }, s) => ({ body: await s.helpCentre.putBrand(principal, query.help_centre_id, body) }),
+  }),
+  defineOperation({
+    id: 'sync_article',
+    method: 'put',
+    path: '/v1/help-centre/articles/sync',
+    summary: 'Upsert one article translation from the source by (source_article_id, locale), or mark it missing ({missing: true})',
+    description:
+      'The incoming HTML is kept privately and served only through the sanitiser (body_html); body_markdown is its editable text. After a local edit, a sync does not overwrite: the incoming version waits and has_conflict becomes true. Marking missing deletes nothing.',
+    access: { floor: 'admin', tag: 'help-centre-staff', action: 'write' },
+    body: syncBody,
+    response: { status: 200, description: 'Article translation', schema: articleTranslation },
+    errors: ['help_centre_required'],
+    handler: async ({ principal, body }, s) => ({ body: await s.articles.sync(principal, body) }),
+  }),
+  defineOperation({
+    id: 'get_by_id',
+    method: 'get',
+    path: '/v1/help-centre/articles/{translation_id}',
+    summary: 'One article translation with its URL, breadcrumbs, canonical URL and alternates',
+    access: { floor: 'viewer', tag: 'help-centre-staff', action: 'read' },
+    params: translationParams,
+    response: { status: 200, description: 'Article translation', schema: articleTranslation },
+    handler: async ({ principal, params }, s) => ({ body: await s.articles.read(principal, params.translation_id) }),
+  }),
+  defineOperation({
+    id: 'edit_article',
+    method: 'patch',
+    path: '/v1/help-centre/articles/{translation_id}',
+    summary: 'Edit locally (title, body_markdown, excerpt, labels, promoted, position); body_html is re-rendered through the sanitiser',
+    access: { floor: 'editor', tag: 'help-centre-staff', action: 'write' },
+    params: translationParams,
+    body: editBody,
+    response: { status: 200, description: 'Article translation', schema: articleTranslation },
+    handler: async ({ principal, params, body }, s) => ({ body: await s.articles.edit(principal, params.translation_id, body) }),
+  }),
+  defineOperation({
+    id: 'get_conflict',
+    method: 'get',
+    path: '/v1/help-centre/articles/{translation_id}/conflict',
+    summary: 'The local edit and the incoming version side by side (409 no_conflict when there is none); reading applies nothing',
+    access: { floor: 'viewer', tag: 'help-centre-staff', action: 'read' },
+    params: translationParams,
+    response: { status: 200, description: 'Article conflict comparison', schema: conflictComparison },
+    errors: ['no_conflict'],
+    handler: async ({ principal, params }, s) => ({ body: await s.articles.conflict(principal, params.translation_id) }),
+  }),
+  defineOperation({
+    id: 'resolve_conflict',
+    method: 'post',
+    path: '/v1/help-centre/articles/{translation_id}/conflict/resolve',
+    summary: 'End a conflict: keep the local edit, or take the incoming version',
+    access: { floor: 'editor', tag: 'help-centre-staff', action: 'write' },
+    params: translationParams,
+    body: resolveBody,
+    response: { status: 200, description: 'Article translation', schema: articleTranslation },
+    errors: ['no_conflict'],
+    handler: async ({ principal, params, body }, s) => ({ body: await s.articles.resolve(principal, params.translation_id, body.keep) }),
   }),
 ];

@@ -51,3 +51,77 @@ export async function listCentres(db: Executor, tenantId: string) {
 export async function setBrand(db: Executor, tenantId: string, id: string, brand: Record<string, string>) {
   await db.updateTable('help_centres').set({ brand: JSON.stringify(brand), updated_at: sql`now()` }).where('tenant_id', '=', tenantId).where('id', '=', id).execute();
 }
+
+export async function primaryHost(db: Executor, tenantId: string, centreId: string): Promise<string> {
+  const row = await db.selectFrom('help_centre_hosts').select('full_host').where('tenant_id', '=', tenantId).where('help_centre_id', '=', centreId).where('is_primary', '=', true).executeTakeFirst();
+  return row?.full_host ?? '';
+}
+
+export async function centreLocales(db: Executor, tenantId: string, centreId: string) {
+  return db.selectFrom('help_centres').select(['default_locale', 'locales']).where('tenant_id', '=', tenantId).where('id', '=', centreId).executeTakeFirstOrThrow();
+}
+
+/** The article of a source article in a centre, created on first sight (a concurrent sync waits and reads it). */
+export async function articleFor(db: Executor, tenantId: string, centreId: string, sourceArticleId: string, newId: string): Promise<string> {
+  await db
+    .insertInto('help_articles')
+    .values({ id: newId, tenant_id: tenantId, help_centre_id: centreId, source_article_id: sourceArticleId })
+    .onConflict((oc) => oc.columns(['help_centre_id', 'source_article_id']).doNothing())
+    .execute();
+  const row = await db
+    .selectFrom('help_articles')
+    .select('id')
+    .where('tenant_id', '=', tenantId)
+    .where('help_centre_id', '=', centreId)
+    .where('source_article_id', '=', sourceArticleId)
+    .executeTakeFirstOrThrow();
+  return row.id;
+}
+
+export async function lockTranslation(db: Executor, tenantId: string, articleId: string, locale: string) {
+  return db.selectFrom('help_article_translations').selectAll().where('tenant_id', '=', tenantId).where('article_id', '=', articleId).where('locale', '=', locale).forUpdate().executeTakeFirst();
+}
+
+export async function lockTranslationById(db: Executor, tenantId: string, id: string) {
+  return db.selectFrom('help_article_translations').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).forUpdate().executeTakeFirst();
+}
+
+export async function getTranslation(db: Executor, tenantId: string, id: string) {
+  return db.selectFrom('help_article_translations').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+}
+
+export async function insertTranslation(db: Executor, tenantId: string, t: Record<string, unknown>) {
+  await db.insertInto('help_article_translations').values({ ...t, tenant_id: tenantId } as never).execute();
+}
+
+export async function updateTranslation(db: Executor, tenantId: string, id: string, patch: Record<string, unknown>) {
+  await db
+    .updateTable('help_article_translations')
+    .set({ ...patch, updated_at: sql`now()` } as never)
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .execute();
+}
+
+/** Every translation of an article (for alternates and outdated locales). */
+export async function siblings(db: Executor, tenantId: string, articleId: string) {
+  return db
+    .selectFrom('help_article_translations')
+    .select(['id', 'locale', 'slug', 'source_updated_at'])
+    .where('tenant_id', '=', tenantId)
+    .where('article_id', '=', articleId)
+    .orderBy('locale')
+    .execute();
+}
+
+/** Source article id → this centre's translation (same locale), for rewriting links between articles. */
+export async function translationsBySource(db: Executor, tenantId: string, centreId: string, locale: string) {
+  return db
+    .selectFrom('help_articles as a')
+    .innerJoin('help_article_translations as t', (j) => j.onRef('t.tenant_id', '=', 'a.tenant_id').onRef('t.article_id', '=', 'a.id'))
+    .select(['a.source_article_id', 'a.id as article_id', 't.slug'])
+    .where('a.tenant_id', '=', tenantId)
+    .where('a.help_centre_id', '=', centreId)
+    .where('t.locale', '=', locale)
+    .execute();
+}
