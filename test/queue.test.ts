@@ -91,7 +91,8 @@ describe('enqueueAndAwait when no worker answers within the wait', () => {
     const job = await eventually(
       async () => {
         const j = await Job.fromId<unknown, PruneResult>(queue, outcome.jobId);
-        return j && (await j.getState()) === 'completed' ? j : undefined;
+        // Re-read once completed: the job read above may predate its return value.
+        return j && (await j.getState()) === 'completed' ? Job.fromId<unknown, PruneResult>(queue, outcome.jobId) : undefined;
       },
       10_000,
       `job ${outcome.jobId} to complete`,
