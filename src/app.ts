@@ -9,6 +9,7 @@ import type { Db } from './db';
 import { AppError, dependencyUnavailable, notFound } from './http/errors';
 import { buildOpenApi } from './http/openapi';
 import { asDependencyError, sendProblem } from './http/problem';
+import { createOpsMetrics, mountOps } from './http/ops';
 import { expressPath, mountOperations } from './http/router';
 import { withTimeout } from './lib/time';
 import { buildOperationTable } from './operations';
@@ -34,6 +35,7 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
   const operations = buildOperationTable();
   const openapi = buildOpenApi(operations, { version: '1.0.0' });
 
+  const metrics = createOpsMetrics();
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', config.TRUST_PROXY);
@@ -60,6 +62,18 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
       customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
     }),
   );
+
+  // Request durations by operation (unmatched routes count as "none").
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const end = metrics.requestDuration.startTimer({ method: req.method });
+    res.on('finish', () => {
+      const operation = String(res.locals.operationId ?? 'none');
+      end({ operation_id: operation, status: String(res.statusCode) });
+      if (res.statusCode === 429) metrics.throttled.inc({ route: operation });
+    });
+    next();
+  });
+  mountOps(app, { config, logger, queues: deps.queues, metrics });
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });

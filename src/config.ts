@@ -65,6 +65,8 @@ const schema = z
     WEBHOOK_RATE_POINTS: int(1, 10_000_000).default(6000),
     WEBHOOK_RATE_WINDOW_SECONDS: int(1, 86400).default(60),
     WEBHOOKS_REQUIRE_SIGNATURE: bool.default(false),
+    OPS_USER: optionalString,
+    OPS_PASSWORD: optionalString,
     HELP_CENTRE_BASE_DOMAIN: z.string().regex(/^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/, 'must be a lower-case DNS name').default('help.localhost.test'),
     SHUTDOWN_GRACE_MS: int(0, 600000).default(25000),
     ENCRYPTION_KEYS: encryptionKeys.prefault(DEV_ENCRYPTION_KEYS),

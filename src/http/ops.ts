@@ -1,0 +1,82 @@
+import { timingSafeEqual, createHash } from 'node:crypto';
+import { createBullBoard } from '@bull-board/api';
+import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
+import { ExpressAdapter } from '@bull-board/express';
+import type { Express, NextFunction, Request, Response } from 'express';
+import type { Logger } from 'pino';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Config } from '../config';
+import type { QueueHub } from '../queue/hub';
+import { QUEUE_NAMES } from '../queue/jobs';
+
+/** The API process's metrics; domains count throttle rejections and dedupe hits through `opsMetrics`. */
+export function createOpsMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  return {
+    registry,
+    requestDuration: new Histogram({
+      name: 'helpdesk_http_request_duration_seconds',
+      help: 'HTTP request duration by operation id and status',
+      labelNames: ['operation_id', 'method', 'status'] as const,
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5],
+      registers: [registry],
+    }),
+    throttled: new Counter({ name: 'helpdesk_throttle_rejections_total', help: 'Requests refused with 429, by route', labelNames: ['route'] as const, registers: [registry] }),
+    dedupeHits: new Counter({ name: 'helpdesk_dedupe_hits_total', help: 'Deliveries answered as duplicates, by route', labelNames: ['route'] as const, registers: [registry] }),
+  };
+}
+
+export type OpsMetrics = ReturnType<typeof createOpsMetrics>;
+
+const digest = (s: string) => createHash('sha256').update(s).digest();
+
+/** HTTP basic auth against OPS_USER / OPS_PASSWORD, compared in constant time (hashes of equal length). */
+function basicAuth(user: string, password: string) {
+  const expected = digest(`${user}:${password}`);
+  return (req: Request, res: Response, next: NextFunction) => {
+    const header = req.headers.authorization ?? '';
+    const given = header.startsWith('Basic ') ? Buffer.from(header.slice(6), 'base64').toString('utf8') : '';
+    if (given && timingSafeEqual(digest(given), expected)) return next();
+    res.setHeader('WWW-Authenticate', 'Basic realm="helpdesk-ops", charset="UTF-8"');
+    res.status(401).type('text/plain').send('Operator credentials required.');
+  };
+}
+
+/**
+ * Operator surfaces: the Bull Board queue dashboard at /admin/queues and Prometheus metrics at /metrics,
+ * both behind basic auth. Without OPS_USER and OPS_PASSWORD they are not mounted (a log line says so).
+ */
+export function mountOps(app: Express, deps: { config: Config; logger: Logger; queues: QueueHub; metrics: OpsMetrics }) {
+  const { config, logger, queues, metrics } = deps;
+  if (!config.OPS_USER || !config.OPS_PASSWORD) {
+    logger.warn('ops endpoints disabled: set OPS_USER and OPS_PASSWORD to serve /admin/queues and /metrics');
+    return;
+  }
+  const guard = basicAuth(config.OPS_USER, config.OPS_PASSWORD);
+
+  const board = new ExpressAdapter();
+  board.setBasePath('/admin/queues');
+  createBullBoard({ queues: QUEUE_NAMES.map((name) => new BullMQAdapter(queues.queue(name))), serverAdapter: board });
+  app.use('/admin/queues', guard, board.getRouter());
+
+  // Queue depth and age are read from Redis when scraped, so they are current and cost nothing between scrapes.
+  const depth = new Gauge({ name: 'helpdesk_queue_jobs', help: 'Jobs per queue and state', labelNames: ['queue', 'state'] as const, registers: [metrics.registry] });
+  const oldest = new Gauge({ name: 'helpdesk_queue_oldest_waiting_seconds', help: 'Age of the oldest waiting job per queue', labelNames: ['queue'] as const, registers: [metrics.registry] });
+  const totals = new Gauge({ name: 'helpdesk_queue_jobs_kept', help: 'Completed and failed jobs kept per queue (bounded retention)', labelNames: ['queue', 'state'] as const, registers: [metrics.registry] });
+  app.get('/metrics', guard, async (_req, res, next) => {
+    try {
+      for (const name of QUEUE_NAMES) {
+        const q = queues.queue(name);
+        const counts = await q.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed', 'prioritized');
+        for (const state of ['waiting', 'active', 'delayed', 'failed'] as const) depth.set({ queue: name, state }, counts[state] ?? 0);
+        for (const state of ['completed', 'failed'] as const) totals.set({ queue: name, state }, counts[state] ?? 0);
+        const [first] = await q.getJobs(['waiting'], 0, 0, true);
+        oldest.set({ queue: name }, first ? Math.max(0, (Date.now() - first.timestamp) / 1000) : 0);
+      }
+      res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+    } catch (err) {
+      next(err);
+    }
+  });
+}
