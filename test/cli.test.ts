@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { Client } from 'pg';
+import { eventually } from './helpers/wait';
 import { startTestApp, type TestContext } from './helpers/context';
 import { runId, serverUrl } from './helpers/db-names';
 import { bearer } from './helpers/factories';
@@ -157,4 +158,28 @@ describe('npm run migrate', () => {
     expect(second.stderr).toMatch(/up to date/);
     expect(second.stderr).not.toMatch(/created the database/);
   }, 60_000);
+});
+
+describe('npm run jobs', () => {
+  const env = () => ({ NODE_ENV: 'test', REDIS_PREFIX: ctx.config.REDIS_PREFIX, DATABASE_URL: ctx.config.DATABASE_URL });
+
+  test('retry-failed moves every failed job of the queue back to waiting, as the dashboard\'s retry does', async () => {
+    const queue = ctx.runtime.queues.queue('maintenance');
+    // A job that failed for good: the worker refuses its payload. The worker stops before the retry, so
+    // the retried job stays waiting where the test can see it.
+    const workers = await ctx.startWorkers();
+    const job = await queue.add('audit.prune', { retention_days: 0 }, { attempts: 1 });
+    await eventually(async () => ((await job.getState()) === 'failed' ? true : undefined), 10_000, 'the job to fail');
+    await workers.close();
+    const run = await runTsx(['scripts/jobs.ts', 'retry-failed', '--queue', 'maintenance'], env());
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/^\d+ failed job\(s\) of maintenance moved back to waiting$/m);
+    expect(['waiting', 'prioritized']).toContain(await job.getState());
+  });
+
+  test('an unknown queue is refused with exit 2 and the list of queues', async () => {
+    const run = await runTsx(['scripts/jobs.ts', 'retry-failed', '--queue', 'nope'], env());
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('--queue must be one of ingest, webhooks, mailbox, outbound, rollups, maintenance');
+  });
 });
