@@ -102,6 +102,21 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
     res.json(openapi);
   });
 
+  // API docs in a browser: Redoc served from the installed package (no CDN), reading the same document.
+  const redocBundle = require.resolve('redoc/bundles/redoc.standalone.js');
+  app.get('/docs/redoc.standalone.js', (_req, res) => {
+    res.type('application/javascript').sendFile(redocBundle);
+  });
+  app.get('/docs', (_req, res) => {
+    res
+      .type('html')
+      .send(
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Helpdesk API</title>' +
+          '<meta name="viewport" content="width=device-width, initial-scale=1"></head>' +
+          '<body><redoc spec-url="/v1/openapi.json"></redoc><script src="/docs/redoc.standalone.js"></script></body></html>',
+      );
+  });
+
   const router = express.Router({ caseSensitive: true, strict: false });
   mountOperations(router, operations, services, { bodyLimit: config.BODY_LIMIT_BYTES });
   app.use(router);

@@ -44,3 +44,26 @@ test('the operation table refuses two operations on one route', () => {
   expect(() => buildOperationTable([first!, { ...first!, id: 'other' }])).toThrow(/two operations answer/);
   expect(() => buildOperationTable([first!, { ...first! }])).toThrow(/duplicate id/);
 });
+
+describe('API docs in a browser', () => {
+  let dctx: Awaited<ReturnType<typeof import('./helpers/context').startTestApp>>;
+  beforeAll(async () => {
+    dctx = await (await import('./helpers/context')).startTestApp();
+  });
+  afterAll(async () => {
+    await dctx.close();
+  });
+
+  test('GET /docs serves a Redoc page pointing at the generated OpenAPI document, with the viewer served locally (no CDN)', async () => {
+    const page = await dctx.http.get('/docs');
+    expect(page.status).toBe(200);
+    expect(page.headers['content-type']).toMatch(/^text\/html/);
+    expect(page.text).toContain('<redoc spec-url="/v1/openapi.json">');
+    const scripts = [...page.text.matchAll(/<script[^>]*src="([^"]+)"/g)].map((m) => m[1]);
+    expect(scripts).toEqual(['/docs/redoc.standalone.js']);
+    const bundle = await dctx.http.get('/docs/redoc.standalone.js');
+    expect(bundle.status).toBe(200);
+    expect(bundle.headers['content-type']).toMatch(/javascript/);
+    expect(bundle.text.length).toBeGreaterThan(100_000);
+  });
+});
