@@ -46,9 +46,9 @@ test('the operation table refuses two operations on one route', () => {
 });
 
 describe('API docs in a browser', () => {
-  let dctx: Awaited<ReturnType<typeof import('./helpers/context').startTestApp>>;
+  let dctx: TestContext;
   beforeAll(async () => {
-    dctx = await (await import('./helpers/context')).startTestApp();
+    dctx = await startTestApp();
   });
   afterAll(async () => {
     await dctx.close();
