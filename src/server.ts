@@ -1,4 +1,5 @@
 import { createApp } from './app';
+import { answerClientErrors } from './http/client-errors';
 import { loadConfigOrExit } from './config';
 import { createLogger } from './lib/logger';
 import { openRuntime } from './runtime';
@@ -13,6 +14,7 @@ const server = app.listen(config.PORT, config.HOST, () => {
   const port = typeof address === 'object' && address ? address.port : config.PORT;
   logger.info({ port }, `API listening on http://localhost:${port}`);
 });
+answerClientErrors(server);
 
 let stopping = false;
 async function shutdown(signal: string) {

@@ -3,6 +3,7 @@ import type { Server } from 'node:http';
 import { Client } from 'pg';
 import { exportSPKI, generateKeyPair, SignJWT, type JWTPayload } from 'jose';
 import supertest from 'supertest';
+import { answerClientErrors } from '../../src/http/client-errors';
 import { createApp } from '../../src/app';
 import { loadConfig, type Config } from '../../src/config';
 import type { Db } from '../../src/db';
@@ -110,6 +111,7 @@ export async function startTestApp(options: ContextOptions = {}): Promise<TestCo
   const { app, services } = createApp({ config, logger, db: runtime.db.db, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
   const server = await new Promise<Server>((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    answerClientErrors(s);
   });
   const workerSets: WorkerSet[] = [];
 
