@@ -250,13 +250,11 @@ describe('fuzz: wrong method on a known path', () => {
   });
 });
 
-// ---- known gap: Node's own 431 ----------------------------------------------------------------------------
+// ---- requests node:http refuses itself ---------------------------------------------------------------------
 
 /**
- * A request line over Node's 16 KB header limit is answered by node:http itself (431, no body, no content
- * type) before Express runs, so it is not a problem document. The app does not install a 'clientError'
- * handler (neither src/server.ts nor the test harness), so this is recorded as a known failure: when it is
- * fixed this test starts failing and should become a plain test.
+ * A request line over Node's 16 KB header limit is refused by node:http before Express runs; the server's
+ * 'clientError' handler (src/http/client-errors.ts) still answers it as a problem document.
  */
 describe('oversized request line', () => {
   test('a 20 KB path id answers 431 problem+json with a stable code (node:http refuses it before any handler)', async () => {
