@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
-import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { consumeOrRefuse } from '../../http/throttle';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Config } from '../../config';
@@ -86,18 +87,7 @@ export function createIngestGateway(deps: {
     return { tenantId, cacheKey };
   }
 
-  async function consume(key: string) {
-    try {
-      await limiter.consume(key);
-    } catch (res) {
-      if (res instanceof RateLimiterRes) {
-        throw new AppError(429, 'throttled', 'Too many requests', 'This channel is receiving more than its rate; retry later.', {
-          headers: { 'Retry-After': String(Math.max(1, Math.ceil(res.msBeforeNext / 1000))) },
-        });
-      }
-      throw dependencyUnavailable('Redis');
-    }
-  }
+  const consume = (key: string) => consumeOrRefuse(limiter, key, 'channel');
 
   return {
     async receive(channel: string, body: z.output<typeof ingestBody>, query: z.output<typeof ingestQuery>): Promise<HandlerResult> {

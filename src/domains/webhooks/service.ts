@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
-import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { consumeOrRefuse } from '../../http/throttle';
 import type { Config } from '../../config';
 import { isDataError, type Db, type Executor } from '../../db';
 import type { IntegrationRow, TranscriptEventRow } from '../../db/types';
@@ -77,18 +78,7 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
   });
   const sealed = (tenantId: string, id: string, secret: string | undefined) => (secret ? sealer.seal(secret, ctx(tenantId, id)) : null);
 
-  async function throttle(integrationId: string) {
-    try {
-      await limiter.consume(integrationId);
-    } catch (res) {
-      if (res instanceof RateLimiterRes) {
-        throw new AppError(429, 'throttled', 'Too many requests', 'This integration is receiving more than its rate; retry later.', {
-          headers: { 'Retry-After': String(Math.max(1, Math.ceil(res.msBeforeNext / 1000))) },
-        });
-      }
-      throw dependencyUnavailable('Redis');
-    }
-  }
+  const throttle = (integrationId: string) => consumeOrRefuse(limiter, integrationId, 'integration');
 
   /** The worker's writes for one workspace's deliveries, inside the caller's transaction. */
   async function writeBatch(tx: Executor, tenantId: string, items: WebhookItem[], out: Map<string, WebhookResult>) {
