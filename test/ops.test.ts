@@ -76,3 +76,19 @@ describe('operator endpoints without OPS_USER / OPS_PASSWORD', () => {
     expect(ctx.logs.lines.some((l: string) => /ops endpoints disabled: set OPS_USER and OPS_PASSWORD/.test(l))).toBe(true);
   });
 });
+
+describe('the Grafana dashboard in docs/', () => {
+  test('is importable JSON whose queries use only metrics /metrics exports', async () => {
+    const { readFileSync } = await import('node:fs');
+    const path = await import('node:path');
+    const dashboard = JSON.parse(readFileSync(path.join(__dirname, '..', 'docs', 'grafana-dashboard.json'), 'utf8')) as {
+      uid: string;
+      panels: { targets: { expr: string }[] }[];
+    };
+    expect(dashboard.uid).toBe('helpdesk-api');
+    const exported = ['helpdesk_http_request_duration_seconds', 'helpdesk_queue_jobs', 'helpdesk_queue_oldest_waiting_seconds', 'helpdesk_throttle_rejections_total', 'process_resident_memory_bytes'];
+    const used = dashboard.panels.flatMap((p) => p.targets.flatMap((t) => [...t.expr.matchAll(/\b((?:helpdesk|process)_[a-z_]+)/g)].map((m) => m[1]!)));
+    expect(used.length).toBeGreaterThan(0);
+    for (const name of used) expect(exported.some((e) => name === e || name.startsWith(`${e}_`))).toBe(true);
+  });
+});
