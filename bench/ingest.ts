@@ -13,27 +13,22 @@ import { createDb, migrateToLatest } from '../src/db';
 import { createApiKeyService } from '../src/domains/api-keys/service';
 import { createAuditService } from '../src/domains/audit/service';
 import { createWorkspaceService } from '../src/domains/workspaces/service';
-import { freshDatabase, redisCalls, start, stop, type Env } from './processes';
+import { benchEnv, freshDatabase, redisCalls, start, stop, type Env } from './processes';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
 async function main() {
   const database = await freshDatabase('helpdesk_bench_ingest');
-  const prefix = `hd_bench_ingest_${randomBytes(3).toString('hex')}`;
-  const env: Env = {
-    NODE_ENV: 'test',
-    LOG_LEVEL: 'warn',
-    DATABASE_URL: database.url,
-    REDIS_PREFIX: prefix,
-    API_KEY_PEPPER: 'bench-pepper-bench-pepper-bench-pepper-00',
+  const env: Env = benchEnv(database.url, 'ingest', {
     INGEST_RATE_POINTS: '10000000',
     PG_POOL_MAX: process.env.PG_POOL_MAX ?? '16',
     WORKER_CONCURRENCY: process.env.WORKER_CONCURRENCY ?? '8',
     INGEST_BATCH_WINDOW_MS: process.env.INGEST_BATCH_WINDOW_MS ?? '2',
     INGEST_BATCH_MAX: process.env.INGEST_BATCH_MAX ?? '64',
-  };
+  });
   const config = loadConfig(env);
+  const prefix = config.REDIS_PREFIX;
   const handle = createDb(config);
   await migrateToLatest(handle.db);
   const audit = createAuditService({ db: handle.db });

@@ -3,6 +3,7 @@
  * process group, so tsx's child goes too), stopping them, and a fresh database of their own.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type IORedis from 'ioredis';
 import { Client } from 'pg';
@@ -69,6 +70,16 @@ export async function redisCalls(redis: IORedis): Promise<number> {
   return [...info.matchAll(/calls=(\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
 }
 
+
+/** The environment every bench process shares: its own database and Redis prefix, quiet logs, test mode. */
+export const benchEnv = (databaseUrl: string, name: string, extra: Env = {}): Env => ({
+  NODE_ENV: 'test',
+  LOG_LEVEL: 'warn',
+  DATABASE_URL: databaseUrl,
+  REDIS_PREFIX: `hd_bench_${name}_${randomBytes(3).toString('hex')}`,
+  API_KEY_PEPPER: 'bench-pepper-bench-pepper-bench-pepper-00',
+  ...extra,
+});
 
 /** Drops and recreates a bench database; returns its URL and a function that drops it again. */
 export async function freshDatabase(name: string) {

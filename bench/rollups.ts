@@ -6,7 +6,6 @@
  *   npm run bench:rollups     BENCH_SECONDS (5), BENCH_CONNECTIONS (8), BENCH_TIME_ENTRIES, BENCH_CSAT, BENCH_KEEP_DATABASE (1 keeps it)
  */
 import { performance } from 'node:perf_hooks';
-import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import { sql } from 'kysely';
 import { loadConfig } from '../src/config';
@@ -15,7 +14,7 @@ import { createApiKeyService } from '../src/domains/api-keys/service';
 import { createAuditService } from '../src/domains/audit/service';
 import * as rollups from '../src/domains/rollups/store';
 import { createWorkspaceService } from '../src/domains/workspaces/service';
-import { freshDatabase, start, stop, type Env } from './processes';
+import { benchEnv, freshDatabase, start, stop, type Env } from './processes';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
@@ -30,13 +29,7 @@ const pct = (xs: number[], p: number) => {
 
 async function main() {
   const database = await freshDatabase('helpdesk_bench_rollups');
-  const env: Env = {
-    NODE_ENV: 'test',
-    LOG_LEVEL: 'warn',
-    DATABASE_URL: database.url,
-    REDIS_PREFIX: `hd_bench_rollups_${randomBytes(3).toString('hex')}`,
-    API_KEY_PEPPER: 'bench-pepper-bench-pepper-bench-pepper-00',
-  };
+  const env: Env = benchEnv(database.url, 'rollups');
   // The loader's statements run for minutes; the API keeps the default timeout.
   const config = loadConfig({ ...env, PG_STATEMENT_TIMEOUT_MS: '600000' });
   const handle = createDb(config);

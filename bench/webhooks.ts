@@ -17,7 +17,7 @@ import { createWebhookService } from '../src/domains/webhooks/service';
 import { createQueueHub } from '../src/queue/hub';
 import { createResultBus } from '../src/queue/results';
 import { frontEvent, helpscoutConversation, rawOf, signedHeaders, zendeskEvent, type WebhookProvider } from '../test/helpers/webhooks';
-import { freshDatabase, redisCalls, start, stop, type Env } from './processes';
+import { benchEnv, freshDatabase, redisCalls, start, stop, type Env } from './processes';
 
 const DELIVERIES = Number(process.env.BENCH_DELIVERIES ?? 20_000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 128);
@@ -33,20 +33,15 @@ interface Delivery {
 
 async function main() {
   const database = await freshDatabase('helpdesk_bench_webhooks');
-  const prefix = `hd_bench_webhooks_${randomBytes(3).toString('hex')}`;
-  const env: Env = {
-    NODE_ENV: 'test',
-    LOG_LEVEL: 'warn',
-    DATABASE_URL: database.url,
-    REDIS_PREFIX: prefix,
-    API_KEY_PEPPER: 'bench-pepper-bench-pepper-bench-pepper-00',
+  const env: Env = benchEnv(database.url, 'webhooks', {
     PG_POOL_MAX: '16',
     WORKER_CONCURRENCY: '8',
     // A rate the burst exceeds, so the run shows 429s and the replay that must recover every one of them.
     WEBHOOK_RATE_POINTS: process.env.WEBHOOK_RATE_POINTS ?? '2500',
     WEBHOOK_RATE_WINDOW_SECONDS: '10',
-  };
+  });
   const config = loadConfig(env);
+  const prefix = config.REDIS_PREFIX;
   const handle = createDb(config);
   await migrateToLatest(handle.db);
   const audit = createAuditService({ db: handle.db });

@@ -11,7 +11,7 @@ import type { IngestItem } from '../src/domains/ingest/processor';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { emailPayload, smsPayload } from './helpers/payloads';
-import { killGroup, spawnWorker } from './helpers/processes';
+import { killGroup, killMidBurst, spawnWorker } from './helpers/processes';
 import { eventually, sleep } from './helpers/wait';
 
 const SMS_TO = '+15550001111';
@@ -336,28 +336,17 @@ describe('a worker process SIGKILLed mid-burst', () => {
     const responses = Promise.all(sends.map((p) => post(ctx, 'sms', ws.tenantId, p)));
     // Kill once the worker is demonstrably mid-burst: ≥ 50 ms in, something committed, jobs in its hands.
     await sleep(50);
-    const atKill = await eventually(
-      async () => {
+    const { atKill, killedAt: killedClock, orphaned } = await killMidBurst({
+      proc: first.proc,
+      midBurst: async () => {
         const [c, active] = await Promise.all([counts(ctx.db, ws.tenantId, 'sms'), ingestQueue.getActiveCount()]);
         return c.deliveries > 0 && active > 0 ? c : undefined;
       },
-      10_000,
-      'the worker to be mid-burst',
-      5,
-    );
-    killGroup(first.proc);
-    const killedAt = Date.now() - started;
-    await new Promise<void>((resolve) => (first.proc.exitCode !== null || first.proc.signalCode !== null ? resolve() : first.proc.once('exit', () => resolve())));
-    // Jobs seen active just before the kill may finish in the moment before it lands (set-based jobs are
-    // short); the guarantee checked below holds either way, and the log says which case this run was.
-    const orphaned = await ingestQueue.getActiveCount();
-    if (orphaned === 0) console.warn('SIGKILL landed between jobs this run: no job was orphaned');
-
-    // BullMQ gives an orphaned job back only when a stall check finds it marked (by a previous check) and its
-    // lock (30 s) expired; checks are throttled queue-wide by the "stalled-check" key (30 s), which the dead
-    // worker set at its start a moment ago. Forgetting that throttle stands for a worker that had been up for
-    // a while, so recovery takes one stall interval instead of two; lock expiry and detection stay BullMQ's.
-    await ctx.runtime.redis.del(`${ctx.config.REDIS_PREFIX}:ingest:stalled-check`);
+      activeCount: () => ingestQueue.getActiveCount(),
+      redis: ctx.runtime.redis,
+      stalledCheckKey: `${ctx.config.REDIS_PREFIX}:ingest:stalled-check`,
+    });
+    const killedAt = killedClock - started;
     const second = startWorker();
     await second.started;
 

@@ -10,7 +10,7 @@ import { sql } from 'kysely';
 import type { Response } from 'supertest';
 import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
-import { killGroup, spawnWorker } from './helpers/processes';
+import { killGroup, killMidBurst, spawnWorker } from './helpers/processes';
 import { eventually, sleep } from './helpers/wait';
 import {
   frontEvent,
@@ -1195,26 +1195,17 @@ describe('a worker process SIGKILLed mid-burst', () => {
 
     // Kill once the worker is demonstrably mid-burst: something committed, jobs in its hands.
     await sleep(20);
-    const atKill = await eventually(
-      async () => {
+    const { atKill, killedAt: killedClock, orphaned } = await killMidBurst({
+      proc: first.proc,
+      midBurst: async () => {
         const [c, active] = await Promise.all([countRows(kctx), queue.getActiveCount()]);
         return c.deliveries > 0 && active > 0 ? c : undefined;
       },
-      10_000,
-      'the worker to be mid-burst',
-      5,
-    );
-    killGroup(first.proc);
-    const killedAt = Date.now() - started;
-    await new Promise<void>((resolve) => (first.proc.exitCode !== null || first.proc.signalCode !== null ? resolve() : first.proc.once('exit', () => resolve())));
-    // Jobs seen active just before the kill may finish in the moment before it lands; the guarantee checked
-    // below (each event exactly once) must hold either way, and the log says which case this run was.
-    const orphaned = await queue.getActiveCount();
-    if (orphaned === 0) console.warn('SIGKILL landed between jobs this run: no job was orphaned');
-
-    // As in ingest-faults: forget the queue-wide stall-check throttle the dead worker set at its start, so the
-    // orphaned jobs come back after one stall interval; lock expiry and detection stay BullMQ's.
-    await kctx.runtime.redis.del(`${kctx.config.REDIS_PREFIX}:webhooks:stalled-check`);
+      activeCount: () => queue.getActiveCount(),
+      redis: kctx.runtime.redis,
+      stalledCheckKey: `${kctx.config.REDIS_PREFIX}:webhooks:stalled-check`,
+    });
+    const killedAt = killedClock - started;
     const second = startWorker();
     await second.started;
 

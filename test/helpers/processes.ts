@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type { Config } from '../../src/config';
+import { eventually } from './wait';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -49,4 +50,30 @@ export function killGroup(proc: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'
   } catch {
     // already gone
   }
+}
+
+/**
+ * Kills a worker process once it is demonstrably mid-burst (`midBurst` returns a value: something committed,
+ * jobs in its hands), waits for it to die, and readies the queue for a new worker: BullMQ gives an orphaned
+ * job back only when a stall check finds it marked and its lock (30 s) expired, and checks are throttled
+ * queue-wide by the "stalled-check" key the dead worker set at its start. Forgetting that throttle stands
+ * for a worker that had been up a while, so recovery takes one stall interval instead of two; lock expiry
+ * and detection stay BullMQ's. Jobs seen active just before the kill may finish in the moment before it
+ * lands; the callers' guarantees hold either way, and the log says which case a run was.
+ */
+export async function killMidBurst<T>(opts: {
+  proc: ChildProcess;
+  midBurst: () => Promise<T | undefined>;
+  activeCount: () => Promise<number>;
+  redis: { del(key: string): Promise<number> };
+  stalledCheckKey: string;
+}): Promise<{ atKill: T; killedAt: number; orphaned: number }> {
+  const atKill = await eventually(opts.midBurst, 10_000, 'the worker to be mid-burst', 5);
+  killGroup(opts.proc);
+  const killedAt = Date.now();
+  await new Promise<void>((resolve) => (opts.proc.exitCode !== null || opts.proc.signalCode !== null ? resolve() : opts.proc.once('exit', () => resolve())));
+  const orphaned = await opts.activeCount();
+  if (orphaned === 0) console.warn('SIGKILL landed between jobs this run: no job was orphaned');
+  await opts.redis.del(opts.stalledCheckKey);
+  return { atKill, killedAt, orphaned };
 }

@@ -15,7 +15,7 @@ import type { QueueHub } from '../../queue/hub';
 import type { JobData } from '../../queue/jobs';
 import { TIMED_OUT, type ItemResult, type ResultBus } from '../../queue/results';
 import type { AuditService } from '../audit/service';
-import { classify, verifySignature, WEBHOOK_PROVIDERS, type WebhookHeaders, type WebhookProviderId } from './providers';
+import { classify, verifySignature, type WebhookHeaders, type WebhookProviderId } from './providers';
 import * as store from './store';
 
 export type WebhookItem = JobData<'webhooks.batch'>['items'][number];
@@ -204,7 +204,7 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
     },
 
     async receive(provider: string, integrationId: string, raw: Buffer, headers: WebhookHeaders): Promise<HandlerResult> {
-      if (!(WEBHOOK_PROVIDERS as readonly string[]).includes(provider)) throw notFound();
+      // An integration is of exactly one of the three providers: any other path segment cannot match it.
       const integration = await store.integrationForIntake(db, integrationId);
       if (!integration || integration.provider !== provider) throw notFound('integration');
       if (!isJson(headers['content-type'])) {
