@@ -70,10 +70,11 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
       const operation = String(res.locals.operationId ?? 'none');
       end({ operation_id: operation, status: String(res.statusCode) });
       if (res.statusCode === 429) metrics.throttled.inc({ route: operation });
+      if (res.locals.duplicate) metrics.dedupeHits.inc({ route: operation });
     });
     next();
   });
-  mountOps(app, { config, logger, queues: deps.queues, metrics });
+  mountOps(app, { config, logger, queues: deps.queues, redis, metrics });
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });

@@ -54,6 +54,7 @@ const schema = z
       .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
     JOB_WAIT_MS: int(0, 120000).default(5000),
     WORKER_CONCURRENCY: int(1, 256).default(8),
+    WORKER_METRICS_PUSH_MS: int(100, 600000).default(5000),
     AUDIT_RETENTION_DAYS: int(1, 36500).default(365),
     PRESENCE_TTL_SECONDS: int(1, 86400).default(300),
     THREAD_WINDOW_HOURS: int(1, 24 * 365).default(72),

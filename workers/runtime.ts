@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from '../src/config';
 import { createRedis } from '../src/queue/connection';
+import { createJobMetrics } from '../src/queue/job-metrics';
 import type { QueueHub } from '../src/queue/hub';
 import type { Services } from '../src/services';
 import { buildRegistry, defaultProcessorGroups } from './registry';
@@ -18,6 +19,8 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
   const registry = buildRegistry(defaultProcessorGroups(services, config, deps.redis));
   const connections: Redis[] = [];
   const workers: Worker[] = [];
+  const metrics = createJobMetrics();
+  const since = (start: number | undefined) => (start ? Math.max(0, Date.now() - start) / 1000 : 0);
   for (const queueName of registry.queues()) {
     const connection = createRedis(config, 'worker');
     connections.push(connection);
@@ -26,7 +29,11 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
       prefix: config.REDIS_PREFIX,
       concurrency: config.WORKER_CONCURRENCY,
     });
-    worker.on('failed', (job, err) => logger.warn({ queue: queueName, job_id: job?.id, job: job?.name, err: err.message }, 'job failed'));
+    worker.on('completed', (job) => metrics.observe(queueName, job.name, since(job.processedOn), 'completed'));
+    worker.on('failed', (job, err) => {
+      logger.warn({ queue: queueName, job_id: job?.id, job: job?.name, err: err.message }, 'job failed');
+      if (job) metrics.observe(queueName, job.name, since(job.processedOn), 'failed', job.attemptsMade >= (job.opts.attempts ?? 1));
+    });
     worker.on('error', (err) => logger.warn({ queue: queueName, err: err.message }, 'worker error'));
     workers.push(worker);
   }
@@ -39,11 +46,16 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
   // The sweep runs often; each mailbox is refreshed only when its last check is MAILBOX_REFRESH_SECONDS old.
   await queues.queue('rollups').upsertJobScheduler('rollups-sweep', { every: 60 * 1000 }, { name: 'rollups.sweep', data: {} });
   await queues.queue('mailbox').upsertJobScheduler('mailbox-sweep', { every: Math.min(60, config.MAILBOX_REFRESH_SECONDS) * 1000 }, { name: 'mailbox.sweep', data: {} });
-  logger.info({ queues: registry.queues() }, 'workers started');
+  const publish = () => metrics.publish(deps.redis, config.REDIS_PREFIX).catch((err: Error) => logger.warn({ err: err.message }, 'job metrics not published'));
+  const publisher = setInterval(() => void publish(), config.WORKER_METRICS_PUSH_MS).unref();
+  await publish();
+  logger.info({ queues: registry.queues(), worker_id: metrics.workerId }, 'workers started');
   return {
     workers,
     async close() {
       await Promise.all(workers.map((w) => w.close()));
+      clearInterval(publisher);
+      await publish();
       await Promise.all(connections.map((c) => c.quit().catch(() => c.disconnect())));
     },
   };

@@ -17,6 +17,8 @@ export interface HandlerResult {
   status?: number;
   body?: unknown;
   headers?: Record<string, string>;
+  /** The request was a redelivery answered from a dedupe ledger (counted in helpdesk_dedupe_hits_total). */
+  duplicate?: boolean;
 }
 
 export interface OperationInput<P, Q, B> {
@@ -62,6 +64,12 @@ export interface Operation<
   response: { status: number; description: string; schema?: z.ZodType };
   /** Codes this operation can answer beyond the guard's own (documented in OpenAPI). */
   errors?: DomainErrorCode[];
+  /**
+   * Hand-written OpenAPI examples, preferred over the ones sampled from the schemas: for payloads a sampler
+   * cannot make meaningful (a provider's webhook, a channel's ingest payload). Each part must parse with the
+   * row's own schema (params/query per field); test/openapi.test.ts checks that.
+   */
+  example?: { request?: unknown; response?: unknown; params?: Record<string, string>; query?: Record<string, string> };
   handler: (input: OperationInput<Infer<P>, Infer<Q>, Infer<B>>, services: Services) => Promise<HandlerResult>;
 }
 

@@ -7,7 +7,9 @@ import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Config } from '../config';
 import type { QueueHub } from '../queue/hub';
+import { readWorkerMetrics } from '../queue/job-metrics';
 import { QUEUE_NAMES } from '../queue/jobs';
+import type { Redis } from 'ioredis';
 
 /** The API process's metrics; domains count throttle rejections and dedupe hits through `opsMetrics`. */
 export function createOpsMetrics() {
@@ -47,8 +49,8 @@ function basicAuth(user: string, password: string) {
  * Operator surfaces: the Bull Board queue dashboard at /admin/queues and Prometheus metrics at /metrics,
  * both behind basic auth. Without OPS_USER and OPS_PASSWORD they are not mounted (a log line says so).
  */
-export function mountOps(app: Express, deps: { config: Config; logger: Logger; queues: QueueHub; metrics: OpsMetrics }) {
-  const { config, logger, queues, metrics } = deps;
+export function mountOps(app: Express, deps: { config: Config; logger: Logger; queues: QueueHub; redis: Redis; metrics: OpsMetrics }) {
+  const { config, logger, queues, redis, metrics } = deps;
   if (!config.OPS_USER || !config.OPS_PASSWORD) {
     logger.warn('ops endpoints disabled: set OPS_USER and OPS_PASSWORD to serve /admin/queues and /metrics');
     return;
@@ -74,7 +76,8 @@ export function mountOps(app: Express, deps: { config: Config; logger: Logger; q
         const [first] = await q.getJobs(['waiting'], 0, 0, true);
         oldest.set({ queue: name }, first ? Math.max(0, (Date.now() - first.timestamp) / 1000) : 0);
       }
-      res.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+      const workers = await readWorkerMetrics(redis, config.REDIS_PREFIX);
+      res.type(metrics.registry.contentType).send(`${await metrics.registry.metrics()}\n${await workers.metrics()}`);
     } catch (err) {
       next(err);
     }

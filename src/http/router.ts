@@ -109,6 +109,7 @@ export function mountOperations(router: Router, ops: Operation[], services: Serv
           services,
         );
         for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);
+        if (result.duplicate) res.locals.duplicate = true;
         const status = result.status ?? op.response.status;
         if (status === 204 || result.body === undefined) {
           res.status(status).end();

@@ -131,9 +131,10 @@ export function createIngestGateway(deps: {
       if (failed) throw new AppError(failed.error!.status, failed.error!.code, 'Ingest refused', failed.error!.detail);
       const values = results.map((r) => r.value as IngestResult);
       // A delivery we already had costs the provider nothing against the throttle.
-      if (values.every((v) => v.was_duplicate)) await limiter.reward(throttleKey).catch(() => {});
+      const duplicate = values.every((v) => v.was_duplicate);
+      if (duplicate) await limiter.reward(throttleKey).catch(() => {});
       const [first] = values;
-      return { body: values.length === 1 ? first : { ...first, messages: values } };
+      return { body: values.length === 1 ? first : { ...first, messages: values }, duplicate };
     },
 
     async deliveries(actor: Principal, q: { limit: number; offset: number; channel?: string }) {

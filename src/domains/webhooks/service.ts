@@ -260,7 +260,7 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
       const result = answer as ItemResult;
       if (!result.ok) throw new AppError(result.error!.status, result.error!.code, 'Webhook refused', result.error!.detail);
       const value = result.value as WebhookResult;
-      return { body: { status: 'ok', transcript_id: value.transcript_id, external_ticket_id: value.external_ticket_id } };
+      return { body: { status: 'ok', transcript_id: value.transcript_id, external_ticket_id: value.external_ticket_id }, duplicate: value.was_duplicate };
     },
 
     processBatch,
