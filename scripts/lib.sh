@@ -12,3 +12,21 @@ ensure_dependencies() {
     touch node_modules/.helpdesk-installed
   fi
 }
+
+# The browser check (test/browser.test.ts) drives Debian's chromium through playwright-core. Install it when it is
+# missing and this user can (root with apt-get); otherwise, or when the install fails, say so loudly and carry on:
+# the test then skips with its own warning instead of failing npm test.
+ensure_chromium() {
+  local bin=/usr/bin/chromium
+  [ -x "$bin" ] && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian's chromium package for the browser check (apt-get install chromium)"
+    if DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null && [ -x "$bin" ]; then
+      return 0
+    fi
+    say "WARNING: installing chromium failed, so the browser check of /docs and /admin/queues will be SKIPPED"
+  else
+    say "WARNING: $bin is missing and this user cannot install it (needs root and apt-get), so the browser check of /docs and /admin/queues will be SKIPPED"
+  fi
+  return 0
+}

@@ -4,6 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 ensure_dependencies
+ensure_chromium
 bash scripts/services.sh
 export NODE_ENV=test
 say "type-checking"
