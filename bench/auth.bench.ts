@@ -1,14 +1,16 @@
 /**
  * Authenticated request throughput: GET /v1/members with an API key and with a realm access token, against
  * the same app's unauthenticated GET /healthz as the baseline measured in the same run.
- *   npm run bench            (PostgreSQL and Redis must answer; `npm run up` or `npm test` prepares them)
+ *   npm run bench:auth       (PostgreSQL and Redis must answer; `npm run up` or `npm test` prepares them)
  */
 import autocannon from 'autocannon';
 import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { openBenchApp } from './lib';
+import { autocannonLoad, createReport } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+const report = createReport('auth', { title: 'Authenticated request throughput', settings: { connections: CONNECTIONS, seconds: DURATION } });
 
 async function main() {
   const { privateKey, publicKey } = await generateKeyPair('ES256');
@@ -28,14 +30,18 @@ async function main() {
       console.log(
         `${title.padEnd(34)} ${r.requests.average.toFixed(0).padStart(7)} req/s   p50 ${String(r.latency.p50).padStart(4)} ms   p99 ${String(r.latency.p99).padStart(4)} ms   non-2xx ${r.non2xx + r.errors}`,
       );
-      return r.requests.average;
+      return autocannonLoad(r);
     };
 
     console.log(`node ${process.version}, ${CONNECTIONS} connections, ${DURATION}s each`);
     const baseline = await run('baseline GET /healthz (no auth)', '/healthz');
     const key = await run('GET /v1/members with API key', '/v1/members', { authorization: `Bearer ${ws.api_key.secret}` });
     const jwt = await run('GET /v1/members with access token', '/v1/members', { authorization: `Bearer ${token}` });
-    console.log(`API key path: ${((key / baseline) * 100).toFixed(0)}% of baseline; access token path: ${((jwt / baseline) * 100).toFixed(0)}%`);
+    console.log(`API key path: ${((key.rate / baseline.rate) * 100).toFixed(0)}% of baseline; access token path: ${((jwt.rate / baseline.rate) * 100).toFixed(0)}%`);
+    report.note('Issue 2 set no numeric target: the figures are read against the same-run GET /healthz baseline.');
+    report.load('baseline GET /healthz (no auth)', baseline, { unit: 'req/s' });
+    report.load('GET /v1/members with API key', key, { unit: 'req/s', baseline });
+    report.load('GET /v1/members with access token', jwt, { unit: 'req/s', baseline });
   } finally {
     await bench.close();
   }

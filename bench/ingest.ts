@@ -14,10 +14,15 @@ import { createApiKeyService } from '../src/domains/api-keys/service';
 import { createAuditService } from '../src/domains/audit/service';
 import { createWorkspaceService } from '../src/domains/workspaces/service';
 import { benchEnv, freshDatabase, redisCalls, start, stop, type Env } from './processes';
+import { createReport } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
+const report = createReport('ingest', {
+  title: 'Channel intake: API → queue → worker against an inline baseline',
+  settings: { connections: CONNECTIONS, seconds: DURATION, 'warm-up seconds': WARMUP, messages: 'SMS from distinct senders + 10 % redeliveries' },
+});
 async function main() {
   const database = await freshDatabase('helpdesk_bench_ingest');
   const env: Env = benchEnv(database.url, 'ingest', {
@@ -130,6 +135,18 @@ async function main() {
     [fullTickets === full.distinct, `nothing lost or doubled (${fullTickets} tickets for ${full.distinct} distinct messages)`],
   ] as const;
   for (const [ok, what] of checks) console.log(`${ok ? 'PASS' : 'FAIL'}: ${what}`);
+  const cmds = (x: typeof full) => x.calls / Math.max(1, msgs(x));
+  report.settings({ PG_POOL_MAX: env.PG_POOL_MAX!, WORKER_CONCURRENCY: env.WORKER_CONCURRENCY!, INGEST_BATCH_WINDOW_MS: env.INGEST_BATCH_WINDOW_MS!, INGEST_BATCH_MAX: env.INGEST_BATCH_MAX! });
+  report.note('Baseline: bench/inline-ingest-server.ts, the same ingest service function called inline (no queue), same load, same run.');
+  report.figure({ name: 'full path: throughput', value: full.r.requests.average, unit: 'msgs/s', baseline: base.r.requests.average, target: '≥ 0.6× the inline baseline (issue 5)', met: checks[0][0] });
+  report.figure({ name: 'full path: p50', value: full.r.latency.p50, unit: 'ms', baseline: base.r.latency.p50 });
+  report.figure({ name: 'full path: p99', value: full.r.latency.p99, unit: 'ms', baseline: base.r.latency.p99, target: '< 150 ms (issue 5)', met: checks[1][0] });
+  report.figure({ name: 'full path: Redis commands per message', value: cmds(full), unit: 'commands', target: '≤ 25 (issue 5)', met: checks[2][0] });
+  report.figure({ name: 'full path: tickets created', value: fullTickets, unit: 'tickets', target: `= distinct messages sent (${full.distinct}): nothing lost or doubled (issue 5)`, met: checks[3][0] });
+  report.figure({ name: 'full path: non-2xx', value: full.r.non2xx, unit: 'responses' });
+  report.figure({ name: 'full path: messages per ingest job', value: msgs(full) / Math.max(1, jobs), unit: 'messages' });
+  report.figure({ name: `inline baseline: tickets created (of ${base.distinct} distinct sent; counted at once, not checked)`, value: baseTickets, unit: 'tickets' });
+  report.figure({ name: 'inline baseline: non-2xx', value: base.r.non2xx, unit: 'responses' });
 
   await redis.quit();
   await handle.close();

@@ -3,6 +3,7 @@
  * process group, so tsx's child goes too), stopping them, and a fresh database of their own.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type IORedis from 'ioredis';
@@ -35,6 +36,8 @@ export function start(script: string, env: Env, ready: RegExp | null, port?: num
   return new Promise((resolve, reject) => {
     const child = spawn(TSX, [...PROFILE, script], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     children.push(child);
+    // bench/run.ts names a file here, so it can stop whatever a bench leaves behind before the next one starts.
+    if (process.env.BENCH_CHILD_PIDS && child.pid) appendFileSync(process.env.BENCH_CHILD_PIDS, `${child.pid}\n`);
     const timer = setTimeout(() => reject(new Error(`${script} did not start`)), 30_000);
     if (port) {
       const poll = setInterval(() => {

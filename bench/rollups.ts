@@ -15,12 +15,17 @@ import { createAuditService } from '../src/domains/audit/service';
 import * as rollups from '../src/domains/rollups/store';
 import { createWorkspaceService } from '../src/domains/workspaces/service';
 import { benchEnv, freshDatabase, start, stop, type Env } from './processes';
+import { createReport } from './report';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
 const ENTRIES = Number(process.env.BENCH_TIME_ENTRIES ?? 1_000_000);
 const CSAT = Number(process.env.BENCH_CSAT ?? 200_000);
 const PORT = 18095;
+const report = createReport('rollups', {
+  title: 'Rollup reads against a raw SQL aggregation',
+  settings: { 'time entries': ENTRIES, 'CSAT responses': CSAT, agents: 50, teams: 10, seconds: SECONDS, connections: CONNECTIONS },
+});
 
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -77,6 +82,7 @@ async function main() {
   await sql`vacuum analyze`.execute(db);
   const buckets = await sql<{ time: number; csat: number }>`
     select (select count(*) from time_buckets)::int as time, (select count(*) from csat_buckets)::int as csat`.execute(db);
+  report.figure({ name: 'load and rollup build', value: (performance.now() - loadStarted) / 1000, unit: 's' });
   console.log(
     `node ${process.version}: loaded ${ENTRIES} time entries and ${CSAT} CSAT responses (50 agents, 10 teams) in ${((performance.now() - loadStarted) / 1000).toFixed(0)} s; ` +
       `${buckets.rows[0]!.time} time buckets, ${buckets.rows[0]!.csat} CSAT buckets`,
@@ -119,6 +125,11 @@ async function main() {
     const ratio = pct(raw, 50) / Math.max(0.001, r.latency.p50);
     const pass = ratio >= 20 && r.latency.p99 < 50 && r.non2xx === 0;
     ok &&= pass;
+    report.figure({ name: `${c.name}: endpoint p50 (1 connection)`, value: r.latency.p50, unit: 'ms', baseline: pct(raw, 50), ratio: ratio, ratioKind: 'baseline/value', target: '≥ 20× faster than the raw aggregation (issue 8)', met: ratio >= 20 });
+    report.figure({ name: `${c.name}: endpoint p99 (1 connection)`, value: r.latency.p99, unit: 'ms', baseline: pct(raw, 99), ratioKind: 'baseline/value', target: '< 50 ms (issue 8)', met: r.latency.p99 < 50 });
+    report.figure({ name: `${c.name}: throughput at ${CONNECTIONS} connections`, value: busy.requests.average, unit: 'req/s' });
+    report.figure({ name: `${c.name}: non-2xx (1 connection)`, value: r.non2xx, unit: 'responses', target: '0 (bench check)', met: r.non2xx === 0 });
+    report.figure({ name: `${c.name}: non-2xx at ${CONNECTIONS} connections`, value: busy.non2xx, unit: 'responses' });
     console.log(
       `${c.name.padEnd(32)} endpoint p50 ${r.latency.p50} ms p99 ${r.latency.p99} ms (${busy.requests.average.toFixed(0)} req/s at ${CONNECTIONS} connections, non-2xx ${r.non2xx + busy.non2xx})   ` +
         `raw SQL aggregation p50 ${pct(raw, 50).toFixed(0)} ms p99 ${pct(raw, 99).toFixed(0)} ms   ${ratio.toFixed(0)}× faster   ${pass ? 'PASS' : 'FAIL'}`,

@@ -18,10 +18,15 @@ import { createQueueHub } from '../src/queue/hub';
 import { createResultBus } from '../src/queue/results';
 import { frontEvent, helpscoutConversation, rawOf, signedHeaders, zendeskEvent, type WebhookProvider } from '../test/helpers/webhooks';
 import { benchEnv, freshDatabase, redisCalls, start, stop, type Env } from './processes';
+import { createReport } from './report';
 
 const DELIVERIES = Number(process.env.BENCH_DELIVERIES ?? 20_000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 128);
 const PORT = 18091;
+const report = createReport('webhooks', {
+  title: 'Webhook bursts: signed deliveries, throttled, replayed after Retry-After',
+  settings: { deliveries: DELIVERIES, connections: CONNECTIONS, integrations: 3, redeliveries: '5 %' },
+});
 
 interface Delivery {
   provider: WebhookProvider;
@@ -41,6 +46,7 @@ async function main() {
     WEBHOOK_RATE_WINDOW_SECONDS: '10',
   });
   const config = loadConfig(env);
+  report.settings({ 'throttle per integration per 10 s': env.WEBHOOK_RATE_POINTS! });
   const prefix = config.REDIS_PREFIX;
   const handle = createDb(config);
   await migrateToLatest(handle.db);
@@ -111,6 +117,13 @@ async function main() {
   });
   const calls = (await redisCalls(redis)) - before;
   const accepted = r['2xx'];
+  report.figure({ name: 'burst: accepted', value: accepted / (r.duration || 1), unit: 'deliveries/s' });
+  report.figure({ name: 'burst: p50', value: r.latency.p50, unit: 'ms' });
+  report.figure({ name: 'burst: p99', value: r.latency.p99, unit: 'ms' });
+  report.figure({ name: 'burst: 2xx', value: accepted, unit: 'responses' });
+  report.figure({ name: 'burst: 429 (throttled)', value: throttled.length, unit: 'responses' });
+  report.figure({ name: 'burst: other non-2xx', value: r.non2xx - throttled.length, unit: 'responses' });
+  report.figure({ name: 'burst: Redis commands per delivery', value: calls / DELIVERIES, unit: 'commands' });
   console.log(
     `burst: ${(accepted / (r.duration || 1)).toFixed(0)} accepted/s   p50 ${r.latency.p50} ms   p99 ${r.latency.p99} ms   ` +
       `2xx ${accepted}   429 ${throttled.length}   other non-2xx ${r.non2xx - throttled.length}   Redis cmds/delivery ${(calls / DELIVERIES).toFixed(1)}`,
@@ -139,6 +152,9 @@ async function main() {
   console.log(`replay: ${throttled.length} throttled deliveries replayed in ${rounds} round(s), ${((Date.now() - replayStarted) / 1000).toFixed(1)} s; ${pending.length} still refused`);
   console.log(`transcript events ${events} / ${distinct} distinct events sent`);
   console.log(`${events === distinct && pending.length === 0 ? 'PASS' : 'FAIL'}: nothing lost, nothing doubled`);
+  report.figure({ name: 'replay: rounds', value: rounds, unit: 'rounds' });
+  report.figure({ name: 'replay: still refused', value: pending.length, unit: 'deliveries', target: '0 (issue 7)', met: pending.length === 0 });
+  report.figure({ name: 'transcript events recorded', value: events, unit: 'events', target: `= distinct events sent (${distinct}): nothing lost, nothing doubled (issue 7)`, met: events === distinct });
 
   await stop(api);
   await stop(worker);
