@@ -1,3 +1,8 @@
+import type { z } from 'zod';
+import { channelById } from '../src/domains/channels/registry';
+import { classify, type WebhookProviderId } from '../src/domains/webhooks/providers';
+import { buildOpenApi } from '../src/http/openapi';
+import type { Operation } from '../src/http/operation';
 import { buildOperationTable } from '../src/operations';
 import { startTestApp, type TestContext } from './helpers/context';
 
@@ -43,6 +48,134 @@ test('the operation table refuses two operations on one route', () => {
   const [first] = buildOperationTable();
   expect(() => buildOperationTable([first!, { ...first!, id: 'other' }])).toThrow(/two operations answer/);
   expect(() => buildOperationTable([first!, { ...first! }])).toThrow(/duplicate id/);
+});
+
+describe('examples in the OpenAPI document', () => {
+  type Doc = { paths: Record<string, Record<string, OperationDoc>> };
+  type Content = Record<string, { example?: unknown }>;
+  type OperationDoc = {
+    parameters: { name: string; in: 'path' | 'query'; example?: unknown }[];
+    requestBody?: { content: Content };
+    responses: Record<string, { description: string; content?: Content }>;
+  };
+
+  const ops = buildOperationTable();
+  let doc: Doc;
+  beforeAll(async () => {
+    doc = (await ctx.http.get('/v1/openapi.json')).body as Doc;
+  });
+  const docOf = (op: Operation) => doc.paths[op.path]![op.method]!;
+  /** "op_id: why" for each example its schema refuses, so a failure names every offender at once. */
+  const refused = (id: string, schema: z.ZodType, example: unknown, what: string) => {
+    if (example === undefined) return [`${id}: no ${what} example`];
+    const r = schema.safeParse(example);
+    return r.success ? [] : [`${id}: ${what} example refused: ${r.error.issues.map((i) => `${i.path.join('.') || '(root)'} ${i.message}`).join('; ')}`];
+  };
+
+  test('every operation with a body shows a request example its own body schema accepts (raw-body intake included)', () => {
+    const failures = ops
+      .filter((op) => op.body)
+      .flatMap((op) => refused(op.id, op.body!, docOf(op).requestBody?.content['application/json']?.example, 'request'));
+    expect(failures).toEqual([]);
+  });
+
+  test('every path and query parameter shows an example its zod schema accepts', () => {
+    const failures = ops.flatMap((op) =>
+      docOf(op).parameters.flatMap((p) => {
+        const schema = ((p.in === 'path' ? op.params : op.query) as z.ZodObject).shape[p.name] as z.ZodType;
+        return refused(op.id, schema, p.example, `${p.in} parameter ${p.name}`);
+      }),
+    );
+    expect(failures).toEqual([]);
+    // Every declared parameter is documented, so none escapes the check above.
+    for (const op of ops) {
+      const declared = [op.params, op.query].flatMap((s) => (s ? Object.keys((s as z.ZodObject).shape) : []));
+      expect(docOf(op).parameters.map((p) => p.name)).toEqual(declared);
+    }
+  });
+
+  test('every success response with a body shows an example its response schema accepts', () => {
+    const failures = ops
+      .filter((op) => op.response.schema)
+      .flatMap((op) => refused(op.id, op.response.schema!, docOf(op).responses[op.response.status]!.content?.['application/json']?.example, 'response'));
+    expect(failures).toEqual([]);
+  });
+
+  test('every problem response shows a problem+json example carrying one of the codes documented for its status', () => {
+    const failures: string[] = [];
+    for (const op of ops) {
+      for (const [status, response] of Object.entries(docOf(op).responses)) {
+        if (status === String(op.response.status)) continue;
+        const documented = response.description.replace(/^Problem: /, '').split(', ');
+        const example = response.content?.['application/problem+json']?.example as Record<string, unknown> | undefined;
+        if (!example) {
+          failures.push(`${op.id} ${status}: no example`);
+          continue;
+        }
+        if (!documented.includes(String(example.code))) failures.push(`${op.id} ${status}: code ${example.code} is not one of ${documented}`);
+        if (example.status !== Number(status)) failures.push(`${op.id} ${status}: example says status ${example.status}`);
+        for (const field of ['type', 'title', 'detail', 'request_id']) {
+          if (typeof example[field] !== 'string' || example[field] === '') failures.push(`${op.id} ${status}: no ${field}`);
+        }
+      }
+    }
+    expect(failures).toEqual([]);
+  });
+
+  test('the hand-written intake examples are real provider payloads: the webhook is a Zendesk ticket event, the ingest body a web chat message', () => {
+    const webhook = ops.find((op) => op.id === 'receive_webhook')!;
+    const hook = docOf(webhook);
+    const provider = hook.parameters.find((p) => p.name === 'provider')!.example as WebhookProviderId;
+    const body = hook.requestBody!.content['application/json']!.example as Record<string, unknown>;
+    const event = classify(provider, {}, body, Buffer.from(JSON.stringify(body)));
+    expect(event).toMatchObject({ kind: 'event', externalTicketId: (hook.responses['200']!.content!['application/json']!.example as { external_ticket_id: string }).external_ticket_id });
+
+    const ingest = docOf(ops.find((op) => op.id === 'ingest_channel_message')!);
+    const channel = channelById(ingest.parameters.find((p) => p.name === 'channel')!.example as string);
+    const payload = (ingest.requestBody!.content['application/json']!.example as { payload: unknown }).payload;
+    expect(channel?.adapter?.parse(payload)).toMatchObject({ ok: true });
+  });
+
+  test('examples read like a helpdesk, not like sampler placeholders', () => {
+    const placeholders: string[] = [];
+    const walk = (value: unknown, at: string): void => {
+      // The sampler's stand-ins: "string", property1/property2 for a record, its fixed date, email and first uuid.
+      if (typeof value === 'string' && (value === 'string' || /^2019-08-24|^user@example\.com$|^497f6eca-6276-4993-bfeb-53cbbbba6f08$/.test(value))) {
+        placeholders.push(`${at} = ${value}`);
+      }
+      if (value !== null && typeof value === 'object') {
+        for (const [k, v] of Object.entries(value)) {
+          if (/^property\d+$/.test(k)) placeholders.push(`${at}.${k}`);
+          walk(v, `${at}.${k}`);
+        }
+      }
+    };
+    for (const op of ops) {
+      const d = docOf(op);
+      for (const p of d.parameters) walk(p.example, `${op.id} ${p.name}`);
+      walk(d.requestBody?.content['application/json']?.example, `${op.id} request`);
+      for (const [status, r] of Object.entries(d.responses)) walk(Object.values(r.content ?? {})[0]?.example, `${op.id} ${status}`);
+    }
+    expect(placeholders).toEqual([]);
+
+    // A handful of key fields, by name.
+    const example = (id: string, where: 'request' | 'response') => {
+      const op = ops.find((o) => o.id === id)!;
+      const d = docOf(op);
+      const content = where === 'request' ? d.requestBody!.content : d.responses[op.response.status]!.content!;
+      return content['application/json']!.example as Record<string, unknown>;
+    };
+    expect(example('create_customer', 'request')).toMatchObject({ email: expect.stringMatching(/^[a-z.]+@[a-z-]+\.example$/), display_name: expect.stringMatching(/^[A-Z][a-z]+ [A-Z][a-z]+$/) });
+    expect(example('create_ticket', 'request').subject).toMatch(/\w+ \w+ \w+/);
+    expect(example('get_ticket', 'response')).toMatchObject({ status: 'open', events: expect.arrayContaining([expect.objectContaining({ kind: 'reply' })]) });
+    expect(example('create_api_key', 'response').secret).toMatch(/^sk_zr_[0-9A-Za-z]{20,}$/);
+    expect(example('rotate_channel_inbound_token', 'response')).toMatchObject({ channel: 'web_chat', inbound_token: expect.stringMatching(/^itk_/) });
+    expect(example('get_ticket', 'response').created_at).toMatch(/^2025-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+  });
+
+  test('examples are deterministic: building the document again gives the same examples', () => {
+    expect(JSON.parse(JSON.stringify(buildOpenApi(ops, { version: '1.0.0' })))).toEqual(doc);
+  });
 });
 
 describe('API docs in a browser', () => {

@@ -1,14 +1,16 @@
 import { z } from 'zod';
 
 export const auditEntry = z.object({
-  id: z.uuid(),
-  action: z.string(),
+  id: z.uuid().meta({ examples: ['8f14e45f-ceea-4467-a9a3-9b7c2e5d1f06'] }),
+  action: z.string().meta({ examples: ['api_key.created'] }),
   actor_user_id: z.uuid().nullable(),
   actor_api_key_id: z.uuid().nullable(),
-  target_type: z.string(),
-  target_id: z.uuid().nullable(),
-  details: z.record(z.string(), z.unknown()),
-  created_at: z.string(),
+  target_type: z.string().meta({ examples: ['api_key'] }),
+  target_id: z.uuid().nullable().meta({ examples: ['1e779c8a-6786-4c89-b7c3-a6666f5fd6b5'] }),
+  details: z
+    .record(z.string(), z.unknown())
+    .meta({ examples: [{ key_id: '1e779c8a-6786-4c89-b7c3-a6666f5fd6b5', name: 'Zapier ticket sync', prefix: 'sk_zr_7Gm2QxVb9K', scopes: ['tickets:read', 'tickets:write'] }] }),
+  created_at: z.string().meta({ examples: ['2025-03-03T08:15:00.000Z'] }),
 });
 
 export const auditListQuery = z.strictObject({
@@ -17,8 +19,8 @@ export const auditListQuery = z.strictObject({
 });
 
 export const auditList = z.object({
-  total: z.number().int(),
-  limit: z.number().int(),
+  total: z.number().int().meta({ examples: [137] }),
+  limit: z.number().int().meta({ examples: [100] }),
   offset: z.number().int(),
   audit_entries: z.array(auditEntry),
 });

@@ -1,32 +1,44 @@
 import { z } from 'zod';
 
-export const channelParams = z.object({ channel: z.string().min(1).max(64) });
+const CONFIG = {
+  label: 'Website widget',
+  widget_color: '#0b6efd',
+  greeting: 'Hi! Ask us anything about your order.',
+  allowed_origins: ['https://www.northwind.example'],
+};
+const INBOUND_TOKEN = 'itk_Qm9yZWFsLWV4YW1wbGUtdG9rZW4tMDE5Mw';
+const at = z.string().meta({ examples: ['2025-02-28T15:20:00.000Z'] });
+
+export const channelParams = z.object({ channel: z.string().min(1).max(64).meta({ examples: ['web_chat'] }) });
 
 export const upsertChannelBody = z.strictObject({
   enabled: z.boolean().default(true),
-  display_name: z.string().trim().min(1).max(120).optional(),
-  config: z.record(z.string(), z.unknown()).refine((c) => JSON.stringify(c).length <= 32_768, { message: 'config must serialise to at most 32 KiB' }),
+  display_name: z.string().trim().min(1).max(120).optional().meta({ examples: ['Website chat'] }),
+  config: z
+    .record(z.string(), z.unknown())
+    .refine((c) => JSON.stringify(c).length <= 32_768, { message: 'config must serialise to at most 32 KiB' })
+    .meta({ examples: [CONFIG] }),
 });
 export type UpsertChannelInput = z.output<typeof upsertChannelBody>;
 
 const registryFields = {
-  channel: z.string(),
-  display_name: z.string(),
+  channel: z.string().meta({ examples: ['web_chat'] }),
+  display_name: z.string().meta({ examples: ['Website chat'] }),
   adapter_available: z.boolean(),
-  ticket_source: z.string(),
-  handle_kind: z.string(),
+  ticket_source: z.string().meta({ examples: ['web_chat'] }),
+  handle_kind: z.string().meta({ examples: ['visitor_id'] }),
   outbound_supported: z.boolean(),
-  inbound_path: z.string(),
+  inbound_path: z.string().meta({ examples: ['/v1/ingest/web_chat'] }),
 };
 
 export const channelConnection = z.object({
   ...registryFields,
-  details: z.record(z.string(), z.unknown()),
+  details: z.record(z.string(), z.unknown()).meta({ examples: [{ inbound_token_set: true }] }),
   connected: z.boolean(),
   enabled: z.boolean(),
-  config: z.record(z.string(), z.unknown()),
-  created_at: z.string(),
-  updated_at: z.string(),
+  config: z.record(z.string(), z.unknown()).meta({ examples: [CONFIG] }),
+  created_at: at,
+  updated_at: at,
 });
 
 export const channelListItem = z.object({
@@ -36,4 +48,4 @@ export const channelListItem = z.object({
 });
 
 export const channelList = z.object({ channels: z.array(channelListItem) });
-export const rotatedToken = z.object({ channel: z.string(), inbound_token: z.string() });
+export const rotatedToken = z.object({ channel: z.string().meta({ examples: ['web_chat'] }), inbound_token: z.string().meta({ examples: [INBOUND_TOKEN] }) });

@@ -1,39 +1,49 @@
 import { z } from 'zod';
 import { intParam, metadata } from '../../http/params';
 
+const at = z.string().meta({ examples: ['2025-03-02T16:40:11.000Z'] });
+const example = {
+  display_name: 'Maya Fischer',
+  email: 'maya.fischer@fischer-logistik.example',
+  company: 'Fischer Logistik GmbH',
+  country: 'DE',
+  metadata: { plan: 'business', crm_id: 'hs-20931' },
+};
+
 export const customerIdParams = z.object({ customer_id: z.uuid() });
 
 export const createCustomerBody = z.strictObject({
-  display_name: z.string().trim().min(1).max(200),
-  email: z.email().max(320),
-  company: z.string().trim().max(200).optional(),
+  display_name: z.string().trim().min(1).max(200).meta({ examples: [example.display_name] }),
+  email: z.email().max(320).meta({ examples: [example.email] }),
+  company: z.string().trim().max(200).optional().meta({ examples: [example.company] }),
   country: z
     .string()
     .regex(/^[A-Za-z]{2}$/, 'an ISO 3166-1 alpha-2 code such as DE')
+    .meta({ examples: [example.country] })
     .transform((c) => c.toUpperCase())
     .optional(),
-  metadata: metadata.optional(),
+  metadata: metadata.optional().meta({ examples: [example.metadata] }),
 });
 
 export const listCustomersQuery = z.strictObject({
-  limit: intParam(1, 500).optional(),
+  limit: intParam(1, 500).optional().meta({ examples: [100] }),
   offset: intParam(0, 2147483647).default(0),
 });
 
 export const customer = z.object({
-  id: z.uuid(),
-  display_name: z.string(),
-  email: z.string(),
-  company: z.string(),
-  country: z.string(),
-  metadata: z.record(z.string(), z.unknown()),
-  created_at: z.string(),
-  updated_at: z.string(),
+  id: z.uuid().meta({ examples: ['160c0c4b-9966-4dc1-a916-8407eb10d74e'] }),
+  display_name: z.string().meta({ examples: [example.display_name] }),
+  email: z.string().meta({ examples: [example.email] }),
+  company: z.string().meta({ examples: [example.company] }),
+  country: z.string().meta({ examples: [example.country] }),
+  metadata: z.record(z.string(), z.unknown()).meta({ examples: [example.metadata] }),
+  created_at: at,
+  updated_at: at,
 });
 
 export const customerList = z.object({
-  total: z.number().int(),
-  limit: z.number().int().nullable(),
+  total: z.number().int().meta({ examples: [1284] }),
+  limit: z.number().int().nullable().meta({ examples: [100] }),
   offset: z.number().int(),
   customers: z.array(customer),
 });

@@ -8,6 +8,7 @@ import {
   conflictComparison,
   createCentreBody,
   editBody,
+  EXAMPLE_ARTICLE,
   helpCentre,
   resolveBody,
   syncBody,
@@ -60,6 +61,25 @@ export const helpCentreOperations = [
     body: syncBody,
     response: { status: 200, description: 'Article translation', schema: articleTranslation },
     errors: ['help_centre_required'],
+    // The body is a union (an article, or {missing: true}); a sample would show the smaller variant.
+    example: {
+      request: {
+        source_article_id: '360001',
+        locale: 'en',
+        title: EXAMPLE_ARTICLE.title,
+        body_html: '<p>Open <strong>Settings → Security</strong> and choose <em>Reset password</em>. The link in the email works for 30 minutes.</p>',
+        visibility: 'public',
+        source_status: 'published',
+        labels: EXAMPLE_ARTICLE.labels,
+        author_label: EXAMPLE_ARTICLE.author_label,
+        container_path: ['Accounts', 'Sign-in'],
+        position: 1,
+        source_url: EXAMPLE_ARTICLE.source_url,
+        source_created_at: '2024-11-04T08:30:00Z',
+        source_updated_at: '2025-03-01T10:00:00Z',
+      },
+      response: { ...EXAMPLE_ARTICLE, locally_edited_at: null },
+    },
     handler: async ({ principal, body }, s) => ({ body: await s.articles.sync(principal, body) }),
   }),
   defineOperation({

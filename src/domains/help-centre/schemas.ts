@@ -1,14 +1,24 @@
 import { z } from 'zod';
 
-const locale = z.string().regex(/^[a-z]{2,3}(?:-[A-Za-z0-9]{2,8})*$/, 'a locale such as en or pt-BR');
+const locale = z.string().regex(/^[a-z]{2,3}(?:-[A-Za-z0-9]{2,8})*$/, 'a locale such as en or pt-BR').meta({ examples: ['en'] });
+
+const CENTRE_ID = 'fa2f55bd-e89d-4679-8ff9-d3e53cf0919f';
+const HOST = 'northwind.help.example.com';
+const BRAND = {
+  logo_url: 'https://cdn.northwind.example/brand/logo.svg',
+  brand_color: '#0b6efd',
+  title: 'Northwind Help Centre',
+  tagline: 'Answers about orders, billing and delivery',
+};
+const ex = <T extends z.ZodType>(schema: T, example: unknown) => schema.meta({ examples: [example] });
 
 export const createCentreBody = z
   .strictObject({
-    name: z.string().trim().min(1).max(120),
+    name: ex(z.string().trim().min(1).max(120), 'Northwind Help'),
     default_locale: locale,
-    locales: z.array(locale).min(1).max(50),
-    subdomain_label: z.string().regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, 'a DNS label: lower-case letters, digits and inner hyphens, at most 63'),
-    brand: z.record(z.string(), z.unknown()).optional(),
+    locales: ex(z.array(locale).min(1).max(50), ['en', 'de']),
+    subdomain_label: ex(z.string().regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, 'a DNS label: lower-case letters, digits and inner hyphens, at most 63'), 'northwind'),
+    brand: ex(z.record(z.string(), z.unknown()).optional(), BRAND),
   })
   .refine((b) => b.locales.includes(b.default_locale), { message: 'default_locale must be one of locales', path: ['default_locale'] });
 
@@ -20,22 +30,27 @@ export const brandQuery = z.strictObject({
     .optional()
     .transform((v) => (v === '' || v === 'null' ? undefined : v)),
 });
-export const brandBody = z.record(z.string(), z.unknown());
+export const brandBody = ex(z.record(z.string(), z.unknown()), { logoUrl: BRAND.logo_url, color: BRAND.brand_color, title: BRAND.title, tagline: BRAND.tagline });
 
-const host = z.object({ subdomain_label: z.string(), full_host: z.string(), is_primary: z.boolean(), verified_at: z.string().nullable() });
+const host = z.object({
+  subdomain_label: ex(z.string(), 'northwind'),
+  full_host: ex(z.string(), HOST),
+  is_primary: ex(z.boolean(), true),
+  verified_at: ex(z.string().nullable(), '2025-02-21T11:00:00.000Z'),
+});
 export const helpCentre = z.object({
-  id: z.string(),
-  name: z.string(),
-  default_locale: z.string(),
-  enabled: z.boolean(),
-  brand: z.record(z.string(), z.string()),
-  locales: z.array(z.string()),
+  id: ex(z.string(), CENTRE_ID),
+  name: ex(z.string(), 'Northwind Help'),
+  default_locale: ex(z.string(), 'en'),
+  enabled: ex(z.boolean(), true),
+  brand: ex(z.record(z.string(), z.string()), BRAND),
+  locales: ex(z.array(z.string()), ['en', 'de']),
   hosts: z.array(host),
-  article_count: z.number().int(),
-  published_public_count: z.number().int(),
+  article_count: ex(z.number().int(), 48),
+  published_public_count: ex(z.number().int(), 41),
 });
 export const centreList = z.object({ help_centres: z.array(helpCentre) });
-export const brandResult = z.object({ help_centre_id: z.string(), brand: z.record(z.string(), z.string()) });
+export const brandResult = z.object({ help_centre_id: ex(z.string(), CENTRE_ID), brand: ex(z.record(z.string(), z.string()), BRAND) });
 
 const isoDateTime = z.iso.datetime({ offset: true });
 export const translationParams = z.object({ translation_id: z.uuid() });
@@ -69,14 +84,68 @@ export const syncBody = z.union([
   }),
 ]);
 
+const TITLE = 'Reset your password';
+const LOCAL_HTML = '<p>Open <strong>Settings → Security</strong> and choose <em>Reset password</em>. The link in the email works for 30 minutes.</p>';
+const INCOMING_HTML = '<p>Open <strong>Settings → Security</strong> and choose <em>Reset password</em>. The link in the email works for 1 hour.</p>';
+const url = (locale: string) => `https://${HOST}/${locale}/articles/e4aad634-3311-4e79-b165-3911549b3b29-reset-your-password`;
+
+/** One article translation as the examples of the OpenAPI document show it. */
+export const EXAMPLE_ARTICLE = {
+  article_id: 'e4aad634-3311-4e79-b165-3911549b3b29',
+  translation_id: '1c481a44-1155-4265-9320-03a658d80a80',
+  locale: 'en',
+  title: TITLE,
+  slug: 'reset-your-password',
+  excerpt: 'Open Settings → Security and choose Reset password. The link in the email works for 30 minutes.',
+  container_path: 'Accounts / Sign-in',
+  url: url('en'),
+  position: 1,
+  promoted: false,
+  breadcrumbs: [
+    { name: 'Accounts', path: '/en/accounts', url: `https://${HOST}/en/accounts` },
+    { name: 'Sign-in', path: '/en/accounts/sign-in', url: `https://${HOST}/en/accounts/sign-in` },
+  ],
+  updated_at: '2025-03-12T16:45:00.000Z',
+  published_at: '2025-03-01T10:00:00.000Z',
+  vote_count: 12,
+  vote_sum: 10,
+  visibility: 'public',
+  editorial_state: 'published',
+  source_visibility_raw: { visibility: 'public', permission_group_id: '', user_segment_ids: [] },
+  permission_group_id: '',
+  user_segment_ids: [],
+  outdated: false,
+  outdated_locales: [],
+  missing_at_source_at: null,
+  locally_edited_at: '2025-03-12T16:45:00.000Z',
+  has_conflict: false,
+  conflict_seen_at: null,
+  body_html: LOCAL_HTML,
+  body_markdown: 'Open **Settings → Security** and choose *Reset password*. The link in the email works for 30 minutes.',
+  body_format: 'markdown',
+  sanitizer_version: 'hc-sanitizer-2026.11.1',
+  sanitize_report: { removed_tags: {}, removed_attributes: {}, total_removed: 0 },
+  link_report: { rewritten: [], external: [] },
+  asset_report: { assets: [] },
+  source_status_raw: 'published',
+  canonical_url: url('en'),
+  alternates: [{ locale: 'de', url: url('de').replace('reset-your-password', 'passwort-zurucksetzen') }],
+  author_label: 'Northwind Support',
+  labels: ['password', 'account'],
+  source_url: 'https://northwind.zendesk.com/hc/en-us/articles/360001',
+  source_created_at: '2024-11-04T08:30:00.000Z',
+  source_updated_at: '2025-03-01T10:00:00.000Z',
+  noindex: false,
+};
+
 export const editBody = z
   .strictObject({
-    title: z.string().trim().min(1).max(500).optional(),
-    body_markdown: z.string().max(1_000_000).optional(),
-    excerpt: z.string().max(1000).optional(),
-    labels: z.array(z.string().trim().min(1).max(100)).max(100).optional(),
-    promoted: z.boolean().optional(),
-    position: z.number().int().min(0).max(1_000_000).optional(),
+    title: ex(z.string().trim().min(1).max(500).optional(), TITLE),
+    body_markdown: ex(z.string().max(1_000_000).optional(), EXAMPLE_ARTICLE.body_markdown),
+    excerpt: ex(z.string().max(1000).optional(), EXAMPLE_ARTICLE.excerpt),
+    labels: ex(z.array(z.string().trim().min(1).max(100)).max(100).optional(), EXAMPLE_ARTICLE.labels),
+    promoted: ex(z.boolean().optional(), true),
+    position: ex(z.number().int().min(0).max(1_000_000).optional(), 1),
   })
   .refine((b) => Object.keys(b).length > 0, { message: 'send at least one field' });
 
@@ -126,7 +195,7 @@ export const articleTranslation = z.object({
   source_created_at: ts,
   source_updated_at: ts,
   noindex: z.boolean(),
-});
+}).meta({ examples: [EXAMPLE_ARTICLE] });
 
 export const conflictComparison = z.object({
   translation_id: z.string(),
@@ -139,4 +208,19 @@ export const conflictComparison = z.object({
   local_body_html: z.string(),
   incoming_body_html: z.string(),
   incoming_sanitize_report: z.record(z.string(), z.unknown()),
+}).meta({
+  examples: [
+    {
+      translation_id: EXAMPLE_ARTICLE.translation_id,
+      locale: 'en',
+      title: TITLE,
+      incoming_title: 'Reset your password or passkey',
+      body_format: 'markdown',
+      conflict_seen_at: '2025-03-13T07:10:00.000Z',
+      locally_edited_at: EXAMPLE_ARTICLE.locally_edited_at,
+      local_body_html: LOCAL_HTML,
+      incoming_body_html: INCOMING_HTML,
+      incoming_sanitize_report: { removed_tags: { script: 1 }, removed_attributes: {}, total_removed: 1 },
+    },
+  ],
 });

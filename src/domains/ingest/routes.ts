@@ -46,6 +46,29 @@ export const ingestOperations = [
     body: ingestBody,
     response: { status: 200, description: 'Ingest result', schema: ingestResult },
     errors: ['channel_payload_invalid', 'channel_adapter_unavailable'],
+    // A web chat message as our widget posts it (docs/web-chat-format.md); the payload is the channel's own.
+    example: {
+      params: { channel: 'web_chat' },
+      query: { token: 'itk_Qm9yZWFsLWV4YW1wbGUtdG9rZW4tMDE5Mw' },
+      request: {
+        tenant_id: '34f5c98e-f430-457b-a812-92637d0c6fd0',
+        payload: {
+          visitor_id: 'v_3f9c2a7b1e',
+          message_id: 'wc_8d1e4b0c2f',
+          text: 'Hi! Do you ship to Canada?',
+          sent_at: '2025-03-14T09:30:00Z',
+          email: 'ada@example.com',
+          name: 'Ada Lovelace',
+        },
+      },
+      response: {
+        channel: 'web_chat',
+        ticket_id: 'b3e1f0a2-7c4d-4e9b-8a16-5d2c9f7e3b40',
+        customer_id: 'c8a4d2e6-1b9f-4c3a-9e57-0f6b2d8a4c19',
+        was_created: true,
+        was_duplicate: false,
+      },
+    },
     handler: async ({ params, query, body }, s) => s.ingest.receive(params.channel, body, query),
   }),
   defineOperation({
@@ -60,6 +83,23 @@ export const ingestOperations = [
       channel: z.string().min(1).max(64).optional(),
     }),
     response: { status: 200, description: 'Deliveries, newest first', schema: deliveries },
+    example: {
+      query: { channel: 'web_chat' },
+      response: {
+        deliveries: [
+          {
+            channel: 'web_chat',
+            provider_message_id: 'wc_8d1e4b0c2f',
+            ticket_id: 'b3e1f0a2-7c4d-4e9b-8a16-5d2c9f7e3b40',
+            customer_id: 'c8a4d2e6-1b9f-4c3a-9e57-0f6b2d8a4c19',
+            was_created: true,
+            first_seen_at: '2025-03-14T09:30:01.204Z',
+            last_seen_at: '2025-03-14T09:30:04.871Z',
+            duplicate_count: 1,
+          },
+        ],
+      },
+    },
     handler: async ({ principal, query }, s) => ({ body: await s.ingest.deliveries(principal, query) }),
   }),
 ];

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineOperation } from '../../http/operation';
-import { ticketDetail } from '../tickets/schemas';
+import { EXAMPLE_TICKET, ticketDetail } from '../tickets/schemas';
 import { applyParams, createMacroBody, macro, macroIdParams, macroList, patchMacroBody } from './schemas';
 
 const applyResult = z.object({
@@ -51,6 +51,12 @@ export const macroOperations = [
     params: applyParams,
     response: { status: 200, description: 'The ticket after the macro, and what was skipped', schema: applyResult },
     errors: ['macro_disabled', 'ticket_merged'],
+    example: {
+      response: {
+        ticket: { ...EXAMPLE_TICKET, priority: 'urgent', tags: ['billing', 'refund', 'vip'] },
+        skipped: [{ action: { type: 'assign_team', team_id: '3e9c1a7b-5d2f-4b8e-a6c4-9f0d2e7b1a53' }, reason: 'the team no longer exists' }],
+      },
+    },
     handler: async ({ principal, params }, s) => ({ body: await s.macros.apply(principal, params.ticket_id, params.macro_id) }),
   }),
 ];

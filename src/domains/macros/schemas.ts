@@ -24,27 +24,37 @@ export const macroTrigger = z.strictObject({
   conditions: rawFilterObject.default({}),
 });
 
-const actions = z.array(macroAction).min(1).max(50);
+const ACTIONS = [
+  { type: 'set_priority', priority: 'urgent' },
+  { type: 'add_tags', tags: ['vip'] },
+  { type: 'assign_team', team_id: '810007d0-bec5-486c-b5d1-28fcd8a079ba' },
+];
+const TRIGGER = { event: 'ticket.created', conditions: { tag: 'vip' } };
+const NAME = 'Escalate VIP tickets';
+const DESCRIPTION = 'New tickets from VIP customers go straight to Billing as urgent.';
+const at = z.string().meta({ examples: ['2025-03-01T12:00:00.000Z'] });
+
+const actions = z.array(macroAction).min(1).max(50).meta({ examples: [ACTIONS] });
 
 export const macroIdParams = z.object({ macro_id: z.uuid() });
 export const applyParams = z.object({ ticket_id: z.uuid(), macro_id: z.uuid() });
 
 export const createMacroBody = z.strictObject({
-  name: z.string().trim().min(1).max(120),
-  description: z.string().max(2000).default(''),
+  name: z.string().trim().min(1).max(120).meta({ examples: [NAME] }),
+  description: z.string().max(2000).default('').meta({ examples: [DESCRIPTION] }),
   actions,
   enabled: z.boolean().default(true),
-  trigger: macroTrigger.nullable().default(null),
+  trigger: macroTrigger.nullable().default(null).meta({ examples: [TRIGGER] }),
 });
 
 /** trigger: null removes the trigger (manual only); an omitted trigger is left as it is. */
 export const patchMacroBody = z
   .strictObject({
-    name: z.string().trim().min(1).max(120).optional(),
-    description: z.string().max(2000).optional(),
+    name: z.string().trim().min(1).max(120).optional().meta({ examples: [NAME] }),
+    description: z.string().max(2000).optional().meta({ examples: [DESCRIPTION] }),
     actions: actions.optional(),
-    enabled: z.boolean().optional(),
-    trigger: macroTrigger.nullable().optional(),
+    enabled: z.boolean().optional().meta({ examples: [false] }),
+    trigger: macroTrigger.nullable().optional().meta({ examples: [null] }),
   })
   .refine((b) => Object.values(b).some((v) => v !== undefined), { message: 'send at least one field to change' });
 
@@ -52,13 +62,13 @@ export type CreateMacroInput = z.output<typeof createMacroBody>;
 export type PatchMacroInput = z.output<typeof patchMacroBody>;
 
 export const macro = z.object({
-  id: z.uuid(),
-  name: z.string(),
-  description: z.string(),
-  actions: z.array(z.record(z.string(), z.unknown())),
+  id: z.uuid().meta({ examples: ['058c5644-6d89-4487-8893-fd8d698da202'] }),
+  name: z.string().meta({ examples: [NAME] }),
+  description: z.string().meta({ examples: [DESCRIPTION] }),
+  actions: z.array(z.record(z.string(), z.unknown())).meta({ examples: [ACTIONS] }),
   enabled: z.boolean(),
-  trigger: z.object({ event: z.string(), conditions: z.record(z.string(), z.string()) }).nullable(),
-  created_at: z.string(),
-  updated_at: z.string(),
+  trigger: z.object({ event: z.string(), conditions: z.record(z.string(), z.string()) }).nullable().meta({ examples: [TRIGGER] }),
+  created_at: at,
+  updated_at: at,
 });
 export const macroList = z.object({ macros: z.array(macro) });

@@ -1,16 +1,32 @@
 import { z } from 'zod';
 
-export const mailProviderParams = z.object({ mailprovider: z.string().min(1).max(32) });
+const STATE = 'Xq3vJ8r2Lk9pTz4mWb7nHc1sYd6fGa0eRu5iOt2wQe8';
+const SCOPES = ['openid', 'email', 'https://www.googleapis.com/auth/gmail.readonly', 'https://www.googleapis.com/auth/gmail.send'];
+const at = (t: string) => z.string().meta({ examples: [`2025-03-14T${t}.000Z`] });
+const checked = '2025-03-14T09:25:00.000Z';
+const CHECKS = [
+  { check: 'oauth_token', status: 'ok', detail: 'The google grant works.', remediation: 'None.', last_checked_at: checked },
+  { check: 'scopes', status: 'ok', detail: `Granted: ${SCOPES.join(' ')}.`, remediation: 'None.', last_checked_at: checked },
+  { check: 'send_permission', status: 'ok', detail: 'Replies can be sent through this mailbox.', remediation: 'None.', last_checked_at: checked },
+  { check: 'inbound_polling', status: 'ok', detail: 'New mail is polled.', remediation: 'None.', last_checked_at: checked },
+  { check: 'daily_send_quota', status: 'ok', detail: '37 of 500 replies sent today (UTC).', remediation: 'None.', last_checked_at: checked },
+];
+
+export const mailProviderParams = z.object({ mailprovider: z.string().min(1).max(32).meta({ examples: ['google'] }) });
 
 export const completeOauthBody = z.strictObject({
-  code: z.string().min(1).max(4096),
-  state: z.string().min(1).max(512),
+  code: z.string().min(1).max(4096).meta({ examples: ['4/0AeanS0bT8xK2vQ9mZ7pL3wR6yN1cF5hJ4dG8sA2eU0iO'] }),
+  state: z.string().min(1).max(512).meta({ examples: [STATE] }),
 });
 
 export const oauthStart = z.object({
-  authorize_url: z.string(),
-  state: z.string(),
-  expires_at: z.string(),
+  authorize_url: z.string().meta({
+    examples: [
+      `https://accounts.google.com/o/oauth2/v2/auth?client_id=41230-helpdesk.apps.googleusercontent.com&redirect_uri=https%3A%2F%2Fapi.helpdesk.example%2Foauth%2Fgoogle%2Fcallback&response_type=code&scope=${encodeURIComponent(SCOPES.join(' '))}&state=${STATE}&access_type=offline&prompt=consent&include_granted_scopes=true`,
+    ],
+  }),
+  state: z.string().meta({ examples: [STATE] }),
+  expires_at: at('09:36:53'),
 });
 
 const check = z.object({
@@ -20,19 +36,20 @@ const check = z.object({
   remediation: z.string(),
   last_checked_at: z.string(),
 });
+const checks = z.array(check).meta({ examples: [CHECKS] });
 
 /** Empty strings, zero and false stand for "nothing yet" so every field is always present. */
 export const mailboxStatus = z.object({
   connected: z.boolean(),
   provider: z.enum(['google', 'microsoft']).optional(),
-  email_address: z.string(),
-  scopes: z.array(z.string()),
-  sendable: z.boolean(),
-  polling: z.boolean(),
-  inbound_cursor_set: z.boolean(),
-  connected_at: z.string(),
-  healthy_at: z.string(),
-  last_polled_at: z.string(),
-  sent_today: z.number().int(),
-  checks: z.array(check),
+  email_address: z.string().meta({ examples: ['support@northwind.example'] }),
+  scopes: z.array(z.string()).meta({ examples: [SCOPES] }),
+  sendable: z.boolean().meta({ examples: [true] }),
+  polling: z.boolean().meta({ examples: [true] }),
+  inbound_cursor_set: z.boolean().meta({ examples: [true] }),
+  connected_at: at('09:12:40'),
+  healthy_at: at('09:25:00'),
+  last_polled_at: at('09:26:10'),
+  sent_today: z.number().int().meta({ examples: [37] }),
+  checks,
 });

@@ -1,14 +1,17 @@
 import { z } from 'zod';
 
-const role = z.enum(['viewer', 'editor', 'admin', 'owner']);
+const role = z.enum(['viewer', 'editor', 'admin', 'owner']).meta({ examples: ['editor'] });
+const at = z.string().meta({ examples: ['2025-03-03T08:15:00.000Z'] });
+const email = 'jonas.berg@northwind.example';
+const realmSubject = 'auth0|65f1c2a9e4b0d3a1c8f7e215';
 
 export const userIdParams = z.object({ user_id: z.uuid() });
 
 export const addMemberBody = z.strictObject({
-  email: z.email().max(320),
-  name: z.string().trim().min(1).max(200),
+  email: z.email().max(320).meta({ examples: [email] }),
+  name: z.string().trim().min(1).max(200).meta({ examples: ['Jonas Berg'] }),
   role,
-  realm_subject: z.string().min(1).max(255).optional(),
+  realm_subject: z.string().min(1).max(255).optional().meta({ examples: [realmSubject] }),
 });
 
 export const patchMemberBody = z
@@ -20,13 +23,13 @@ export const patchMemberBody = z
 
 export const member = z.object({
   user_id: z.uuid(),
-  email: z.string(),
-  name: z.string(),
+  email: z.string().meta({ examples: [email] }),
+  name: z.string().meta({ examples: ['Jonas Berg'] }),
   role,
   status: z.enum(['active', 'deactivated']),
-  realm_subject: z.string().nullable(),
-  created_at: z.string(),
-  updated_at: z.string(),
+  realm_subject: z.string().nullable().meta({ examples: [realmSubject] }),
+  created_at: at,
+  updated_at: at,
 });
 
 export const memberList = z.object({ members: z.array(member) });
@@ -35,7 +38,7 @@ export type AddMemberInput = z.output<typeof addMemberBody>;
 export type PatchMemberInput = z.output<typeof patchMemberBody>;
 
 export const presenceBody = z.strictObject({ presence: z.enum(['online', 'away', 'offline']) });
-export const presenceResult = z.object({ presence: z.enum(['online', 'away', 'offline']), refreshed_at: z.string() });
+export const presenceResult = z.object({ presence: z.enum(['online', 'away', 'offline']), refreshed_at: z.string().meta({ examples: ['2025-03-14T09:26:53.412Z'] }) });
 export const preferencesBody = z
   .strictObject({ helpdesk_unavailable: z.boolean().optional() })
   .refine((b) => b.helpdesk_unavailable !== undefined, { message: 'send at least one preference' });

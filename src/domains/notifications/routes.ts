@@ -21,6 +21,8 @@ export const notificationOperations = [
     access: { floor: 'viewer', tag: 'notifications', action: 'read' },
     body: markReadBody,
     response: { status: 200, description: 'How many rows changed', schema: markReadResult },
+    // ids and all exclude each other, which a sample of the schema cannot know.
+    example: { request: { ids: ['6f1c9b2e-4d3a-4e8f-9a7b-2c5d8e1f0a34', '0b7d3e9a-1f2c-4a6b-8d5e-7c9f2a4b6d18'] }, response: { updated: 2 } },
     handler: async ({ principal, body }, s) => ({ body: await s.notifications.markRead(principal, body) }),
   }),
 ];

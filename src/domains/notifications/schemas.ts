@@ -2,18 +2,18 @@ import { z } from 'zod';
 import { intParam } from '../../http/params';
 
 export const notification = z.object({
-  id: z.uuid(),
-  kind: z.string(),
+  id: z.uuid().meta({ examples: ['6f1c9b2e-4d3a-4e8f-9a7b-2c5d8e1f0a34'] }),
+  kind: z.string().meta({ examples: ['assigned'] }),
   ticket_id: z.uuid().nullable(),
-  body: z.string(),
-  meta: z.record(z.string(), z.unknown()),
-  read_at: z.string().nullable(),
-  created_at: z.string(),
+  body: z.string().meta({ examples: ['Invoice #10482 was charged twice'] }),
+  meta: z.record(z.string(), z.unknown()).meta({ examples: [{ team_id: '810007d0-bec5-486c-b5d1-28fcd8a079ba' }] }),
+  read_at: z.string().nullable().meta({ examples: [null] }),
+  created_at: z.string().meta({ examples: ['2025-03-14T09:30:53.412Z'] }),
 });
 
 export const listNotificationsQuery = z.strictObject({
   unread_only: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
-  limit: intParam(1, 500).default(50),
+  limit: intParam(1, 500).default(50).meta({ examples: [20] }),
   offset: intParam(0, 2147483647).default(0),
 });
 

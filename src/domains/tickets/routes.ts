@@ -1,5 +1,5 @@
 import { defineOperation } from '../../http/operation';
-import { createTicketBody, listTicketsQuery, mergeBody, messageBody, patchTicketBody, ticketDetail, ticketIdParams, ticketList } from './schemas';
+import { createTicketBody, EXAMPLE_TICKET, listTicketsQuery, mergeBody, messageBody, patchTicketBody, ticketDetail, ticketIdParams, ticketList } from './schemas';
 
 const write = { floor: 'editor', tag: 'tickets', action: 'write' } as const;
 const read = { floor: 'viewer', tag: 'tickets', action: 'read' } as const;
@@ -15,6 +15,18 @@ export const ticketOperations = [
     body: createTicketBody,
     response: detail('The new ticket', 201),
     errors: ['customer_unknown', 'assignee_unknown', 'team_unknown'],
+    // customer_id and customer_email exclude each other, which a sample of the schema cannot know.
+    example: {
+      request: {
+        subject: EXAMPLE_TICKET.subject,
+        description: EXAMPLE_TICKET.description,
+        priority: 'high',
+        customer_email: EXAMPLE_TICKET.customer_email,
+        team_id: EXAMPLE_TICKET.team_id,
+        tags: ['billing'],
+        metadata: { order_id: 'SO-10482' },
+      },
+    },
     handler: async ({ principal, body }, s) => ({ status: 201, body: await s.tickets.create(principal, body) }),
   }),
   defineOperation({
@@ -85,6 +97,9 @@ export const ticketOperations = [
     body: mergeBody,
     response: detail('The source ticket, status merged'),
     errors: ['merge_self', 'ticket_merged'],
+    example: {
+      response: { ...EXAMPLE_TICKET, status: 'merged', merged_into_id: 'e0e47e8c-f786-4369-9020-05530622d935', legal_next_states: [] },
+    },
     handler: async ({ principal, params, body }, s) => ({ body: await s.tickets.merge(principal, params.ticket_id, body.target_ticket_id) }),
   }),
   defineOperation({

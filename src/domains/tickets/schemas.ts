@@ -6,25 +6,32 @@ import { STATUSES } from './status';
 
 export const LIMITS = { subject: 500, description: 65_536, body: 65_536, tags: 50, tag: 64 } as const;
 
-const tags = z.array(z.string().trim().min(1).max(LIMITS.tag)).max(LIMITS.tags);
+const tags = z.array(z.string().trim().min(1).max(LIMITS.tag)).max(LIMITS.tags).meta({ examples: [['billing', 'refund']] });
 const priority = z.enum(PRIORITIES);
 const source = z.enum(TICKET_SOURCES);
 const status = z.enum(STATUSES as [string, ...string[]]);
+
+const SUBJECT = 'Invoice #10482 was charged twice';
+const DESCRIPTION = 'Hi, my card was charged twice for invoice #10482 on 3 March. Could you refund one of the two payments? Thanks, Maya';
+const REPLY = 'Hi Maya, sorry about the double charge. I have refunded the second payment; it will show on your card within 5 business days.';
+const METADATA = { order_id: 'SO-10482', plan: 'business' };
+/** Jonas Berg, the agent of the examples (his user id is the one the sampler gives every user_id). */
+const assigneeId = z.uuid().meta({ examples: ['a169451c-8525-4352-b8ca-070dd449a1a5'] });
 
 export const ticketIdParams = z.object({ ticket_id: z.uuid() });
 
 export const createTicketBody = z
   .strictObject({
-    subject: z.string().trim().min(1).max(LIMITS.subject),
-    description: z.string().max(LIMITS.description),
-    priority: priority.default('normal'),
-    source: source.default('api'),
+    subject: z.string().trim().min(1).max(LIMITS.subject).meta({ examples: [SUBJECT] }),
+    description: z.string().max(LIMITS.description).meta({ examples: [DESCRIPTION] }),
+    priority: priority.default('normal').meta({ examples: ['high'] }),
+    source: source.default('api').meta({ examples: ['api'] }),
     customer_id: z.uuid().optional(),
-    customer_email: z.email().max(320).optional(),
-    assignee_id: z.uuid().optional(),
+    customer_email: z.email().max(320).optional().meta({ examples: ['maya.fischer@fischer-logistik.example'] }),
+    assignee_id: assigneeId.optional(),
     team_id: z.uuid().optional(),
     tags: tags.default([]),
-    metadata: metadata.default({}),
+    metadata: metadata.default({}).meta({ examples: [METADATA] }),
   })
   .refine((b) => (b.customer_id === undefined) !== (b.customer_email === undefined), {
     message: 'send exactly one of customer_id and customer_email',
@@ -33,16 +40,16 @@ export const createTicketBody = z
 
 export const patchTicketBody = z
   .strictObject({
-    status: status.optional(),
-    priority: priority.optional(),
-    assignee_id: z.uuid().nullable().optional(),
+    status: status.optional().meta({ examples: ['pending'] }),
+    priority: priority.optional().meta({ examples: ['urgent'] }),
+    assignee_id: assigneeId.nullable().optional(),
     team_id: z.uuid().nullable().optional(),
     tags: tags.optional(),
-    metadata: metadata.optional(),
+    metadata: metadata.optional().meta({ examples: [{ refund_id: 're_3Ox2Qm', plan: null }] }),
   })
   .refine((b) => Object.values(b).some((v) => v !== undefined), { message: 'send at least one field to change' });
 
-export const messageBody = z.strictObject({ body: z.string().trim().min(1).max(LIMITS.body) });
+export const messageBody = z.strictObject({ body: z.string().trim().min(1).max(LIMITS.body).meta({ examples: [REPLY] }) });
 
 export const mergeBody = z.strictObject({ target_ticket_id: z.uuid() });
 
@@ -55,14 +62,14 @@ const boolParam = z.enum(['true', 'false']).transform((v) => v === 'true');
 export const ticketFilters = z.strictObject({
   status: status.optional(),
   priority: priority.optional(),
-  assignee_id: z.uuid().optional(),
+  assignee_id: assigneeId.optional(),
   team_id: z.uuid().optional(),
   customer_id: z.uuid().optional(),
-  tag: z.string().min(1).max(LIMITS.tag).optional(),
+  tag: z.string().min(1).max(LIMITS.tag).optional().meta({ examples: ['billing'] }),
   source: source.optional(),
   sla_breached: boolParam.optional(),
-  created_after: z.iso.datetime({ offset: true }).optional(),
-  created_before: z.iso.datetime({ offset: true }).optional(),
+  created_after: z.iso.datetime({ offset: true }).optional().meta({ examples: ['2025-03-01T00:00:00Z'] }),
+  created_before: z.iso.datetime({ offset: true }).optional().meta({ examples: ['2025-04-01T00:00:00Z'] }),
 });
 
 export const listTicketsQuery = ticketFilters.extend({
@@ -103,7 +110,53 @@ const ticketCore = {
   updated_at: z.string(),
 };
 
-export const ticketSummary = z.object(ticketCore);
+const at = (minute: number) => new Date(Date.UTC(2025, 2, 14, 9, minute, 53, 412)).toISOString();
+const agentActor = { actor_type: 'user', actor_user_id: 'a169451c-8525-4352-b8ca-070dd449a1a5', actor_name: 'Jonas Berg' };
+
+/** One ticket as the examples of the OpenAPI document show it (a reopened or merged ticket would add fields). */
+export const EXAMPLE_TICKET = {
+  id: '595be628-f6f2-4262-9c10-6389c6c4a5b8',
+  subject: SUBJECT,
+  status: 'open',
+  priority: 'high',
+  source: 'email',
+  assignee_id: 'a169451c-8525-4352-b8ca-070dd449a1a5',
+  customer_id: '160c0c4b-9966-4dc1-a916-8407eb10d74e',
+  team_id: '810007d0-bec5-486c-b5d1-28fcd8a079ba',
+  tags: ['billing', 'refund'],
+  first_response_due: at(26 + 240),
+  resolution_due: at(26 + 1440),
+  sla_breached: false,
+  created_at: at(26),
+  updated_at: at(41),
+  description: DESCRIPTION,
+  assignee_name: 'Jonas Berg',
+  assignee_email: 'jonas.berg@northwind.example',
+  customer_name: 'Maya Fischer',
+  customer_email: 'maya.fischer@fischer-logistik.example',
+  team_name: 'Billing',
+  metadata: METADATA,
+  sla_policy_id: 'cbaea781-ac96-464c-a6ac-4c52797e2cf1',
+  legal_next_states: ['closed', 'on_hold', 'pending', 'solved', 'spam'],
+  time_total_minutes: 25,
+  time_billable_minutes: 15,
+  todo_counts: { open: 1, done: 0, overdue: 0 },
+  events: [
+    { id: 'c1a7e3f0-5b2d-4e8a-9f61-2d4b7a9c0e13', kind: 'ticket_created', body: DESCRIPTION, meta: {}, actor_type: 'customer', actor_name: 'Maya Fischer', created_at: at(26) },
+    {
+      id: '4d9b2e61-7c3a-4f85-b0d2-8e1f6a3c5b97',
+      kind: 'assigned',
+      body: '',
+      meta: { team_id: '810007d0-bec5-486c-b5d1-28fcd8a079ba', assignee_id: 'a169451c-8525-4352-b8ca-070dd449a1a5', from_assignee_id: null },
+      ...agentActor,
+      created_at: at(30),
+    },
+    { id: '9e2f4a18-3b6c-4d07-a5e9-1c8b7d2f0a64', kind: 'reply', body: REPLY, meta: { first_response: true, email_delivery: 'queued' }, ...agentActor, created_at: at(41) },
+  ],
+};
+const exampleSummary = Object.fromEntries(Object.entries(EXAMPLE_TICKET).filter(([k]) => k in ticketCore));
+
+export const ticketSummary = z.object(ticketCore).meta({ examples: [exampleSummary] });
 
 export const ticketDetail = z.object({
   ...ticketCore,
@@ -121,11 +174,11 @@ export const ticketDetail = z.object({
   time_billable_minutes: z.number().int(),
   todo_counts: z.object({ open: z.number().int(), done: z.number().int(), overdue: z.number().int() }),
   events: z.array(ticketEvent),
-});
+}).meta({ examples: [EXAMPLE_TICKET] });
 
 export const ticketList = z.object({
-  total: z.number().int(),
-  limit: z.number().int(),
+  total: z.number().int().meta({ examples: [312] }),
+  limit: z.number().int().meta({ examples: [50] }),
   offset: z.number().int(),
   tickets: z.array(ticketSummary),
 });

@@ -1,6 +1,7 @@
 import { defineOperation } from '../../http/operation';
 import {
   createIntegrationBody,
+  EXAMPLE_ZENDESK_EVENT,
   integration,
   integrationList,
   integrationParams,
@@ -72,6 +73,10 @@ export const webhookOperations = [
     rawBody: true,
     response: { status: 200, description: 'Webhook result', schema: webhookResult },
     errors: ['signature_invalid', 'signature_required', 'webhook_payload_invalid'],
+    example: {
+      request: EXAMPLE_ZENDESK_EVENT,
+      response: { status: 'ok', transcript_id: '215670dc-b708-4c27-9393-0b9ca7d8935d', external_ticket_id: '35436' },
+    },
     handler: async ({ params, raw }, s) => s.webhooks.receive(params.provider, params.integration_id, raw!.body, raw!.headers),
   }),
   defineOperation({

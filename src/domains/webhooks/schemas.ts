@@ -2,66 +2,108 @@ import { z } from 'zod';
 import { intParam } from '../../http/params';
 import { WEBHOOK_PROVIDERS } from './providers';
 
-export const webhookParams = z.object({ provider: z.string().max(32), integration_id: z.uuid() });
+const INTEGRATION_ID = '55d7337e-1d0a-49fc-9826-925ba40df035';
+const TRANSCRIPT_ID = '215670dc-b708-4c27-9393-0b9ca7d8935d';
+const at = (t: string) => z.string().meta({ examples: [`2025-03-14T${t}.000Z`] });
+const SECRET = 'whsec_9fK2mQ7xV4pL8zR1tY6nB3cW';
+
+export const webhookParams = z.object({ provider: z.string().max(32).meta({ examples: ['zendesk'] }), integration_id: z.uuid() });
 export const integrationParams = z.object({ integration_id: z.uuid() });
 export const transcriptParams = z.object({ transcript_id: z.uuid() });
 
 export const createIntegrationBody = z.strictObject({
   provider: z.enum(WEBHOOK_PROVIDERS),
-  name: z.string().trim().min(1).max(120),
-  signing_secret: z.string().min(8).max(512).optional(),
+  name: z.string().trim().min(1).max(120).meta({ examples: ['Zendesk (legacy EU account)'] }),
+  signing_secret: z.string().min(8).max(512).optional().meta({ examples: [SECRET] }),
 });
 export const signingSecretBody = z.strictObject({
-  signing_secret: z.union([z.literal(''), z.string().min(8).max(512)]),
+  signing_secret: z.union([z.literal(''), z.string().min(8).max(512)]).meta({ examples: [SECRET] }),
 });
 
 export const pageQuery = z.strictObject({ limit: intParam(1, 200).default(50), offset: intParam(0, 1_000_000).default(0) });
 
 export const integration = z.object({
-  id: z.string(),
+  id: z.string().meta({ examples: [INTEGRATION_ID] }),
   provider: z.enum(WEBHOOK_PROVIDERS),
-  name: z.string(),
-  signing_secret_set: z.boolean(),
-  webhook_url: z.string().describe('Contains the integration id, which selects the workspace: treat the whole URL as a secret.'),
-  created_at: z.string(),
+  name: z.string().meta({ examples: ['Zendesk (legacy EU account)'] }),
+  signing_secret_set: z.boolean().meta({ examples: [true] }),
+  webhook_url: z
+    .string()
+    .describe('Contains the integration id, which selects the workspace: treat the whole URL as a secret.')
+    .meta({ examples: [`https://api.helpdesk.example/v1/webhooks/zendesk/${INTEGRATION_ID}`] }),
+  created_at: at('08:00:00'),
 });
 export const integrationList = z.object({ integrations: z.array(integration) });
 
 export const webhookResult = z.object({
   status: z.enum(['ok', 'ignored', 'accepted']),
-  transcript_id: z.string().optional(),
-  external_ticket_id: z.string().optional(),
-  challenge: z.string().optional(),
+  transcript_id: z.string().optional().meta({ examples: [TRANSCRIPT_ID] }),
+  external_ticket_id: z.string().optional().meta({ examples: ['35436'] }),
+  challenge: z.string().optional().meta({ examples: ['d2f6c1a8e4b7'] }),
 });
 /** Documents the body; the handler reads the raw bytes (signatures are over exactly what was sent). */
 export const webhookBody = z.record(z.string(), z.unknown()).describe("The provider's own payload, verbatim");
 
+/** A Zendesk event subscription delivery, as a provider sends it (also the intake operation's example). */
+export const EXAMPLE_ZENDESK_EVENT = {
+  account_id: 22129848,
+  detail: {
+    actor_id: '8447388090494',
+    assignee_id: '8447388090494',
+    brand_id: '8447346621310',
+    created_at: '2025-03-14T10:02:11Z',
+    description: 'Our invoices page shows a blank screen since this morning.',
+    group_id: '8447320466430',
+    id: '35436',
+    is_public: true,
+    organization_id: '8447346622462',
+    priority: 'HIGH',
+    requester_id: '8447388090501',
+    status: 'OPEN',
+    subject: 'Invoices page is blank',
+    submitter_id: '8447388090501',
+    tags: ['billing', 'bug'],
+    type: 'INCIDENT',
+    updated_at: '2025-03-14T10:02:11Z',
+    via: { channel: 'web_service' },
+  },
+  event: { meta: { sequence: { id: '7a3f9c2e', position: 1, total: 1 } } },
+  id: 'cbe4028c-7239-495d-b020-f22348516046',
+  subject: 'zen:ticket:35436',
+  time: '2025-03-14T10:02:11.672Z',
+  type: 'zen:event-type:ticket.created',
+  zendesk_event_version: '2022-11-06',
+};
+
 const transcriptEvent = z.object({
-  id: z.string(),
-  provider_event_id: z.string().nullable(),
-  type: z.string(),
-  occurred_at: z.string().nullable(),
-  status: z.string().nullable(),
-  subject: z.string().nullable(),
-  priority: z.string().nullable(),
-  requester: z.string().nullable(),
-  received_at: z.string(),
-  raw: z.unknown(),
+  id: z.string().meta({ examples: ['8b4e2c7a-1d9f-4a63-b5e0-3f7c9d2a6e18'] }),
+  provider_event_id: z.string().nullable().meta({ examples: [EXAMPLE_ZENDESK_EVENT.id] }),
+  type: z.string().meta({ examples: [EXAMPLE_ZENDESK_EVENT.type] }),
+  occurred_at: z.string().nullable().meta({ examples: [EXAMPLE_ZENDESK_EVENT.time] }),
+  status: z.string().nullable().meta({ examples: ['open'] }),
+  subject: z.string().nullable().meta({ examples: [EXAMPLE_ZENDESK_EVENT.detail.subject] }),
+  priority: z.string().nullable().meta({ examples: ['high'] }),
+  requester: z.string().nullable().meta({ examples: [EXAMPLE_ZENDESK_EVENT.detail.requester_id] }),
+  received_at: at('10:02:12'),
+  raw: z.unknown().meta({ examples: [EXAMPLE_ZENDESK_EVENT] }),
 });
+const transcriptFields = {
+  id: z.string().meta({ examples: [TRANSCRIPT_ID] }),
+  external_ticket_id: z.string().meta({ examples: ['35436'] }),
+  event_count: z.number().int().meta({ examples: [1] }),
+  created_at: at('10:02:12'),
+  updated_at: at('10:02:12'),
+};
 export const transcript = z.object({
-  id: z.string(),
-  integration_id: z.string(),
-  provider: z.string(),
-  external_ticket_id: z.string(),
-  event_count: z.number().int(),
-  created_at: z.string(),
-  updated_at: z.string(),
-  limit: z.number().int(),
+  ...transcriptFields,
+  integration_id: z.string().meta({ examples: [INTEGRATION_ID] }),
+  provider: z.string().meta({ examples: ['zendesk'] }),
+  limit: z.number().int().meta({ examples: [50] }),
   offset: z.number().int(),
   events: z.array(transcriptEvent),
 });
 export const transcriptList = z.object({
-  limit: z.number().int(),
+  limit: z.number().int().meta({ examples: [50] }),
   offset: z.number().int(),
-  transcripts: z.array(z.object({ id: z.string(), external_ticket_id: z.string(), event_count: z.number().int(), created_at: z.string(), updated_at: z.string() })),
+  transcripts: z.array(z.object(transcriptFields)),
 });
