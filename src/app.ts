@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import type { Redis } from 'ioredis';
@@ -59,7 +60,9 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
         operation_id: (res as Response).locals?.operationId,
         tenant_id: (res as Response).locals?.tenantId,
       }),
-      customLogLevel: (_req, res, err) => (err || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
+      // A 503 is a dependency outage answered as designed (with Retry-After), not a fault of this service:
+      // warn, so error lines stay the signal for bugs.
+      customLogLevel: (_req, res, err) => (err || (res.statusCode >= 500 && res.statusCode !== 503) ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
     }),
   );
 
@@ -104,9 +107,14 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
   });
 
   // API docs in a browser: Redoc served from the installed package (no CDN), reading the same document.
-  const redocBundle = require.resolve('redoc/bundles/redoc.standalone.js');
+  // The bundle's "API docs by Redocly" badge loads its logo from Redocly's CDN; an inline image stands in so
+  // the page makes no request beyond this service (air-gapped operators, no third-party tracking).
+  const redocBundle = readFileSync(require.resolve('redoc/bundles/redoc.standalone.js'), 'utf8').replaceAll(
+    'https://cdn.redoc.ly/redoc/logo-mini.svg',
+    "data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' width='1' height='1'/%3E",
+  );
   app.get('/docs/redoc.standalone.js', (_req, res) => {
-    res.type('application/javascript').sendFile(redocBundle);
+    res.type('application/javascript').send(redocBundle);
   });
   app.get('/docs', (_req, res) => {
     res

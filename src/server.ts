@@ -1,5 +1,6 @@
 import { createApp } from './app';
 import { answerClientErrors } from './http/client-errors';
+import { createDrainableServer } from './http/drain';
 import { loadConfigOrExit } from './config';
 import { createLogger } from './lib/logger';
 import { openRuntime } from './runtime';
@@ -9,7 +10,8 @@ const logger = createLogger(config);
 const runtime = openRuntime(config, logger, 'http');
 const { app } = createApp({ config, logger, db: runtime.db.db, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
 
-const server = app.listen(config.PORT, config.HOST, () => {
+const { server, drain } = createDrainableServer(app);
+server.listen(config.PORT, config.HOST, () => {
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.PORT;
   logger.info({ port }, `API listening on http://localhost:${port}`);
@@ -22,12 +24,11 @@ async function shutdown(signal: string) {
   stopping = true;
   logger.info({ signal }, 'API shutting down: finishing in-flight requests');
   const timer = setTimeout(() => process.exit(1), config.SHUTDOWN_GRACE_MS).unref();
-  server.close(async () => {
-    await runtime.close();
-    clearTimeout(timer);
-    process.exit(0);
-  });
-  server.closeIdleConnections();
+  await drain();
+  await runtime.close();
+  clearTimeout(timer);
+  logger.info('API stopped');
+  process.exit(0);
 }
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 process.on('SIGINT', () => void shutdown('SIGINT'));

@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { timingSafeEqual, createHash } from 'node:crypto';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
@@ -46,6 +49,19 @@ function basicAuth(user: string, password: string) {
 }
 
 /**
+ * Bull Board's page template links Google Fonts; operators' browsers should fetch nothing from third parties
+ * (and the dashboard must work without internet access), so the template is served without that link and the
+ * page falls back to its sans-serif font. The copy is made from the installed package at start-up, so it
+ * follows package upgrades.
+ */
+function boardViewsWithoutWebFonts(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'helpdesk-bull-board-'));
+  const template = readFileSync(require.resolve('@bull-board/ui/dist/index.ejs'), 'utf8');
+  writeFileSync(path.join(dir, 'index.ejs'), template.replace(/<link[^>]*fonts\.(googleapis|gstatic)\.com[^>]*>\s*/g, ''));
+  return dir;
+}
+
+/**
  * Operator surfaces: the Bull Board queue dashboard at /admin/queues and Prometheus metrics at /metrics,
  * both behind basic auth. Without OPS_USER and OPS_PASSWORD they are not mounted (a log line says so).
  */
@@ -60,6 +76,7 @@ export function mountOps(app: Express, deps: { config: Config; logger: Logger; q
   const board = new ExpressAdapter();
   board.setBasePath('/admin/queues');
   createBullBoard({ queues: QUEUE_NAMES.map((name) => new BullMQAdapter(queues.queue(name))), serverAdapter: board });
+  board.setViewsPath(boardViewsWithoutWebFonts());
   app.use('/admin/queues', guard, board.getRouter());
 
   // Queue depth and age are read from Redis when scraped, so they are current and cost nothing between scrapes.

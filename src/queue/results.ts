@@ -1,5 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { AppError, dependencyUnavailable } from '../http/errors';
+import { asDependencyError } from '../http/problem';
 
 /**
  * A lean reply channel for enqueue-and-await: each API process subscribes to one pub/sub channel of its own,
@@ -80,4 +83,39 @@ export function createResultBus(connection: Redis, prefix: string): ResultBus {
 
 export async function publishResults(redis: Redis, channel: string, results: ItemResult[]): Promise<void> {
   if (results.length > 0) await redis.publish(channel, JSON.stringify(results));
+}
+
+/**
+ * Runs a batch and publishes its answers. When the batch's last attempt fails because PostgreSQL or Redis
+ * was lost, its transaction wrote nothing, so every waiting caller is told 503 with Retry-After at once and
+ * retries (the ledger makes the retry safe) instead of timing out into a 202 for a job that will not run
+ * again by itself. The failed job stays in the queue's failed set for an operator's retry.
+ */
+export async function answerBatch(
+  redis: Redis,
+  replyTo: string,
+  items: { id: string }[],
+  job: Job | undefined,
+  run: () => Promise<ItemResult[]>,
+): Promise<{ items: number }> {
+  let results: ItemResult[];
+  try {
+    results = await run();
+  } catch (err) {
+    const lastAttempt = (job?.attemptsMade ?? 0) + 1 >= (job?.opts.attempts ?? 1);
+    const lost = asDependencyError(err);
+    if (lastAttempt && lost) {
+      const refusal = { status: 503, code: lost.code, detail: lost.detail };
+      await publishResults(redis, replyTo, items.map((i) => ({ id: i.id, ok: false, error: refusal }))).catch(() => {});
+    }
+    throw err;
+  }
+  await publishResults(redis, replyTo, results);
+  return { items: results.length };
+}
+
+/** The HTTP answer for an item the worker refused: its own status and code; a 503 carries Retry-After. */
+export function refusalOf(result: ItemResult, title: string): AppError {
+  const { status, code, detail } = result.error!;
+  return status === 503 ? dependencyUnavailable('A backing service') : new AppError(status, code, title, detail);
 }

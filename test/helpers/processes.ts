@@ -5,20 +5,20 @@ import { eventually } from './wait';
 
 const ROOT = path.resolve(__dirname, '../..');
 
-export interface WorkerProcess {
+export interface ServiceProcess {
   proc: ChildProcess;
   /** Everything the process wrote so far, stdout and stderr interleaved. */
   output(): string;
   stdout(): string;
 }
+export type WorkerProcess = ServiceProcess;
+export interface ApiProcess extends ServiceProcess {
+  url: string;
+}
 
-/**
- * A real worker process (tsx workers/index.ts) on the test context's database and Redis prefix. tsx runs the
- * script in a child node process; `detached` puts both in a process group of their own, so killGroup reaches
- * the worker itself.
- */
-export function spawnWorker(config: Config, opts: { env?: Record<string, string>; detached?: boolean } = {}): WorkerProcess {
-  const proc = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), ['workers/index.ts'], {
+/** A real service process (tsx <script>) on the test context's database and Redis prefix. */
+function spawnService(script: string, config: Config, opts: { env?: Record<string, string>; detached?: boolean }): ServiceProcess {
+  const proc = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), [script], {
     cwd: ROOT,
     detached: opts.detached ?? false,
     env: {
@@ -42,6 +42,38 @@ export function spawnWorker(config: Config, opts: { env?: Record<string, string>
   });
   proc.stderr!.setEncoding('utf8').on('data', (c: string) => (out += c));
   return { proc, output: () => out, stdout: () => stdout };
+}
+
+/**
+ * A real worker process (tsx workers/index.ts). tsx runs the script in a child node process; `detached`
+ * puts both in a process group of their own, so killGroup reaches the worker itself.
+ */
+export function spawnWorker(config: Config, opts: { env?: Record<string, string>; detached?: boolean } = {}): WorkerProcess {
+  return spawnService('workers/index.ts', config, opts);
+}
+
+/** A real API process (tsx src/server.ts) on a free port; resolves once it listens, with its base URL. */
+export async function spawnApi(config: Config, opts: { env?: Record<string, string> } = {}): Promise<ApiProcess> {
+  // The "listening" line (with the port) is logged at info.
+  const api = spawnService('src/server.ts', config, { detached: true, env: { PORT: '0', HOST: '127.0.0.1', ...opts.env, LOG_LEVEL: 'info' } });
+  const port = await eventually(
+    async () => {
+      if (api.proc.exitCode !== null) throw new Error(`the API process exited at start:\n${api.output()}`);
+      const m = /"port":(\d+)[^\n]*API listening/.exec(api.stdout());
+      return m ? Number(m[1]) : undefined;
+    },
+    30_000,
+    'the API process to listen',
+  ).catch((err: Error) => {
+    killGroup(api.proc);
+    throw err;
+  });
+  return { ...api, url: `http://127.0.0.1:${port}` };
+}
+
+/** Resolves when the process has exited (at once if it already has), with its exit code. */
+export function exited(proc: ChildProcess): Promise<number | null> {
+  return new Promise((resolve) => (proc.exitCode !== null || proc.signalCode !== null ? resolve(proc.exitCode) : proc.once('exit', (code) => resolve(code))));
 }
 
 export function killGroup(proc: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): void {
@@ -71,7 +103,7 @@ export async function killMidBurst<T>(opts: {
   const atKill = await eventually(opts.midBurst, 10_000, 'the worker to be mid-burst', 5);
   killGroup(opts.proc);
   const killedAt = Date.now();
-  await new Promise<void>((resolve) => (opts.proc.exitCode !== null || opts.proc.signalCode !== null ? resolve() : opts.proc.once('exit', () => resolve())));
+  await exited(opts.proc);
   const orphaned = await opts.activeCount();
   if (orphaned === 0) console.warn('SIGKILL landed between jobs this run: no job was orphaned');
   await opts.redis.del(opts.stalledCheckKey);

@@ -11,7 +11,7 @@ import type { Principal } from '../../http/principal';
 import { isUuid } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
-import { TIMED_OUT, type ItemResult, type ResultBus } from '../../queue/results';
+import { refusalOf, TIMED_OUT, type ItemResult, type ResultBus } from '../../queue/results';
 import type { ChannelService } from '../channels/service';
 import { channelById, type ChannelDefinition } from '../channels/registry';
 import * as channelStore from '../channels/store';
@@ -128,7 +128,7 @@ export function createIngestGateway(deps: {
         if (cacheKey) connected?.delete(cacheKey);
         throw notFound('channel connection');
       }
-      if (failed) throw new AppError(failed.error!.status, failed.error!.code, 'Ingest refused', failed.error!.detail);
+      if (failed) throw refusalOf(failed, 'Ingest refused');
       const values = results.map((r) => r.value as IngestResult);
       // A delivery we already had costs the provider nothing against the throttle.
       const duplicate = values.every((v) => v.was_duplicate);

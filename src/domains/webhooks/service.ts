@@ -13,7 +13,7 @@ import { iso } from '../../lib/time';
 import { createCoalescer } from '../../queue/coalescer';
 import type { QueueHub } from '../../queue/hub';
 import type { JobData } from '../../queue/jobs';
-import { TIMED_OUT, type ItemResult, type ResultBus } from '../../queue/results';
+import { refusalOf, TIMED_OUT, type ItemResult, type ResultBus } from '../../queue/results';
 import type { AuditService } from '../audit/service';
 import { classify, verifySignature, type WebhookHeaders, type WebhookProviderId } from './providers';
 import * as store from './store';
@@ -258,7 +258,7 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
         return { status: 202, body: { status: 'accepted', external_ticket_id: classified.externalTicketId } };
       }
       const result = answer as ItemResult;
-      if (!result.ok) throw new AppError(result.error!.status, result.error!.code, 'Webhook refused', result.error!.detail);
+      if (!result.ok) throw refusalOf(result, 'Webhook refused');
       const value = result.value as WebhookResult;
       return { body: { status: 'ok', transcript_id: value.transcript_id, external_ticket_id: value.external_ticket_id }, duplicate: value.was_duplicate };
     },

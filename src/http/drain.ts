@@ -1,0 +1,43 @@
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+
+/**
+ * An HTTP server that stops gracefully: after drain() starts, it accepts no new connections, answers any
+ * request that still arrives on an open connection with 503 shutting_down (Retry-After, Connection: close),
+ * lets every request already in progress finish, and makes those last answers close their connections so
+ * no client reuses a socket that is about to go away.
+ */
+export function createDrainableServer(app: RequestListener): { server: Server; drain(): Promise<void> } {
+  const inFlight = new Set<ServerResponse>();
+  let draining = false;
+
+  const refuse = (res: ServerResponse) => {
+    const body = JSON.stringify({
+      type: 'about:blank',
+      title: 'Service unavailable',
+      status: 503,
+      detail: 'This API process is shutting down; retry (another process will answer).',
+      code: 'shutting_down',
+      request_id: randomUUID(),
+    });
+    res.shouldKeepAlive = false;
+    res.writeHead(503, { 'Content-Type': 'application/problem+json', 'Retry-After': '1', 'Content-Length': Buffer.byteLength(body) });
+    res.end(body);
+  };
+
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    if (draining) return refuse(res);
+    inFlight.add(res);
+    res.once('close', () => inFlight.delete(res));
+    app(req, res);
+  });
+
+  return {
+    server,
+    drain() {
+      draining = true;
+      for (const res of inFlight) if (!res.headersSent) res.shouldKeepAlive = false;
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
