@@ -16,7 +16,7 @@ export interface Runtime {
 
 /** Connections shared by the API and worker entry points (and by the test harness). */
 export function openRuntime(config: Config, logger: Logger, role: 'http' | 'worker'): Runtime {
-  const db = createDb(config, (err) => logger.warn({ err: err.message }, 'idle PostgreSQL client lost'));
+  const db = createDb(config, (err) => logger.warn({ err: err.message }, 'PostgreSQL connection lost'));
   const redis = createRedis(config, role);
   const queues = createQueueHub(redis, config.REDIS_PREFIX);
   const bus = createResultBus(redis, config.REDIS_PREFIX);

@@ -31,8 +31,12 @@ export function createDb(
     statement_timeout: config.PG_STATEMENT_TIMEOUT_MS,
     idleTimeoutMillis: 30000,
   });
-  // An idle client losing its server must not crash the process; the next query reports it.
+  // A client losing its server must not crash the process. The pool's own listener covers idle clients
+  // only; a checked-out client between two statements of a transaction (pg_terminate_backend, a failover)
+  // emits 'error' on itself, so every client gets a listener. The next query on it fails and maps to 503,
+  // and the pool discards it on release because it is no longer queryable.
   pool.on('error', onError);
+  pool.on('connect', (client) => client.on('error', onError));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,
