@@ -92,6 +92,9 @@ export const DOMAIN_ERRORS = {
   help_centre_required: 400,
   subdomain_taken: 409,
   no_conflict: 409,
+  throttled: 429,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
 } as const;
 
 export type DomainErrorCode = keyof typeof DOMAIN_ERRORS;

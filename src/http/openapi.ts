@@ -17,10 +17,13 @@ import { toFieldErrors } from './router';
 const GUARD_ERRORS: Record<number, string[]> = {
   400: ['validation_failed'],
   401: ['unauthenticated'],
-  403: ['insufficient_role', 'insufficient_scope'],
+  403: ['insufficient_role', 'insufficient_scope', 'member_deactivated'],
   404: ['not_found'],
-  503: ['dependency_unavailable'],
+  503: ['dependency_unavailable', 'shutting_down'],
 };
+
+/** What the body parser answers before any operation runs, for every operation that takes a body. */
+const BODY_ERRORS: DomainErrorCode[] = ['payload_too_large', 'unsupported_media_type'];
 
 
 const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
@@ -151,6 +154,9 @@ const DOMAIN_DETAILS: Record<DomainErrorCode, string> = {
   help_centre_required: 'This workspace has several help centres: name one with help_centre_id.',
   subdomain_taken: 'support.help.example.com is already in use; choose another label.',
   no_conflict: 'This translation has no conflict: no source update arrived after a local edit.',
+  throttled: 'This channel is receiving more than its rate; retry later.',
+  payload_too_large: 'The request body exceeds the size limit.',
+  unsupported_media_type: 'Send the body as application/json.',
 };
 
 /** Titles the services give domain codes, by status (guard codes carry their own, from errors.ts). */
@@ -159,7 +165,10 @@ const DOMAIN_TITLES: Record<number, string> = {
   401: 'Unauthorized',
   403: 'Forbidden',
   409: 'Conflict',
+  413: 'Payload too large',
+  415: 'Unsupported media type',
   422: 'Unprocessable content',
+  429: 'Too many requests',
   502: 'Bad gateway',
 };
 
@@ -222,7 +231,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string }) {
     for (const [s, codes] of Object.entries(GUARD_ERRORS)) {
       if (op.access !== 'public' || s === '400' || s === '404' || s === '503') codesByStatus.set(Number(s), new Set(codes));
     }
-    for (const code of op.errors ?? []) {
+    for (const code of [...(op.errors ?? []), ...(op.body ? BODY_ERRORS : [])]) {
       const s = DOMAIN_ERRORS[code];
       codesByStatus.set(s, (codesByStatus.get(s) ?? new Set()).add(code));
     }
@@ -232,6 +241,12 @@ export function buildOpenApi(ops: Operation[], info: { version: string }) {
         ...(op.response.schema ? { content: jsonContent(op.response.schema, 'output', op.example?.response) } : {}),
       },
     };
+    for (const extra of op.alsoAnswers ?? []) {
+      responses[extra.status] = {
+        description: extra.description,
+        ...(op.response.schema ? { content: jsonContent(op.response.schema, 'output', extra.example) } : {}),
+      };
+    }
     for (const [s, codes] of [...codesByStatus.entries()].sort((a, b) => a[0] - b[0])) {
       responses[s] = {
         description: `Problem: ${[...codes].join(', ')}`,

@@ -70,6 +70,8 @@ export interface Operation<
    * row's own schema (params/query per field); test/openapi.test.ts checks that.
    */
   example?: { request?: unknown; response?: unknown; params?: Record<string, string>; query?: Record<string, string> };
+  /** Other success answers (e.g. 202 when the worker's answer did not come in time), in the same schema. */
+  alsoAnswers?: { status: number; description: string; example: unknown }[];
   handler: (input: OperationInput<Infer<P>, Infer<Q>, Infer<B>>, services: Services) => Promise<HandlerResult>;
 }
 

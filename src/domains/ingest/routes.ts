@@ -45,7 +45,14 @@ export const ingestOperations = [
     query: ingestQuery,
     body: ingestBody,
     response: { status: 200, description: 'Ingest result', schema: ingestResult },
-    errors: ['channel_payload_invalid', 'channel_adapter_unavailable'],
+    alsoAnswers: [
+      {
+        status: 202,
+        description: 'Queued: the worker did not answer within JOB_WAIT_MS; the message is still written exactly once (see GET /v1/ingest/deliveries)',
+        example: { status: 'accepted', channel: 'web_chat', job_id: 'c8d2a1f0b3e4-17', provider_message_ids: ['wc_msg_8f3a2b1c'] },
+      },
+    ],
+    errors: ['channel_payload_invalid', 'channel_adapter_unavailable', 'throttled'],
     // A web chat message as our widget posts it (docs/web-chat-format.md); the payload is the channel's own.
     example: {
       params: { channel: 'web_chat' },

@@ -72,7 +72,14 @@ export const webhookOperations = [
     body: webhookBody,
     rawBody: true,
     response: { status: 200, description: 'Webhook result', schema: webhookResult },
-    errors: ['signature_invalid', 'signature_required', 'webhook_payload_invalid'],
+    alsoAnswers: [
+      {
+        status: 202,
+        description: 'Queued: the worker did not answer within JOB_WAIT_MS; the event is still recorded exactly once',
+        example: { status: 'accepted', external_ticket_id: '35436' },
+      },
+    ],
+    errors: ['signature_invalid', 'signature_required', 'webhook_payload_invalid', 'throttled'],
     example: {
       request: EXAMPLE_ZENDESK_EVENT,
       response: { status: 'ok', transcript_id: '215670dc-b708-4c27-9393-0b9ca7d8935d', external_ticket_id: '35436' },

@@ -5,14 +5,14 @@
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import type { Response } from 'supertest';
-import type { Db } from '../src/db';
-import { channelById } from '../src/domains/channels/registry';
-import type { IngestItem } from '../src/domains/ingest/processor';
-import { startTestApp, type TestContext } from './helpers/context';
-import { bearer, createWorkspace, type Workspace } from './helpers/factories';
-import { emailPayload, smsPayload } from './helpers/payloads';
-import { killGroup, killMidBurst, spawnWorker } from './helpers/processes';
-import { eventually, sleep } from './helpers/wait';
+import type { Db } from '../../src/db';
+import { channelById } from '../../src/domains/channels/registry';
+import type { IngestItem } from '../../src/domains/ingest/processor';
+import { startTestApp, type TestContext } from '../helpers/context';
+import { bearer, createWorkspace, type Workspace } from '../helpers/factories';
+import { emailPayload, smsPayload } from '../helpers/payloads';
+import { killGroup, killMidBurst, spawnWorker } from '../helpers/processes';
+import { eventually, sleep } from '../helpers/wait';
 
 const SMS_TO = '+15550001111';
 const hex = (n: number) => randomBytes(n).toString('hex');
