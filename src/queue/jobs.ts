@@ -148,8 +148,10 @@ export function jobOptions(name: JobName, overrides: EnqueueOptions = {}): JobsO
     ...(overrides.jobId ? { jobId: overrides.jobId } : {}),
     ...(overrides.delayMs && overrides.delayMs > 0 ? { delay: overrides.delayMs } : {}),
     ...(name === 'audit.prune' ? { attempts: 3 } : {}),
-    // Ingest results travel on pub/sub; the finished job itself is not worth keeping.
-    ...(name === 'ingest.batch' || name === 'webhooks.batch' ? { removeOnComplete: true, backoff: { type: 'exponential', delay: 200 } } : {}),
+    // Ingest results travel on pub/sub; the finished job itself is not worth keeping. A caller answered 202
+    // was promised its delivery: 12 tries 0.2 s apart doubling (about 7 minutes in all) carry a batch through a
+    // database failover or restart, where 5 (3 s) let one die in a burst of killed connections.
+    ...(name === 'ingest.batch' || name === 'webhooks.batch' ? { removeOnComplete: true, attempts: 12, backoff: { type: 'exponential', delay: 200 } } : {}),
     // A refresh is deduplicated by its job id (one per mailbox) only while queued or running, so a finished
     // one must not linger and swallow the next; a provider that is down is retried by the next sweep.
     ...(name === 'mailbox.refresh' || name === 'mailbox.poll' || name === 'rollups.fold' ? { removeOnComplete: true, removeOnFail: true, attempts: 1 } : {}),
