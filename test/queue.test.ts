@@ -9,7 +9,7 @@ import { webhookProcessors } from '../workers/processors/webhooks';
 import { rollupProcessors } from '../workers/processors/rollups';
 import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace } from './helpers/factories';
-import { spawnWorker } from './helpers/processes';
+import { spawnWorker, workerStarted } from './helpers/processes';
 import { eventually } from './helpers/wait';
 
 const DAY_MS = 86_400_000;
@@ -163,14 +163,7 @@ describe('the worker process', () => {
       proc.on('exit', (code, signal) => resolve({ code, signal })),
     );
 
-    await eventually(
-      async () => {
-        if (proc.exitCode !== null) throw new Error(`worker exited during start-up: ${worker.output()}`);
-        return stdout().includes('workers started') ? true : undefined;
-      },
-      20_000,
-      'the worker process to start',
-    );
+    await workerStarted(worker);
 
     const signalled = Date.now();
     proc.kill('SIGTERM');

@@ -10,7 +10,7 @@ import { sql } from 'kysely';
 import type { Response } from 'supertest';
 import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
-import { killGroup, killMidBurst, spawnWorker } from './helpers/processes';
+import { killGroup, killMidBurst, spawnWorker, workerStarted } from './helpers/processes';
 import { eventually, sleep } from './helpers/wait';
 import {
   frontEvent,
@@ -1110,18 +1110,9 @@ describe('a worker process SIGKILLed mid-burst', () => {
 
   /** tsx runs the worker in a child node process: the worker gets its own process group so a kill reaches both. */
   function startWorker(): { proc: ChildProcess; output: () => string; started: Promise<void> } {
-    const { proc, output } = spawnWorker(kctx.config, { detached: true, env: { WORKER_CONCURRENCY: '4' } });
-    children.push(proc);
-    const started = eventually(
-      async () => {
-        if (proc.exitCode !== null) throw new Error(`worker exited during start-up: ${output()}`);
-        return output().includes('workers started') ? true : undefined;
-      },
-      20_000,
-      'the worker process to start',
-      25,
-    ).then(() => undefined);
-    return { proc, output, started };
+    const worker = spawnWorker(kctx.config, { detached: true, env: { WORKER_CONCURRENCY: '4' } });
+    children.push(worker.proc);
+    return { proc: worker.proc, output: worker.output, started: workerStarted(worker) };
   }
 
   beforeAll(async () => {

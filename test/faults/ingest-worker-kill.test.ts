@@ -11,7 +11,7 @@ import type { IngestItem } from '../../src/domains/ingest/processor';
 import { startTestApp, type TestContext } from '../helpers/context';
 import { bearer, createWorkspace, type Workspace } from '../helpers/factories';
 import { emailPayload, smsPayload } from '../helpers/payloads';
-import { killGroup, killMidBurst, spawnWorker } from '../helpers/processes';
+import { killGroup, killMidBurst, spawnWorker, workerStarted } from '../helpers/processes';
 import { eventually, sleep } from '../helpers/wait';
 
 const SMS_TO = '+15550001111';
@@ -286,18 +286,9 @@ describe('a worker process SIGKILLed mid-burst', () => {
 
   /** tsx runs the worker in a child node process: the worker gets its own process group so a kill reaches both. */
   function startWorker(): { proc: ChildProcess; output: () => string; started: Promise<void> } {
-    const { proc, output } = spawnWorker(ctx.config, { detached: true, env: { WORKER_CONCURRENCY: '4' } });
-    children.push(proc);
-    const started = eventually(
-      async () => {
-        if (proc.exitCode !== null) throw new Error(`worker exited during start-up: ${output()}`);
-        return output().includes('workers started') ? true : undefined;
-      },
-      20_000,
-      'the worker process to start',
-      25,
-    ).then(() => undefined);
-    return { proc, output, started };
+    const worker = spawnWorker(ctx.config, { detached: true, env: { WORKER_CONCURRENCY: '4' } });
+    children.push(worker.proc);
+    return { proc: worker.proc, output: worker.output, started: workerStarted(worker) };
   }
 
   beforeAll(async () => {

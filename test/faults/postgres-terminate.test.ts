@@ -8,7 +8,7 @@
 import { Client } from 'pg';
 import { startTestApp, type TestContext } from '../helpers/context';
 import { serverUrl } from '../helpers/db-names';
-import { exited, killGroup, spawnApi, spawnWorker, type ApiProcess, type WorkerProcess } from '../helpers/processes';
+import { exited, killGroup, spawnApi, spawnWorker, workerStarted, type ApiProcess, type WorkerProcess } from '../helpers/processes';
 import { eventually, sleep } from '../helpers/wait';
 import { RetryingClient } from './client';
 import { intakeScenario } from './scenario';
@@ -37,7 +37,7 @@ describe('PostgreSQL backends terminated during writes', () => {
     const scenario = await intakeScenario(ctx, { sms: 240, webhooks: 120 });
     api = await spawnApi(ctx.config, { env: { JOB_WAIT_MS: '4000' } });
     worker = spawnWorker(ctx.config, { detached: true });
-    await eventually(async () => (worker.stdout().includes('workers started') ? true : undefined), 30_000, 'the worker to start');
+    await workerStarted(worker);
 
     const client = new RetryingClient();
     const deliveries = scenario.deliveries(api.url);

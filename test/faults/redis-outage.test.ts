@@ -4,7 +4,7 @@
  * once it is back, and a client that retries per Retry-After must end with every delivery written once.
  */
 import { startTestApp, type TestContext } from '../helpers/context';
-import { exited, killGroup, spawnApi, spawnWorker, type ApiProcess, type WorkerProcess } from '../helpers/processes';
+import { exited, killGroup, spawnApi, spawnWorker, workerStarted, type ApiProcess, type WorkerProcess } from '../helpers/processes';
 import { startOwnRedis, type OwnRedis } from '../helpers/redis-server';
 import { eventually, sleep } from '../helpers/wait';
 import { RetryingClient } from './client';
@@ -34,7 +34,7 @@ describe('Redis stopped during an ingest and webhook burst', () => {
     const env = { JOB_WAIT_MS: '3000' };
     api = await spawnApi(ctx.config, { env });
     worker = spawnWorker(ctx.config, { detached: true, env });
-    await eventually(async () => (worker.stdout().includes('workers started') ? true : undefined), 30_000, 'the worker to start');
+    await workerStarted(worker);
 
     const client = new RetryingClient();
     const deliveries = scenario.deliveries(api.url);

@@ -52,6 +52,19 @@ export function spawnWorker(config: Config, opts: { env?: Record<string, string>
   return spawnService('workers/index.ts', config, opts);
 }
 
+/** Resolves once the worker process logged that its workers run; fails fast if it exits during start-up. */
+export function workerStarted(worker: WorkerProcess, timeoutMs = 20_000): Promise<void> {
+  return eventually(
+    async () => {
+      if (worker.proc.exitCode !== null) throw new Error(`worker exited during start-up: ${worker.output()}`);
+      return worker.stdout().includes('workers started') ? true : undefined;
+    },
+    timeoutMs,
+    'the worker process to start',
+    25,
+  ).then(() => undefined);
+}
+
 /** A real API process (tsx src/server.ts) on a free port; resolves once it listens, with its base URL. */
 export async function spawnApi(config: Config, opts: { env?: Record<string, string> } = {}): Promise<ApiProcess> {
   // The "listening" line (with the port) is logged at info.
