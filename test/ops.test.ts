@@ -3,6 +3,7 @@ import path from 'node:path';
 import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace } from './helpers/factories';
 import { eventually } from './helpers/wait';
+import { rawOf, zendeskEvent } from './helpers/webhooks';
 
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 
@@ -86,6 +87,17 @@ describe('job and dedupe metrics from worker processes', () => {
     expect((await send()).body.was_duplicate).toBe(true);
     const after = await ctx.http.get('/metrics').set('Authorization', auth);
     expect(after.text).toMatch(/helpdesk_dedupe_hits_total\{route="ingest_channel_message"\} 1\n/);
+  });
+
+  test('a redelivered webhook event counts one dedupe hit for the webhook route', async () => {
+    const ws = await createWorkspace(ctx);
+    const integration = await ctx.http.post('/v1/integrations').set('Authorization', `Bearer ${ws.ownerKey}`).send({ provider: 'zendesk', name: 'Zendesk' }).expect(201);
+    const raw = rawOf(zendeskEvent());
+    const deliver = () => ctx.http.post(`/v1/webhooks/zendesk/${integration.body.id}`).set('Content-Type', 'application/json').send(raw);
+    expect((await deliver()).status).toBe(200);
+    expect((await ctx.http.get('/metrics').set('Authorization', auth)).text).not.toMatch(/helpdesk_dedupe_hits_total\{route="receive_webhook"\}/);
+    expect((await deliver()).status).toBe(200);
+    expect((await ctx.http.get('/metrics').set('Authorization', auth)).text).toMatch(/helpdesk_dedupe_hits_total\{route="receive_webhook"\} 1\n/);
   });
 
   test('jobs run by a worker show as duration histograms and failure counters per queue, labelled by worker', async () => {
