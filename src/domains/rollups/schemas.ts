@@ -14,7 +14,7 @@ const teamId = ex(z.string(), TEAM_ID);
 const userName = ex(z.string(), 'Jonas Berg');
 const teamName = ex(z.string(), 'Billing');
 const at = ex(z.string(), '2025-03-14T09:58:02.000Z');
-const TODO = 'Confirm the refund reached the card';
+const TASK_TITLE = 'Confirm the refund reached the card';
 const DUE = '2025-03-17T17:00:00Z';
 
 export const ticketParams = z.object({ ticket_id: z.uuid() });
@@ -37,13 +37,13 @@ export const patchTimeEntryBody = z
   .refine((b) => Object.keys(b).length > 0, { message: 'send at least one field' });
 
 export const createTodoBody = z.strictObject({
-  title: z.string().trim().min(1).max(500).meta({ examples: [TODO] }),
+  title: z.string().trim().min(1).max(500).meta({ examples: [TASK_TITLE] }),
   assignee_id: ex(z.uuid(), USER_ID).optional(),
   due_at: isoDateTime.optional().meta({ examples: [DUE] }),
 });
 export const patchTodoBody = z
   .strictObject({
-    title: z.string().trim().min(1).max(500).optional().meta({ examples: [TODO] }),
+    title: z.string().trim().min(1).max(500).optional().meta({ examples: [TASK_TITLE] }),
     done: z.boolean().optional().meta({ examples: [true] }),
     assignee_id: ex(z.uuid(), USER_ID).nullable().optional(),
     due_at: isoDateTime.nullable().optional().meta({ examples: [DUE] }),
@@ -82,7 +82,7 @@ export const timeEntryList = z.object({ time_entries: z.array(timeEntry) });
 export const todo = z.object({
   id: ex(z.string(), '2f3cfd7c-8b25-47ab-a824-6c04d3249a38'),
   ticket_id: ticketId,
-  title: ex(z.string(), TODO),
+  title: ex(z.string(), TASK_TITLE),
   assignee_id: userId.optional(),
   due_at: ex(z.string().nullable(), '2025-03-17T17:00:00.000Z'),
   done: ex(z.boolean(), false),
