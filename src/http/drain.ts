@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { shuttingDown } from './errors';
+import { sendProblem } from './problem';
 
 /**
  * An HTTP server that stops gracefully: after drain() starts, it accepts no new connections, answers any
@@ -12,17 +14,8 @@ export function createDrainableServer(app: RequestListener): { server: Server; d
   let draining = false;
 
   const refuse = (res: ServerResponse) => {
-    const body = JSON.stringify({
-      type: 'about:blank',
-      title: 'Service unavailable',
-      status: 503,
-      detail: 'This API process is shutting down; retry (another process will answer).',
-      code: 'shutting_down',
-      request_id: randomUUID(),
-    });
     res.shouldKeepAlive = false;
-    res.writeHead(503, { 'Content-Type': 'application/problem+json', 'Retry-After': '1', 'Content-Length': Buffer.byteLength(body) });
-    res.end(body);
+    sendProblem(res, shuttingDown(), randomUUID());
   };
 
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {

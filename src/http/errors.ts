@@ -49,6 +49,12 @@ export const dependencyUnavailable = (which: string, retryAfterSeconds = 5) =>
     headers: { 'Retry-After': String(retryAfterSeconds) },
   });
 
+/** A process draining after SIGTERM: another process (or this service after its restart) will answer. */
+export const shuttingDown = () =>
+  new AppError(503, 'shutting_down', 'Service unavailable', 'This API process is shutting down; retry (another process will answer).', {
+    headers: { 'Retry-After': '1' },
+  });
+
 /**
  * Every domain code an operation may answer, with its status: the OpenAPI document lists them per operation
  * from this table, and `Operation.errors` can only name codes that are here.

@@ -1,23 +1,23 @@
-import type { Response } from 'express';
+import type { ServerResponse } from 'node:http';
 import { types } from 'node:util';
 import { AppError, dependencyUnavailable } from './errors';
 
-export function sendProblem(res: Response, err: AppError, requestId: string): void {
+/** Writes `err` as problem+json. Plain node:http, so the drain can answer outside Express too. */
+export function sendProblem(res: ServerResponse, err: AppError, requestId: string): void {
+  const body = JSON.stringify({
+    type: 'about:blank',
+    title: err.title,
+    status: err.status,
+    detail: err.detail,
+    code: err.code,
+    ...(err.extra.errors ? { errors: err.extra.errors } : {}),
+    request_id: requestId,
+  });
   for (const [name, value] of Object.entries(err.extra.headers ?? {})) res.setHeader(name, value);
-  res
-    .status(err.status)
-    .type('application/problem+json')
-    .send(
-      JSON.stringify({
-        type: 'about:blank',
-        title: err.title,
-        status: err.status,
-        detail: err.detail,
-        code: err.code,
-        ...(err.extra.errors ? { errors: err.extra.errors } : {}),
-        request_id: requestId,
-      }),
-    );
+  res.statusCode = err.status;
+  res.setHeader('Content-Type', 'application/problem+json; charset=utf-8');
+  res.setHeader('Content-Length', Buffer.byteLength(body));
+  res.end(body);
 }
 
 const PG_UNAVAILABLE_CODES = new Set(['57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006']);
