@@ -34,7 +34,7 @@ const subjectTaken = () => conflict('realm_subject_taken', 'This realm subject i
  * `invited` until its person signs in with a verified email; with one (an admin provisioning from their own
  * identity realm) it is bound to that subject in this workspace only and active at once.
  */
-export async function createMembership(
+async function createMembership(
   tx: Executor,
   tenantId: string,
   input: { email: string; name: string; role: Role; realm_subject?: string | undefined },
