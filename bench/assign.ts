@@ -164,7 +164,7 @@ async function main() {
     const teamId = team.id as string;
     const memberIds: string[] = [];
     for (let i = 0; i < TEAM_SIZE; i += 1) {
-      const m = await api('POST', '/v1/members', { email: `agent${i}-${stamp}@bench.test`, name: `Agent ${i}`, role: 'editor' });
+      const m = await api('POST', '/v1/members', { email: `agent${i}-${stamp}@bench.test`, name: `Agent ${i}`, role: 'editor', realm_subject: `agent${i}-${stamp}` });
       memberIds.push(m.user_id as string);
       await api('POST', `/v1/teams/${teamId}/members`, { user_id: m.user_id });
     }

@@ -1,7 +1,9 @@
 /**
  * A local development realm. `--ensure-keys` writes an ES256 key pair to .dev/ (used by `npm run up` when no
  * realm is configured); otherwise signs an access token:
- *   npm run dev-token -- --sub <realm_subject> --tenant <tenant_id> [--minutes 60]
+ *   npm run dev-token -- --sub <realm_subject> --tenant <tenant_id> [--email <address>] [--minutes 60]
+ * --email puts the OIDC `email` claim with `email_verified: true` in the token, as a realm does for an
+ * address it has verified: the first sign-in of an invited member binds through it.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -22,13 +24,14 @@ async function ensureKeys() {
 
 async function main() {
   const { values } = parseArgs({
-    options: { 'ensure-keys': { type: 'boolean' }, sub: { type: 'string' }, tenant: { type: 'string' }, minutes: { type: 'string' } },
+    options: { 'ensure-keys': { type: 'boolean' }, sub: { type: 'string' }, tenant: { type: 'string' }, email: { type: 'string' }, minutes: { type: 'string' } },
   });
   await ensureKeys();
   if (values['ensure-keys']) return;
-  if (!values.sub || !values.tenant) throw new Error('usage: npm run dev-token -- --sub <realm_subject> --tenant <tenant_id>');
+  if (!values.sub || !values.tenant) throw new Error('usage: npm run dev-token -- --sub <realm_subject> --tenant <tenant_id> [--email <address>]');
   const key = await importPKCS8(readFileSync(PRIVATE, 'utf8'), 'ES256');
-  const token = await new SignJWT({ tenant_id: values.tenant })
+  const claims = values.email ? { tenant_id: values.tenant, email: values.email, email_verified: true } : { tenant_id: values.tenant };
+  const token = await new SignJWT(claims)
     .setProtectedHeader({ alg: 'ES256' })
     .setSubject(values.sub)
     .setIssuer(DEV_ISSUER)

@@ -101,6 +101,10 @@ const schema = z
     if ((c.REALM_JWKS_URL || c.REALM_PUBLIC_KEY) && !c.REALM_ISSUER) {
       ctx.addIssue({ code: 'custom', path: ['REALM_ISSUER'], message: 'is required when REALM_JWKS_URL or REALM_PUBLIC_KEY is set' });
     }
+    // Without an audience check a token the realm minted for any other application would be accepted here.
+    if (c.NODE_ENV === 'production' && (c.REALM_JWKS_URL || c.REALM_PUBLIC_KEY) && !c.REALM_AUDIENCE) {
+      ctx.addIssue({ code: 'custom', path: ['REALM_AUDIENCE'], message: 'is required in production when REALM_JWKS_URL or REALM_PUBLIC_KEY is set' });
+    }
     if (c.REALM_JWKS_URL && c.REALM_PUBLIC_KEY) {
       ctx.addIssue({ code: 'custom', path: ['REALM_PUBLIC_KEY'], message: 'set either REALM_JWKS_URL or REALM_PUBLIC_KEY, not both' });
     }

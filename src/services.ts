@@ -46,7 +46,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
   const helpCentre = createHelpCentreService({ db, config });
   const ingestProcessor = createIngestProcessor({ db, config, tickets, customers, logger });
   return {
-    identity: createIdentityService({ db, config }),
+    identity: createIdentityService({ db, config, audit }),
     audit,
     apiKeys,
     members: createMemberService({ db, audit, apiKeys }),

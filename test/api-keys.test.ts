@@ -251,3 +251,86 @@ describe('secrets never reach a log line', () => {
     for (const secret of [key.secret, ws.ownerKey, token, key.secret.slice(key.prefix.length)]) expect(text).not.toContain(secret);
   });
 });
+
+describe('minting serialises with the creator\'s removal', () => {
+  test('in 3 rounds of 50 keys minted while their creator is removed, none works afterwards, and re-adding the person revives none', async () => {
+    // One round hits the race only some of the time on code that does not serialise; three make a miss unlikely.
+    for (let round = 0; round < 3; round++) {
+      const ws2 = await createWorkspace(ctx);
+      const admin = await addMember(ctx, ws2, 'admin');
+      const credentials = [admin.token, (await mintKey(ctx, admin.token, { scopes: ['*'] })).secret];
+      // then() sends a supertest request at once: all are in flight together, the removal sent among them.
+      const mint = (i: number) => ctx.http.post('/v1/api-keys').set(bearer(credentials[i % 2]!)).send({ name: `race ${i}`, scopes: ['*'] }).then((r) => r);
+      const first = Array.from({ length: 20 }, (_, i) => mint(i));
+      const removal = ctx.http.delete(`/v1/members/${admin.userId}`).set(bearer(ws2.ownerKey)).then((r) => r.status);
+      const rest = Array.from({ length: 30 }, (_, i) => mint(20 + i));
+      const answers = await Promise.all([...first, ...rest]);
+      expect(await removal).toBe(204);
+      for (const r of answers) expect([201, 401, 404]).toContain(r.status);
+      const minted = answers.filter((r) => r.status === 201).map((r) => r.body.secret as string);
+
+      const alive = await ctx.db
+        .selectFrom('api_keys')
+        .select('id')
+        .where('tenant_id', '=', ws2.tenantId)
+        .where('created_by_user_id', '=', admin.userId)
+        .where('revoked_at', 'is', null)
+        .execute();
+      expect(alive).toHaveLength(0);
+      const back = await ctx.http
+        .post('/v1/members')
+        .set(bearer(ws2.ownerKey))
+        .send({ email: admin.email, name: 'back again', role: 'admin', realm_subject: admin.subject });
+      expect(back.status).toBe(201);
+      for (const secret of minted) expect((await ctx.http.get('/v1/members').set(bearer(secret))).status).toBe(401);
+    }
+  });
+});
+
+describe('a key bound to agents mints only keys bound within them', () => {
+  async function agent(name: string): Promise<string> {
+    const res = await ctx.http.post('/v1/agents').set(bearer(ws.ownerKey)).send({ name });
+    expect(res.status).toBe(201);
+    return res.body.id;
+  }
+  const keyCount = async () => (await ctx.http.get('/v1/api-keys?include_revoked=true').set(bearer(ws.ownerKey))).body.api_keys.length;
+
+  test('with no agent asked for, the new key inherits the minting key\'s agent scopes', async () => {
+    const [x, y] = [await agent('X'), await agent('Y')];
+    const bound = await mintKey(ctx, ws.ownerKey, { scopes: ['admin-resources:write', `agent:${y}`], agent_id: x });
+    const child = await mintKey(ctx, bound.secret, { scopes: ['admin-resources:read'] });
+    expect([...child.scopes].sort()).toEqual(['admin-resources:read', `agent:${x}`, `agent:${y}`].sort());
+    const seen = await ctx.http.get('/v1/agents').set(bearer(child.secret));
+    expect(seen.status).toBe(200);
+    expect(seen.body.agents.map((a: { id: string }) => a.id).sort()).toEqual([x, y].sort());
+    // A subset of its agents is fine.
+    const narrower = await mintKey(ctx, bound.secret, { scopes: ['admin-resources:read'], agent_id: x });
+    expect(narrower.scopes).toEqual(['admin-resources:read', `agent:${x}`]);
+  });
+
+  test('refuses a key for another agent with 403 insufficient_scope, by agent_id or by scope, and stores nothing', async () => {
+    const [x, other] = [await agent('X'), await agent('Other')];
+    const bound = await mintKey(ctx, ws.ownerKey, { scopes: ['admin-resources:write'], agent_id: x });
+    const before = await keyCount();
+    for (const body of [
+      { name: 'other', scopes: ['admin-resources:read'], agent_id: other },
+      { name: 'other', scopes: ['admin-resources:read', `agent:${other}`] },
+      { name: 'both', scopes: ['admin-resources:read', `agent:${x}`, `agent:${other}`] },
+    ]) {
+      const res = await ctx.http.post('/v1/api-keys').set(bearer(bound.secret)).send(body);
+      expect(res.status).toBe(403);
+      expect(res.body.code).toBe('insufficient_scope');
+    }
+    expect(await keyCount()).toBe(before);
+  });
+
+  test('a key minted by an agent-bound key never reaches beyond that agent, whatever scopes it asks for', async () => {
+    const [x, other] = [await agent('X'), await agent('Other')];
+    const bound = await mintKey(ctx, ws.ownerKey, { scopes: ['admin-resources:write'], agent_id: x });
+    const res = await ctx.http.post('/v1/api-keys').set(bearer(bound.secret)).send({ name: 'unbound', scopes: ['admin-resources:write'] });
+    expect(res.status).toBe(201);
+    const seen = await ctx.http.get('/v1/agents').set(bearer(res.body.secret));
+    expect(seen.body.agents.map((a: { id: string }) => a.id)).toEqual([x]);
+    expect(seen.body.agents.map((a: { id: string }) => a.id)).not.toContain(other);
+  });
+});

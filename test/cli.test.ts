@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
+import { decodeJwt } from 'jose';
 import { Client } from 'pg';
 import { eventually } from './helpers/wait';
 import { startTestApp, type TestContext } from './helpers/context';
@@ -81,12 +82,42 @@ describe('npm run bootstrap', () => {
     expect(JSON.stringify(res.body)).not.toContain(printed.api_key.secret);
   });
 
+  test('--owner-subject binds the owner in the new workspace only; a second workspace for the same email gets its own person', async () => {
+    const subject = `owner-${randomBytes(4).toString('hex')}`;
+    const email = `${subject}@acme.test`;
+    const boot = async (extra: string[]) => {
+      const run = await runTsx(['scripts/bootstrap.ts', '--workspace', 'Acme', '--owner-email', email, ...extra], env());
+      expect(run.code).toBe(0);
+      return JSON.parse(lines(run.stdout)[0]!) as { tenant_id: string; owner_user_id: string };
+    };
+    const first = await boot(['--owner-subject', subject]);
+    const second = await boot([]);
+    expect(second.owner_user_id).not.toBe(first.owner_user_id);
+    const rows = await ctx.db.selectFrom('memberships').select(['tenant_id', 'realm_subject', 'status']).where('tenant_id', 'in', [first.tenant_id, second.tenant_id]).execute();
+    expect(rows.find((r) => r.tenant_id === first.tenant_id)).toMatchObject({ realm_subject: subject, status: 'active' });
+    expect(rows.find((r) => r.tenant_id === second.tenant_id)).toMatchObject({ realm_subject: null, status: 'active' });
+  });
+
   test('without --owner-email exits non-zero and prints nothing on stdout', async () => {
     const run = await runTsx(['scripts/bootstrap.ts', '--workspace', 'Acme'], env());
 
     expect(run.code).not.toBe(0);
     expect(run.stdout).toBe('');
     expect(run.stderr).toMatch(/owner-email/);
+  });
+});
+
+describe('npm run dev-token', () => {
+  test('--email puts the address with email_verified true in the token, as a realm does for a verified address', async () => {
+    const tenant = '3f2b8c4e-6a1d-4e7f-9b2c-5d8e1a4f7c3b';
+    const withEmail = await runTsx(['scripts/dev-token.ts', '--sub', 'alice', '--tenant', tenant, '--email', 'alice@acme.test'], { NODE_ENV: 'test' });
+    expect(withEmail.code).toBe(0);
+    expect(decodeJwt(lines(withEmail.stdout)[0]!)).toMatchObject({ sub: 'alice', tenant_id: tenant, email: 'alice@acme.test', email_verified: true });
+    const without = await runTsx(['scripts/dev-token.ts', '--sub', 'alice', '--tenant', tenant], { NODE_ENV: 'test' });
+    expect(without.code).toBe(0);
+    const claims = decodeJwt(lines(without.stdout)[0]!);
+    expect(claims).not.toHaveProperty('email');
+    expect(claims).not.toHaveProperty('email_verified');
   });
 });
 

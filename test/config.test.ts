@@ -16,11 +16,25 @@ describe('configuration from the environment', () => {
     [{ REALM_PUBLIC_KEY: 'pem' }, /REALM_ISSUER is required/],
     [{ NODE_ENV: 'production' }, /API_KEY_PEPPER must be set to a secret value in production/],
     [{ NODE_ENV: 'production', API_KEY_PEPPER: 'p'.repeat(40) }, /^Invalid configuration: ENCRYPTION_KEYS must not contain the development key in production$/],
+    [
+      { NODE_ENV: 'production', API_KEY_PEPPER: 'p'.repeat(40), ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}`, REALM_PUBLIC_KEY: 'pem', REALM_ISSUER: 'https://realm.example/' },
+      /^Invalid configuration: REALM_AUDIENCE is required in production when REALM_JWKS_URL or REALM_PUBLIC_KEY is set$/,
+    ],
+    [
+      { NODE_ENV: 'production', API_KEY_PEPPER: 'p'.repeat(40), ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}`, REALM_JWKS_URL: 'https://realm.example/jwks', REALM_ISSUER: 'https://realm.example/' },
+      /REALM_AUDIENCE is required in production/,
+    ],
     [{ ENCRYPTION_KEYS: 'k1:c2hvcnQ=' }, /^Invalid configuration: ENCRYPTION_KEYS must be a comma-separated list of id:base64 pairs, each key 32 bytes, ids unique$/],
     [{ ENCRYPTION_KEYS: `a:${Buffer.alloc(32, 1).toString('base64')},a:${Buffer.alloc(32, 2).toString('base64')}` }, /ENCRYPTION_KEYS .*ids unique$/],
   ])('refuses %p with one line naming the variable', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);
+  });
+
+  test('starts in production with a realm when its audience is set, and without a realm at all', () => {
+    const prod = { NODE_ENV: 'production', API_KEY_PEPPER: 'p'.repeat(40), ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}` };
+    expect(loadConfig({ ...prod, REALM_PUBLIC_KEY: 'pem', REALM_ISSUER: 'https://realm.example/', REALM_AUDIENCE: 'helpdesk-api' }).REALM_AUDIENCE).toBe('helpdesk-api');
+    expect(loadConfig(prod).REALM_AUDIENCE).toBeUndefined();
   });
 
   test('never echoes a secret-looking value in the error', () => {

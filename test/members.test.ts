@@ -125,7 +125,7 @@ describe('POST /v1/members', () => {
     expect(await activeOwners(ws.tenantId)).toBe(2);
   });
 
-  test('adds an existing user from another workspace without rewriting their name or realm subject', async () => {
+  test('an email another workspace knows becomes a new person of this workspace, named as typed here, invited and unbound', async () => {
     const wsA = await createWorkspace(ctx);
     const wsB = await createWorkspace(ctx);
     const person = await addMember(ctx, wsA, 'editor');
@@ -134,30 +134,87 @@ describe('POST /v1/members', () => {
       .set(bearer(wsB.ownerKey))
       .send({ email: person.email.toUpperCase(), name: 'A Different Name', role: 'viewer' });
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ user_id: person.userId, name: 'editor person', realm_subject: person.subject, role: 'viewer' });
-    const user = await ctx.db.selectFrom('users').selectAll().where('id', '=', person.userId).executeTakeFirstOrThrow();
-    expect(user.name).toBe('editor person');
-    expect(user.realm_subject).toBe(person.subject);
-    // The same identity now signs in to both workspaces with its own role in each.
-    const inB = await ctx.realm.sign({ sub: person.subject, tenant_id: wsB.tenantId });
-    expect((await ctx.http.get('/v1/members').set(bearer(inB))).status).toBe(200);
-    expect((await ctx.http.post('/v1/agents').set(bearer(inB)).send({ name: 'x' })).status).toBe(403);
+    expect(res.body).toMatchObject({ name: 'A Different Name', email: person.email.toUpperCase(), realm_subject: null, status: 'invited', role: 'viewer' });
+    expect(res.body.user_id).not.toBe(person.userId);
+    const inA = (await listMembers(wsA)).find((m) => m.user_id === person.userId);
+    expect(inA).toMatchObject({ name: 'editor person', realm_subject: person.subject, status: 'active' });
+    // The invitation binds only through the person's own sign-in with a verified email, then acts with B's role.
+    const plain = await ctx.realm.sign({ sub: person.subject, tenant_id: wsB.tenantId });
+    expect((await ctx.http.get('/v1/members').set(bearer(plain))).status).toBe(404);
+    const verified = await ctx.realm.sign({ sub: person.subject, tenant_id: wsB.tenantId, email: person.email, email_verified: true });
+    expect((await ctx.http.get('/v1/members').set(bearer(verified))).status).toBe(200);
+    expect((await ctx.http.post('/v1/agents').set(bearer(plain)).send({ name: 'x' })).status).toBe(403);
+    expect((await listMembers(wsB)).find((m) => m.user_id === res.body.user_id)).toMatchObject({ status: 'active', realm_subject: person.subject });
   });
 
-  test('refuses a realm subject that differs from the existing user\'s with 409 realm_subject_conflict', async () => {
+  test('an admin-supplied realm subject binds in this workspace only: another workspace binds the same email to its own subject', async () => {
     const wsA = await createWorkspace(ctx);
     const wsB = await createWorkspace(ctx);
     const person = await addMember(ctx, wsA, 'editor');
-    const before = await listMembers(wsB);
-    const res = await ctx.http
-      .post('/v1/members')
-      .set(bearer(wsB.ownerKey))
-      .send({ email: person.email, name: 'Hijack', role: 'viewer', realm_subject: `attacker-${tag()}` });
+    const other = `other-${tag()}`;
+    const res = await ctx.http.post('/v1/members').set(bearer(wsB.ownerKey)).send({ email: person.email, name: 'Elsewhere', role: 'viewer', realm_subject: other });
+    expect(res.status).toBe(201);
+    expect(res.body).toMatchObject({ realm_subject: other, status: 'active', name: 'Elsewhere' });
+    expect((await listMembers(wsA)).find((m) => m.user_id === person.userId)?.realm_subject).toBe(person.subject);
+    // A's subject reaches nothing in B, and B's subject nothing in A.
+    expect((await ctx.http.get('/v1/members').set(bearer(await ctx.realm.sign({ sub: person.subject, tenant_id: wsB.tenantId })))).status).toBe(404);
+    expect((await ctx.http.get('/v1/members').set(bearer(await ctx.realm.sign({ sub: other, tenant_id: wsA.tenantId })))).status).toBe(404);
+  });
+
+  test('refuses a realm subject already bound to another member of this workspace with 409 realm_subject_taken and writes nothing', async () => {
+    const ws = await createWorkspace(ctx);
+    const member = await addMember(ctx, ws, 'viewer');
+    const before = await listMembers(ws);
+    const users = await ctx.db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    const res = await ctx.http.post('/v1/members').set(bearer(ws.ownerKey)).send(newMemberBody('editor', { realm_subject: member.subject }));
     expect(res.status).toBe(409);
-    expect(res.body.code).toBe('realm_subject_conflict');
-    expect(await listMembers(wsB)).toEqual(before);
-    const user = await ctx.db.selectFrom('users').selectAll().where('id', '=', person.userId).executeTakeFirstOrThrow();
-    expect(user.realm_subject).toBe(person.subject);
+    expect(res.body.code).toBe('realm_subject_taken');
+    expect(await listMembers(ws)).toEqual(before);
+    const after = await ctx.db.selectFrom('users').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    expect(Number(after.n)).toBe(Number(users.n));
+  });
+
+  test('refuses an email this workspace already has, in any letter case, with 409 member_exists', async () => {
+    const ws = await createWorkspace(ctx);
+    const invited = await ctx.http.post('/v1/members').set(bearer(ws.ownerKey)).send({ email: `Pat.${tag()}@Acme.test`, name: 'Pat', role: 'viewer' });
+    expect(invited.status).toBe(201);
+    const res = await ctx.http.post('/v1/members').set(bearer(ws.ownerKey)).send({ email: invited.body.email.toLowerCase(), name: 'Pat again', role: 'editor' });
+    expect(res.status).toBe(409);
+    expect(res.body.code).toBe('member_exists');
+  });
+});
+
+describe('invited members', () => {
+  async function invite(ws: Workspace, role = 'editor') {
+    const res = await ctx.http.post('/v1/members').set(bearer(ws.ownerKey)).send({ email: `inv-${tag()}@acme.test`, name: 'Invited', role });
+    expect(res.status).toBe(201);
+    return res.body as MemberView;
+  }
+
+  test('an invited member\'s status cannot be patched (409 member_invited); their role can', async () => {
+    const ws = await createWorkspace(ctx);
+    const m = await invite(ws);
+    for (const status of ['active', 'deactivated']) {
+      const res = await patchMember(ws.ownerKey, m.user_id, { status });
+      expect(res.status).toBe(409);
+      expect(res.body.code).toBe('member_invited');
+    }
+    const both = await patchMember(ws.ownerKey, m.user_id, { role: 'admin', status: 'active' });
+    expect(both.status).toBe(409);
+    const role = await patchMember(ws.ownerKey, m.user_id, { role: 'viewer' });
+    expect(role.status).toBe(200);
+    expect(role.body).toMatchObject({ role: 'viewer', status: 'invited' });
+  });
+
+  test('an invited member cannot be made a ticket assignee', async () => {
+    const ws = await createWorkspace(ctx);
+    const m = await invite(ws);
+    const res = await ctx.http
+      .post('/v1/tickets')
+      .set(bearer(ws.ownerKey))
+      .send({ subject: 'Help', description: 'x', customer_email: `c-${tag()}@cust.test`, assignee_id: m.user_id });
+    expect(res.status).toBe(422);
+    expect(res.body.code).toBe('assignee_unknown');
   });
 });
 

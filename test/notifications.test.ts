@@ -382,19 +382,19 @@ describe('access', () => {
   });
 
   test('another workspace\'s notifications are invisible and untouchable, even for the same person', async () => {
-    // One person, a member of both workspaces.
+    // One person (one realm identity), a member of both workspaces; each workspace has its own row for them.
     const x = await addMember(ctx, ws, 'editor');
     const addToOther = await ctx.http
       .post('/v1/members')
       .set(bearer(other.ownerKey))
       .send({ email: x.email, name: 'editor person', role: 'editor', realm_subject: x.subject });
     expect(addToOther.status).toBe(201);
-    expect(addToOther.body.user_id).toBe(x.userId);
+    const xOther = addToOther.body.user_id as string;
     const xInOther = await ctx.realm.sign({ sub: x.subject, tenant_id: other.tenantId });
 
     const theirTicket = await createTicket(ctx, other);
-    await note(other.ownerKey, theirTicket.id, `@${x.userId} over here`);
-    const [theirs] = await rowsFor(x.userId, other.tenantId);
+    await note(other.ownerKey, theirTicket.id, `@${xOther} over here`);
+    const [theirs] = await rowsFor(xOther, other.tenantId);
     expect(theirs).toBeDefined();
     const [ours] = await giveNotifications(x, 1);
 
@@ -403,7 +403,7 @@ describe('access', () => {
 
     expect((await markRead(x.token, { ids: [theirs!.id] })).body).toEqual({ updated: 0 });
     expect((await markRead(x.token, { all: true })).body).toEqual({ updated: 1 });
-    expect(await unreadCount(x.userId, other.tenantId)).toBe(1);
+    expect(await unreadCount(xOther, other.tenantId)).toBe(1);
 
     // The other workspace's owner sees nothing of this workspace either.
     const otherOwnerSeen = (await inbox(other.ownerKey, '?limit=500')).map((n) => n.id);

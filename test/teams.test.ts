@@ -410,6 +410,17 @@ describe('POST /v1/teams/{team_id}/assign (round robin)', () => {
     expect(await nextAssignee(ws, teamId)).toEqual({ assignee: c, skipped: [{ user_id: b, reason }] });
   });
 
+  test('an invited member who has not signed in yet is in the rotation but skipped with reason invited', async () => {
+    const { teamId, members } = await onlineTeam(ctx, ws, 2, 'Skip invited');
+    const [a, c] = members.map((m) => m.userId);
+    const inv = await ctx.http.post('/v1/members').set(bearer(ws.ownerKey)).send({ email: `invited-${randomUUID()}@acme.test`, name: 'Not yet', role: 'editor' });
+    expect(inv.status).toBe(201);
+    await addToTeam(ctx, ws, teamId, inv.body.user_id);
+    expect(await nextAssignee(ws, teamId)).toEqual({ assignee: a, skipped: [] });
+    expect(await nextAssignee(ws, teamId)).toEqual({ assignee: c, skipped: [] });
+    expect(await nextAssignee(ws, teamId)).toEqual({ assignee: a, skipped: [{ user_id: inv.body.user_id, reason: 'invited' }] });
+  });
+
   test('presence goes stale after PRESENCE_TTL_SECONDS (default 300), not before', async () => {
     const { teamId, members } = await onlineTeam(ctx, ws, 2, 'TTL');
     const [a, b] = members.map((m) => m.userId);

@@ -4,7 +4,8 @@ type CreatedAt = ColumnType<Date, Date | string | undefined, never>;
 type UpdatedAt = ColumnType<Date, Date | string | undefined, Date | string>;
 
 export type Role = 'viewer' | 'editor' | 'admin' | 'owner';
-export type MemberStatus = 'active' | 'deactivated';
+/** `invited`: added by email, bound to no realm subject yet; cannot act until the person signs in. */
+export type MemberStatus = 'active' | 'deactivated' | 'invited';
 
 export interface TenantsTable {
   id: string;
@@ -104,7 +105,10 @@ export interface TenantProviderKeysTable {
   updated_at: UpdatedAt;
 }
 
-/** People are global (one realm identity can belong to many workspaces); memberships carry tenant_id. */
+/**
+ * A person as one workspace's invitation named them. `realm_subject` and the email are not unique and not
+ * read for sign-in: the binding of a realm subject lives on the membership.
+ */
 export interface UsersTable {
   id: string;
   email: string;
@@ -121,6 +125,8 @@ export interface MembershipsTable {
   user_id: string;
   role: Role;
   status: MemberStatus;
+  /** The realm subject bound to this person in this workspace (unique per workspace); null while invited. */
+  realm_subject: ColumnType<string | null, string | null | undefined, string | null>;
   presence: ColumnType<Presence, Presence | undefined, Presence>;
   presence_at: ColumnType<Date | null, Date | null | undefined, Date | string | null>;
   helpdesk_unavailable: ColumnType<boolean, boolean | undefined, boolean>;

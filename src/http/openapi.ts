@@ -117,8 +117,9 @@ const problem = {
 const DOMAIN_DETAILS: Record<DomainErrorCode, string> = {
   scope_invalid: 'One or more scopes cannot be granted by this deployment.',
   agent_unknown: 'No agent 5b0e4c1d-8a7f-4e2b-9c3d-1f6a2b7c8d9e exists in this workspace.',
-  member_exists: 'This user is already a member of the workspace.',
-  realm_subject_conflict: 'This realm subject already belongs to another user.',
+  member_exists: 'This workspace already has a member with this email.',
+  realm_subject_taken: 'This realm subject is already bound to another member of this workspace.',
+  member_invited: 'This member has not signed in yet; only their role can be changed.',
   last_owner: 'The workspace must keep at least one active owner.',
   member_deactivated: 'Your membership in this workspace is deactivated.',
   customer_exists: 'A customer with this email already exists in the workspace.',

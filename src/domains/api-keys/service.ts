@@ -1,13 +1,13 @@
 import type { Config } from '../../config';
 import type { Db, Executor } from '../../db';
 import type { ApiKeyRow } from '../../db/types';
-import { insufficientScope, notFound, unprocessable, type FieldError } from '../../http/errors';
+import { forbidden, insufficientScope, notFound, unauthenticated, unprocessable, type FieldError } from '../../http/errors';
 import type { Principal } from '../../http/principal';
 import { newId } from '../../lib/ids';
 import { hashApiKeySecret, mintApiKeySecret } from '../../lib/secrets';
 import { addDays, iso, isoOrNull } from '../../lib/time';
 import type { AuditService } from '../audit/service';
-import { parseScope, scopeWithin } from '../identity/scopes';
+import { agentIdsOf, parseScope, scopeWithin } from '../identity/scopes';
 import type { CreateApiKeyInput } from './schemas';
 import * as store from './store';
 
@@ -28,9 +28,24 @@ const presentListed = (k: ApiKeyRow) => ({
 export function createApiKeyService(deps: { db: Db; config: Config; audit: AuditService }) {
   const { db, config, audit } = deps;
 
+  /**
+   * The agent narrowing a key minted by a key must keep: a minting key bound to agents can only mint keys
+   * bound to a non-empty subset of them (none asked for: its own), never an unbound key or another agent's.
+   */
+  function agentScopesFor(actor: Principal, wanted: string[]): string[] {
+    if (!actor.scopes) return wanted;
+    const held = new Set(agentIdsOf(actor.scopes));
+    if (held.size === 0) return wanted;
+    const asked = agentIdsOf(wanted.filter((raw) => !('invalid' in parseScope(raw))));
+    if (asked.length === 0) return [...wanted, ...[...held].map((id) => `agent:${id}`)];
+    const outside = asked.find((id) => !held.has(id));
+    if (outside) throw insufficientScope(`the agent scope "agent:${outside}"`);
+    return wanted;
+  }
+
   /** Validates every scope against what this deployment can grant; nothing is stored on a refusal. */
   async function resolveScopes(tx: Executor, actor: Principal, input: CreateApiKeyInput): Promise<string[]> {
-    const wanted = input.agent_id ? [...input.scopes, `agent:${input.agent_id}`] : input.scopes;
+    const wanted = agentScopesFor(actor, input.agent_id ? [...input.scopes, `agent:${input.agent_id}`] : input.scopes);
     const errors: FieldError[] = [];
     const agentIds: string[] = [];
     const parsed = wanted.map((raw, i) => {
@@ -58,6 +73,13 @@ export function createApiKeyService(deps: { db: Db; config: Config; audit: Audit
 
   /** Shared by the route and the bootstrap CLI; runs inside the caller's transaction. */
   async function mint(tx: Executor, actor: Principal, input: CreateApiKeyInput) {
+    // Minting serialises with the creator's removal: the removal waits for this transaction (and then
+    // revokes the key with the rest) or has already committed, and the key is refused here.
+    const status = await store.lockCreatorMembership(tx, actor.tenantId, actor.userId);
+    if (status === undefined) {
+      throw actor.kind === 'api_key' ? unauthenticated('The API key is no longer valid: its creator is not an active member of the workspace.') : notFound('workspace');
+    }
+    if (status !== 'active') throw forbidden('member_deactivated', 'Your membership in this workspace is deactivated.');
     const scopes = await resolveScopes(tx, actor, input);
     const { secret, prefix } = mintApiKeySecret();
     const created = new Date();

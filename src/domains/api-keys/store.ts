@@ -1,5 +1,5 @@
 import type { Executor } from '../../db';
-import type { ApiKeyRow, NewApiKey } from '../../db/types';
+import type { ApiKeyRow, MemberStatus, NewApiKey } from '../../db/types';
 
 export async function insertKey(db: Executor, tenantId: string, key: Omit<NewApiKey, 'tenant_id'>): Promise<ApiKeyRow> {
   return db
@@ -46,4 +46,22 @@ export async function existingAgentIds(db: Executor, tenantId: string, ids: stri
   if (ids.length === 0) return new Set();
   const rows = await db.selectFrom('agents').select('id').where('tenant_id', '=', tenantId).where('id', 'in', ids).execute();
   return new Set(rows.map((r) => r.id));
+}
+
+/**
+ * Locks the creator's membership for the rest of the minting transaction and returns its status. Member
+ * changes lock the workspace row FOR UPDATE and then the membership; taking the workspace row (FOR KEY
+ * SHARE, which inserting the key takes anyway) before the membership keeps the same order, so a removal
+ * and a mint wait for each other instead of deadlocking.
+ */
+export async function lockCreatorMembership(db: Executor, tenantId: string, userId: string): Promise<MemberStatus | undefined> {
+  await db.selectFrom('tenants').select('id').where('id', '=', tenantId).forKeyShare().executeTakeFirst();
+  const row = await db
+    .selectFrom('memberships')
+    .select('status')
+    .where('tenant_id', '=', tenantId)
+    .where('user_id', '=', userId)
+    .forShare()
+    .executeTakeFirst();
+  return row?.status;
 }

@@ -2,6 +2,7 @@ import { createRemoteJWKSet, errors as joseErrors, importSPKI, jwtVerify, type J
 import { types } from 'node:util';
 import type { Config } from '../../config';
 import type { Db } from '../../db';
+import type { AuditService } from '../audit/service';
 import { dependencyUnavailable, forbidden, notFound, unauthenticated } from '../../http/errors';
 import type { Principal } from '../../http/principal';
 import { isUuid } from '../../lib/ids';
@@ -15,8 +16,18 @@ export interface IdentityService {
   authenticate(authorization: string | undefined): Promise<Principal>;
 }
 
-export function createIdentityService(deps: { db: Db; config: Config }): IdentityService {
-  const { db, config } = deps;
+const isUniqueViolation = (err: unknown) => (err as { code?: string })?.code === '23505';
+
+/** The standard OIDC email claims, only when the realm vouches for the address (`email_verified` true). */
+function verifiedEmailOf(payload: JWTPayload): string | null {
+  const email = payload['email'];
+  if (payload['email_verified'] !== true || typeof email !== 'string') return null;
+  const trimmed = email.trim();
+  return trimmed.length > 0 && trimmed.length <= 320 ? trimmed : null;
+}
+
+export function createIdentityService(deps: { db: Db; config: Config; audit: AuditService }): IdentityService {
+  const { db, config, audit } = deps;
   const touchedAt = new Map<string, number>();
   const touchIntervalMs = config.API_KEY_TOUCH_INTERVAL_SECONDS * 1000;
   let realmKey: Promise<KeySource> | null = null;
@@ -91,6 +102,32 @@ export function createIdentityService(deps: { db: Db; config: Config }): Identit
     }
   }
 
+  /**
+   * The binding of a realm identity to a person comes from the identity: a subject with no membership here
+   * joins the invitation whose email its realm has verified, and nothing else. An unverified or missing
+   * email binds nothing, and what an admin of any workspace typed is never used to pick the subject.
+   */
+  async function joinByEmail(tenantId: string, subject: string, payload: JWTPayload): Promise<store.MembershipForAuth | undefined> {
+    const email = verifiedEmailOf(payload);
+    if (email === null) return undefined;
+    try {
+      const joined = await db.transaction().execute(async (tx) => {
+        const row = await store.bindInvitation(tx, tenantId, email, subject);
+        if (row) {
+          const actor: Principal = { kind: 'user', tenantId, userId: row.user_id, role: row.role, apiKeyId: null, scopes: null, agentIds: [] };
+          await audit.record(tx, actor, 'member.joined', { type: 'user', id: row.user_id }, { email: row.email, role: row.role });
+        }
+        return row;
+      });
+      if (joined) return { user_id: joined.user_id, role: joined.role, status: joined.status };
+    } catch (err) {
+      // The same subject was bound here by a racing request (its other sign-in, or an admin); read it below.
+      if (!isUniqueViolation(err)) throw err;
+    }
+    // A racing sign-in of the same subject may have bound the invitation first: it is theirs either way.
+    return store.findMembershipBySubject(db, tenantId, subject);
+  }
+
   async function fromAccessToken(token: string): Promise<Principal> {
     const payload = await verifyAccessToken(token);
     const tenantId = payload['tenant_id'];
@@ -98,7 +135,7 @@ export function createIdentityService(deps: { db: Db; config: Config }): Identit
     if (typeof tenantId !== 'string' || !isUuid(tenantId)) {
       throw unauthenticated('The access token does not select a workspace (tenant_id claim).');
     }
-    const membership = await store.findMembershipBySubject(db, tenantId, payload.sub);
+    const membership = (await store.findMembershipBySubject(db, tenantId, payload.sub)) ?? (await joinByEmail(tenantId, payload.sub, payload));
     if (!membership) throw notFound('workspace');
     if (membership.status !== 'active') {
       throw forbidden('member_deactivated', 'Your membership in this workspace is deactivated.');

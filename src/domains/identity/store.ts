@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { Db } from '../../db';
+import type { Db, Executor } from '../../db';
 import type { MemberStatus, Role } from '../../db/types';
 
 /*
@@ -51,12 +51,40 @@ export interface MembershipForAuth {
 
 export async function findMembershipBySubject(db: Db, tenantId: string, subject: string): Promise<MembershipForAuth | undefined> {
   return db
-    .selectFrom('users as u')
-    .innerJoin('memberships as m', 'm.user_id', 'u.id')
-    .select(['u.id as user_id', 'm.role', 'm.status'])
-    .where('m.tenant_id', '=', tenantId)
-    .where('u.realm_subject', '=', subject)
+    .selectFrom('memberships')
+    .select(['user_id', 'role', 'status'])
+    .where('tenant_id', '=', tenantId)
+    .where('realm_subject', '=', subject)
     .executeTakeFirst();
+}
+
+/**
+ * A first sign-in: binds `subject` to the invitation of this workspace whose email matches, in one
+ * conditional statement. Racing sign-ins serialise on the row and the losers' WHERE no longer matches, and
+ * the unique (tenant_id, realm_subject) index stops one subject from taking two memberships. At most one
+ * row: the workspace holds one member per email, and LIMIT keeps that true for rows older than the rule.
+ */
+export async function bindInvitation(
+  db: Executor,
+  tenantId: string,
+  email: string,
+  subject: string,
+): Promise<(MembershipForAuth & { email: string }) | undefined> {
+  const row = await sql<MembershipForAuth & { email: string }>`
+    UPDATE memberships m SET realm_subject = ${subject}, status = 'active', updated_at = now()
+    FROM users u
+    WHERE m.tenant_id = ${tenantId}
+      AND m.user_id = (
+        SELECT i.user_id FROM memberships i JOIN users iu ON iu.id = i.user_id
+        WHERE i.tenant_id = ${tenantId} AND i.status = 'invited' AND i.realm_subject IS NULL AND lower(iu.email) = lower(${email})
+        ORDER BY i.created_at, i.user_id LIMIT 1
+      )
+      AND u.id = m.user_id
+      AND m.realm_subject IS NULL
+      AND m.status = 'invited'
+    RETURNING m.user_id, m.role, m.status, u.email
+  `.execute(db);
+  return row.rows[0];
 }
 
 /** Conditional so that concurrent processes still write last_used_at at most once per interval. */

@@ -15,12 +15,13 @@ export const memberOperations = [
     id: 'add_member',
     method: 'post',
     path: '/v1/members',
-    summary: 'Add a member (creating the user if new)',
-    description: 'Only an owner may grant the owner role. An existing user keeps their name and realm subject.',
+    summary: 'Invite a member of this workspace',
+    description:
+      'Only an owner may grant the owner role. Without realm_subject the member is `invited` until the person signs in with a realm token whose verified email matches; with realm_subject the member is bound to that subject in this workspace only and active at once. Nothing outside this workspace is read or changed.',
     access: { floor: 'admin', tag: 'admin-resources', action: 'write' },
     body: addMemberBody,
     response: { status: 201, description: 'The new membership', schema: member },
-    errors: ['member_exists', 'realm_subject_conflict'],
+    errors: ['member_exists', 'realm_subject_taken'],
     handler: async ({ principal, body }, s) => ({ status: 201, body: await s.members.add(principal, body) }),
   }),
   defineOperation({
@@ -28,12 +29,13 @@ export const memberOperations = [
     method: 'patch',
     path: '/v1/members/{user_id}',
     summary: 'Change a member\'s role or status',
-    description: 'Only an owner may grant or remove the owner role. The last active owner cannot be demoted or deactivated.',
+    description:
+      'Only an owner may grant or remove the owner role. The last active owner cannot be demoted or deactivated. An invited member\'s status changes only by their first sign-in.',
     access: { floor: 'admin', tag: 'admin-resources', action: 'write' },
     params: userIdParams,
     body: patchMemberBody,
     response: { status: 200, description: 'The membership as it now stands', schema: member },
-    errors: ['last_owner'],
+    errors: ['last_owner', 'member_invited'],
     handler: async ({ principal, params, body }, s) => ({ body: await s.members.patch(principal, params.user_id, body) }),
   }),
   defineOperation({

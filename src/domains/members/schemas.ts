@@ -26,8 +26,14 @@ export const member = z.object({
   email: z.string().meta({ examples: [email] }),
   name: z.string().meta({ examples: ['Jonas Berg'] }),
   role,
-  status: z.enum(['active', 'deactivated']),
-  realm_subject: z.string().nullable().meta({ examples: [realmSubject] }),
+  status: z.enum(['active', 'deactivated', 'invited']).meta({
+    description: '`invited`: added by email and not signed in yet; it can do nothing until its person signs in with a verified email.',
+    examples: ['active'],
+  }),
+  realm_subject: z
+    .string()
+    .nullable()
+    .meta({ description: 'The realm subject bound to this member in this workspace; null while invited.', examples: [realmSubject] }),
   created_at: at,
   updated_at: at,
 });

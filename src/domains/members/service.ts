@@ -25,35 +25,38 @@ const present = (m: store.MemberRow) => ({
 
 const isUniqueViolation = (err: unknown) => (err as { code?: string })?.code === '23505';
 
+const subjectTaken = () => conflict('realm_subject_taken', 'This realm subject is already bound to another member of this workspace.');
+
 /**
- * Finds the global user for an email or creates it. An existing user's realm subject and name are never
- * rewritten here: a workspace admin must not be able to re-point someone's identity.
+ * Creates the person this workspace invites and their membership, reading and writing nothing outside the
+ * workspace: the user row is new for every invitation (name and email as this admin typed them), so no
+ * other workspace's view of a person is reused or revealed. Without a realm subject the membership waits as
+ * `invited` until its person signs in with a verified email; with one (an admin provisioning from their own
+ * identity realm) it is bound to that subject in this workspace only and active at once.
  */
-export async function findOrCreateUser(
+async function createMembership(
   tx: Executor,
-  input: { email: string; name: string; realm_subject?: string | undefined },
+  tenantId: string,
+  input: { email: string; name: string; role: Role; realm_subject?: string | undefined },
 ) {
-  const existing = await store.findUserByEmail(tx, input.email);
-  if (existing) {
-    if (input.realm_subject !== undefined && existing.realm_subject !== input.realm_subject) {
-      throw conflict('realm_subject_conflict', 'A user with this email already exists with a different realm subject.');
-    }
-    return existing;
+  if (await store.memberEmailTaken(tx, tenantId, input.email)) {
+    throw conflict('member_exists', 'This workspace already has a member with this email.');
   }
-  if (input.realm_subject !== undefined && (await store.findUserBySubject(tx, input.realm_subject))) {
-    throw conflict('realm_subject_conflict', 'This realm subject already belongs to another user.');
-  }
+  const subject = input.realm_subject ?? null;
+  if (subject !== null && (await store.memberSubjectTaken(tx, tenantId, subject))) throw subjectTaken();
+  const user = await store.insertUser(tx, { id: newId(), email: input.email, name: input.name });
   try {
-    return await store.insertUser(tx, {
-      id: newId(),
-      email: input.email,
-      name: input.name,
-      realm_subject: input.realm_subject ?? null,
+    await store.insertMembership(tx, tenantId, user.id, {
+      role: input.role,
+      status: subject === null ? 'invited' : 'active',
+      realm_subject: subject,
     });
   } catch (err) {
-    if (isUniqueViolation(err)) throw conflict('user_conflict', 'A concurrent request created this user; retry.');
+    // A first sign-in binds subjects without the workspace lock; the unique index settles that race.
+    if (isUniqueViolation(err)) throw subjectTaken();
     throw err;
   }
+  return user;
 }
 
 function requireOwnerFor(actorRole: Role, touchesOwner: boolean): void {
@@ -107,10 +110,7 @@ export function createMemberService(deps: { db: Db; audit: AuditService; apiKeys
     add: (actor: Principal, input: AddMemberInput) =>
       db.transaction().execute(async (tx) => {
         requireOwnerFor(await lockAsActor(tx, actor), input.role === 'owner');
-        const user = await findOrCreateUser(tx, input);
-        if (!(await store.insertMembership(tx, actor.tenantId, user.id, input.role))) {
-          throw conflict('member_exists', 'This user is already a member of the workspace.');
-        }
+        const user = await createMembership(tx, actor.tenantId, input);
         await audit.record(tx, actor, 'member.added', { type: 'user', id: user.id }, { email: user.email, role: input.role });
         return present((await store.getMember(tx, actor.tenantId, user.id))!);
       }),
@@ -119,6 +119,10 @@ export function createMemberService(deps: { db: Db; audit: AuditService; apiKeys
       db.transaction().execute(async (tx) => {
         const { current, actorRole } = await loadLocked(tx, actor, userId);
         const nextRole: Role = input.role ?? current.role;
+        // An invitation becomes active only by its person's sign-in; an admin may change its role only.
+        if (current.status === 'invited' && input.status !== undefined) {
+          throw conflict('member_invited', 'This member has not signed in yet; only their role can be changed.');
+        }
         requireOwnerFor(actorRole, current.role === 'owner' || nextRole === 'owner');
         await guardLastOwner(tx, actor.tenantId, current, nextRole !== 'owner' || input.status === 'deactivated');
         await store.updateMembership(tx, actor.tenantId, userId, input);

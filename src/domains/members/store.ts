@@ -19,7 +19,7 @@ const memberColumns = [
   'u.name',
   'm.role',
   'm.status',
-  'u.realm_subject',
+  'm.realm_subject',
   'm.created_at',
   'm.updated_at',
 ] as const;
@@ -56,10 +56,15 @@ export async function countActiveOwners(db: Executor, tenantId: string): Promise
   return Number(row.n);
 }
 
-export async function insertMembership(db: Executor, tenantId: string, userId: string, role: Role): Promise<boolean> {
+export async function insertMembership(
+  db: Executor,
+  tenantId: string,
+  userId: string,
+  membership: { role: Role; status: MemberStatus; realm_subject: string | null },
+): Promise<boolean> {
   const result = await db
     .insertInto('memberships')
-    .values({ tenant_id: tenantId, user_id: userId, role, status: 'active' })
+    .values({ tenant_id: tenantId, user_id: userId, ...membership })
     .onConflict((oc) => oc.columns(['tenant_id', 'user_id']).doNothing())
     .executeTakeFirst();
   return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
@@ -83,22 +88,30 @@ export async function deleteMembership(db: Executor, tenantId: string, userId: s
   await db.deleteFrom('memberships').where('tenant_id', '=', tenantId).where('user_id', '=', userId).execute();
 }
 
-/*
- * Users are global identities shared by workspaces; these lookups are therefore not tenant-scoped, and
- * nothing a workspace admin does may rewrite an existing user's identity fields.
- */
-export async function findUserByEmail(db: Executor, email: string): Promise<UserRow | undefined> {
-  return db.selectFrom('users').selectAll().where(sql`lower(email)`, '=', email.toLowerCase()).executeTakeFirst();
+/** Whether this workspace already has a member with this email (case-insensitive); no other workspace is read. */
+export async function memberEmailTaken(db: Executor, tenantId: string, email: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('memberships as m')
+    .innerJoin('users as u', 'u.id', 'm.user_id')
+    .select('m.user_id')
+    .where('m.tenant_id', '=', tenantId)
+    .where(sql`lower(u.email)`, '=', email.toLowerCase())
+    .executeTakeFirst();
+  return row !== undefined;
 }
 
-export async function findUserBySubject(db: Executor, subject: string): Promise<UserRow | undefined> {
-  return db.selectFrom('users').selectAll().where('realm_subject', '=', subject).executeTakeFirst();
+export async function memberSubjectTaken(db: Executor, tenantId: string, subject: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('memberships')
+    .select('user_id')
+    .where('tenant_id', '=', tenantId)
+    .where('realm_subject', '=', subject)
+    .executeTakeFirst();
+  return row !== undefined;
 }
 
-export async function insertUser(
-  db: Executor,
-  user: { id: string; email: string; name: string; realm_subject: string | null },
-): Promise<UserRow> {
+/** A fresh person row per invitation: user rows are never shared between workspaces' invitations. */
+export async function insertUser(db: Executor, user: { id: string; email: string; name: string }): Promise<UserRow> {
   return db.insertInto('users').values(user).returningAll().executeTakeFirstOrThrow();
 }
 

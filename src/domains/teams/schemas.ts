@@ -16,7 +16,7 @@ export const team = z.object({
 });
 export const teamList = z.object({ teams: z.array(team) });
 
-export const SKIP_REASONS = ['not_a_member', 'deactivated', 'unavailable', 'offline', 'presence_stale'] as const;
+export const SKIP_REASONS = ['not_a_member', 'invited', 'deactivated', 'unavailable', 'offline', 'presence_stale'] as const;
 export const skipped = z.array(z.object({ user_id: z.uuid(), reason: z.enum(SKIP_REASONS) }));
 
 export const assignmentResult = z.object({

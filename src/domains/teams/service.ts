@@ -14,6 +14,7 @@ type SkipReason = (typeof SKIP_REASONS)[number];
 /** Why a member cannot take this turn, or null when they can. Evaluated at call time, inside the lock. */
 export function ineligibility(m: store.RotationEntry): SkipReason | null {
   if (m.status === null) return 'not_a_member';
+  if (m.status === 'invited') return 'invited';
   if (m.status !== 'active') return 'deactivated';
   if (m.helpdesk_unavailable) return 'unavailable';
   if (m.presence === 'offline') return 'offline';

@@ -8,7 +8,6 @@ import type { Principal } from '../../http/principal';
 import { newId } from '../../lib/ids';
 import type { ApiKeyService } from '../api-keys/service';
 import type { AuditService } from '../audit/service';
-import { findOrCreateUser } from '../members/service';
 import * as memberStore from '../members/store';
 import * as store from './store';
 import { DEFAULT_SLA_TARGETS } from '../sla/targets';
@@ -29,12 +28,10 @@ export function createWorkspaceService(deps: { db: Db; apiKeys: ApiKeyService; a
       db.transaction().execute(async (tx) => {
         const tenantId = newId();
         await store.insertTenant(tx, tenantId, input.workspace);
-        const owner = await findOrCreateUser(tx, {
-          email: input.ownerEmail,
-          name: input.ownerName,
-          realm_subject: input.ownerRealmSubject,
-        });
-        await memberStore.insertMembership(tx, tenantId, owner.id, 'owner');
+        // The owner is active at once (the bootstrap key acts as them); their realm subject, when given, is
+        // bound in this workspace only. Without one the owner acts through that key and has no realm sign-in.
+        const owner = await memberStore.insertUser(tx, { id: newId(), email: input.ownerEmail, name: input.ownerName });
+        await memberStore.insertMembership(tx, tenantId, owner.id, { role: 'owner', status: 'active', realm_subject: input.ownerRealmSubject ?? null });
         await slaStore.insertPolicy(tx, tenantId, { id: newId(), name: 'Default', is_default: true, targets: DEFAULT_SLA_TARGETS });
         const actor: Principal = {
           kind: 'user',
