@@ -177,3 +177,24 @@ describe('secrets and claims stay out of the logs', () => {
     expect(ctx.logs.text).not.toContain(token);
   });
 });
+
+describe('an active member without a bound subject', () => {
+  test('an owner bootstrapped without a subject is claimed by their first sign-in with a verified email; a deactivated member never is', async () => {
+    const ownerEmail = `founder-${tag()}@acme.test`;
+    const boot = await ctx.services.workspaces.bootstrap({ workspace: `Acme ${tag()}`, ownerEmail, ownerName: 'Fay Founder' });
+    const ws = { tenantId: boot.tenant_id, ownerKey: boot.api_key.secret } as Workspace;
+    const sub = `founder-${tag()}`;
+    const unverified = await ctx.http.get('/v1/members').set(bearer(await signIn(sub, ws, { email: ownerEmail, email_verified: false })));
+    expect(unverified.status).toBe(404);
+    const verified = await ctx.http.get('/v1/members').set(bearer(await signIn(sub, ws, { email: ownerEmail.toUpperCase(), email_verified: true })));
+    expect(verified.status).toBe(200);
+    expect(await membershipOf(ws, boot.owner_user_id)).toEqual({ status: 'active', realm_subject: sub });
+
+    const paused = await invite(ws, { email: `paused-${tag()}@acme.test`, name: 'Paul Paused', role: 'editor', realm_subject: `paused-${tag()}` });
+    expect(paused.status).toBe(201);
+    await ctx.db.updateTable('memberships').set({ status: 'deactivated', realm_subject: null }).where('tenant_id', '=', ws.tenantId).where('user_id', '=', paused.body.user_id).execute();
+    const retry = await ctx.http.get('/v1/members').set(bearer(await signIn(`other-${tag()}`, ws, { email: paused.body.email, email_verified: true })));
+    expect(retry.status).toBe(404);
+    expect(await membershipOf(ws, paused.body.user_id)).toEqual({ status: 'deactivated', realm_subject: null });
+  });
+});

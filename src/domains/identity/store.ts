@@ -60,7 +60,8 @@ export async function findMembershipBySubject(db: Db, tenantId: string, subject:
 
 /**
  * A first sign-in: binds `subject` to the invitation of this workspace whose email matches, in one
- * conditional statement. Racing sign-ins serialise on the row and the losers' WHERE no longer matches, and
+ * conditional statement. An active member with no subject yet (an owner bootstrapped without one) is claimed
+ * the same way; a deactivated one never is, so a suspension cannot be undone by signing in. Racing sign-ins serialise on the row and the losers' WHERE no longer matches, and
  * the unique (tenant_id, realm_subject) index stops one subject from taking two memberships. At most one
  * row: the workspace holds one member per email, and LIMIT keeps that true for rows older than the rule.
  */
@@ -76,12 +77,12 @@ export async function bindInvitation(
     WHERE m.tenant_id = ${tenantId}
       AND m.user_id = (
         SELECT i.user_id FROM memberships i JOIN users iu ON iu.id = i.user_id
-        WHERE i.tenant_id = ${tenantId} AND i.status = 'invited' AND i.realm_subject IS NULL AND lower(iu.email) = lower(${email})
+        WHERE i.tenant_id = ${tenantId} AND i.status IN ('invited', 'active') AND i.realm_subject IS NULL AND lower(iu.email) = lower(${email})
         ORDER BY i.created_at, i.user_id LIMIT 1
       )
       AND u.id = m.user_id
       AND m.realm_subject IS NULL
-      AND m.status = 'invited'
+      AND m.status IN ('invited', 'active')
     RETURNING m.user_id, m.role, m.status, u.email
   `.execute(db);
   return row.rows[0];
