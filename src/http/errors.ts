@@ -2,10 +2,19 @@
  * Every refusal the service makes, mapped to its status in one place (RFC 9457 problem details).
  * Handlers throw these; the error middleware renders them. `code` is the stable, machine-readable name.
  */
+import type { z } from 'zod';
+
 export interface FieldError {
   path: string;
   message: string;
 }
+
+/** A zod error as the `errors` list of a problem body: dotted paths under `prefix` (body, query…). */
+export const toFieldErrors = (error: z.ZodError, prefix = ''): FieldError[] =>
+  error.issues.map((i) => ({
+    path: [prefix, ...i.path.map(String)].filter(Boolean).join('.') || '(root)',
+    message: i.code === 'unrecognized_keys' ? `unknown field(s): ${i.keys.join(', ')}` : i.message,
+  }));
 
 export class AppError extends Error {
   constructor(

@@ -12,7 +12,7 @@ import {
   type DomainErrorCode,
 } from './errors';
 import type { Operation } from './operation';
-import { toFieldErrors } from './router';
+import { toFieldErrors } from './errors';
 
 const GUARD_ERRORS: Record<number, string[]> = {
   400: ['validation_failed'],

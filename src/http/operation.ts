@@ -4,6 +4,7 @@ import type { Role } from '../db/types';
 import type { ScopeAction, ScopeTag } from '../domains/identity/scopes';
 import type { Principal } from './principal';
 import type { Services } from '../services';
+import type { HandlerResult } from './result';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
 
@@ -13,13 +14,8 @@ export interface Access {
   action: ScopeAction;
 }
 
-export interface HandlerResult {
-  status?: number;
-  body?: unknown;
-  headers?: Record<string, string>;
-  /** The request was a redelivery answered from a dedupe ledger (counted in helpdesk_dedupe_hits_total). */
-  duplicate?: boolean;
-}
+// Services return it, so it lives apart from the operation type (which names Services): no import circle.
+export type { HandlerResult } from './result';
 
 export interface OperationInput<P, Q, B> {
   /** Absent only on public operations (provider intake), which take no credential. */

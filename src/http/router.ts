@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { roleAtLeast } from '../domains/identity/roles';
 import { scopesCover } from '../domains/identity/scopes';
 import type { Services } from '../services';
-import { AppError, insufficientRole, insufficientScope, notFound, validationFailed, type FieldError } from './errors';
+import { AppError, insufficientRole, insufficientScope, notFound, toFieldErrors, validationFailed } from './errors';
 import type { Operation } from './operation';
 import type { Principal } from './principal';
 
@@ -20,12 +20,6 @@ const PUBLIC_PRINCIPAL: Principal = Object.freeze({
   scopes: [],
   agentIds: [],
 }) as Principal;
-
-export const toFieldErrors = (error: z.ZodError, prefix = ''): FieldError[] =>
-  error.issues.map((i) => ({
-    path: [prefix, ...i.path.map(String)].filter(Boolean).join('.') || '(root)',
-    message: i.code === 'unrecognized_keys' ? `unknown field(s): ${i.keys.join(', ')}` : i.message,
-  }));
 
 export const expressPath = (path: string) => path.replace(/\{([^}]+)\}/g, ':$1');
 

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import type { Config } from '../../config';
 import type { Db } from '../../db';
 import { AppError, dependencyUnavailable, notFound, validationFailed } from '../../http/errors';
-import type { HandlerResult } from '../../http/operation';
+import type { HandlerResult } from '../../http/result';
 import type { Principal } from '../../http/principal';
 import { isUuid } from '../../lib/ids';
 import { iso } from '../../lib/time';

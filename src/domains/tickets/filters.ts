@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { unprocessable } from '../../http/errors';
-import { toFieldErrors } from '../../http/router';
+import { toFieldErrors } from '../../http/errors';
 import { ticketFilters, type TicketFilters } from './schemas';
 
 /**

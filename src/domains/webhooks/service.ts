@@ -5,7 +5,7 @@ import type { Config } from '../../config';
 import { isDataError, type Db, type Executor } from '../../db';
 import type { IntegrationRow, TranscriptEventRow } from '../../db/types';
 import { AppError, dependencyUnavailable, notFound, validationFailed } from '../../http/errors';
-import type { HandlerResult } from '../../http/operation';
+import type { HandlerResult } from '../../http/result';
 import type { Principal } from '../../http/principal';
 import { createSealer } from '../../lib/crypto';
 import { newId } from '../../lib/ids';
