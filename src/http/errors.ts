@@ -100,6 +100,7 @@ export const DOMAIN_ERRORS = {
   no_conflict: 409,
   throttled: 429,
   payload_too_large: 413,
+  payload_too_complex: 400,
   unsupported_media_type: 415,
 } as const;
 

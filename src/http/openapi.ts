@@ -23,7 +23,7 @@ const GUARD_ERRORS: Record<number, string[]> = {
 };
 
 /** What the body parser answers before any operation runs, for every operation that takes a body. */
-const BODY_ERRORS: DomainErrorCode[] = ['payload_too_large', 'unsupported_media_type'];
+const BODY_ERRORS: DomainErrorCode[] = ['payload_too_large', 'payload_too_complex', 'unsupported_media_type'];
 
 
 const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
@@ -156,6 +156,7 @@ const DOMAIN_DETAILS: Record<DomainErrorCode, string> = {
   no_conflict: 'This translation has no conflict: no source update arrived after a local edit.',
   throttled: 'This channel is receiving more than its rate; retry later.',
   payload_too_large: 'The request body exceeds the size limit.',
+  payload_too_complex: 'JSON objects and arrays may nest at most 64 levels deep.',
   unsupported_media_type: 'Send the body as application/json.',
 };
 
