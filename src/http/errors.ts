@@ -97,6 +97,7 @@ export const DOMAIN_ERRORS = {
   brand_key_duplicate: 422,
   help_centre_required: 400,
   subdomain_taken: 409,
+  subdomain_reserved: 422,
   no_conflict: 409,
   throttled: 429,
   payload_too_large: 413,
