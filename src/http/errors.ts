@@ -103,6 +103,8 @@ export const DOMAIN_ERRORS = {
   payload_too_large: 413,
   payload_too_complex: 400,
   unsupported_media_type: 415,
+  /** Answered by the operator dashboard (/admin/queues), not by an API operation. */
+  cross_site_request: 403,
 } as const;
 
 export type DomainErrorCode = keyof typeof DOMAIN_ERRORS;

@@ -159,6 +159,7 @@ const DOMAIN_DETAILS: Record<DomainErrorCode, string> = {
   payload_too_large: 'The request body exceeds the size limit.',
   payload_too_complex: 'JSON objects and arrays may nest at most 64 levels deep.',
   unsupported_media_type: 'Send the body as application/json.',
+  cross_site_request: 'State-changing requests to the operator dashboard must come from the dashboard itself.',
 };
 
 /** Titles the services give domain codes, by status (guard codes carry their own, from errors.ts). */
