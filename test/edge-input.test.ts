@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Response } from 'supertest';
 import { z } from 'zod';
-import { inspectJson, jsonDeeperThan, MAX_JSON_DEPTH } from '../src/http/input-guard';
+import { inspectJson, MAX_JSON_DEPTH, scanJson } from '../src/http/input-guard';
 import type { Operation } from '../src/http/operation';
 import { buildOperationTable } from '../src/operations';
 import { startTestApp, type TestContext } from './helpers/context';
@@ -143,6 +143,17 @@ describe('JSON nesting bounded at the edge on every operation', () => {
     expect(over.body.code).toBe('payload_too_complex');
   });
 
+  test('a deep body in UTF-16 is refused the same way', async () => {
+    const res = await ctx.http
+      .post('/v1/tickets')
+      .set(bearer(ws.ownerKey))
+      .set('Content-Type', 'application/json; charset=utf-16le')
+      .serialize((b: unknown) => b as string)
+      .send(Buffer.from(`{"metadata":${deep(10000)}}`, 'utf16le'));
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('payload_too_complex');
+  });
+
   test('brackets inside strings do not count as nesting', async () => {
     const res = await ctx.http
       .post('/v1/customers')
@@ -177,9 +188,16 @@ describe('the walk and the pre-scan', () => {
   });
 
   test('the pre-scan honours escapes inside strings', () => {
-    expect(jsonDeeperThan(Buffer.from(`{"a":"\\"${'['.repeat(100)}"}`), 64)).toBe(false);
-    expect(jsonDeeperThan(Buffer.from(`{"a":"\\\\",${'"b":['.repeat(64)}]}`), 64)).toBe(true);
-    expect(jsonDeeperThan(deep(65), 64)).toBe(true);
-    expect(jsonDeeperThan(deep(64), 64)).toBe(false);
+    const scan = (text: string) => scanJson(Buffer.from(text), 64);
+    expect(scan(`{"a":"\\"${'['.repeat(100)}"}`)).toBe('clean');
+    expect(scan(`{"a":"\\\\",${'"b":['.repeat(64)}]}`)).toBe('too_deep');
+    expect(scan(deep(65))).toBe('too_deep');
+    expect(scan(deep(64))).toBe('clean');
+  });
+
+  test('the pre-scan flags NUL and surrogate escapes (any case) for the walk, and nothing else', () => {
+    const scan = (text: string) => scanJson(Buffer.from(text), 64);
+    for (const s of ['{"a":"x\\u0000"}', '{"\\u0000":1}', '["\\uD800"]', '["\\udfff"]', '["\\uDbFf"]', '["😀 \\ud83d\\ude00"]']) expect(scan(s)).toBe('suspect_text');
+    for (const s of ['{"a":"\\\\u0000"}', '["\\u0041"]', '["\\uD7FF", "\\uE000"]', '["😀"]', '{"u0000":"ud800"}']) expect(scan(s)).toBe('clean');
   });
 });

@@ -5,7 +5,7 @@ import { roleAtLeast } from '../domains/identity/roles';
 import { scopesCover } from '../domains/identity/scopes';
 import type { Services } from '../services';
 import { AppError, insufficientRole, insufficientScope, notFound, validationFailed, type FieldError } from './errors';
-import { assertStorableJson, payloadTooComplex, refuseDeepJsonBody, TOO_DEEP, unstorableText } from './input-guard';
+import { assertStorableJson, bodyScannedClean, payloadTooComplex, scanJsonBody, TOO_DEEP, unstorableText } from './input-guard';
 import type { Operation } from './operation';
 import type { Principal } from './principal';
 
@@ -59,7 +59,7 @@ function bodyParserError(err: unknown): AppError | null {
 }
 
 export function mountOperations(router: Router, ops: Operation[], services: Services, opts: { bodyLimit: number }): void {
-  const json = express.json({ limit: opts.bodyLimit, strict: true, type: () => true, verify: refuseDeepJsonBody });
+  const json = express.json({ limit: opts.bodyLimit, strict: true, type: () => true, verify: scanJsonBody });
   const raw = express.raw({ limit: opts.bodyLimit, type: () => true });
 
   for (const op of ops) {
@@ -104,7 +104,8 @@ export function mountOperations(router: Router, ops: Operation[], services: Serv
               throw bodyParserError(err) ?? err;
             }
           }
-          if (hasBody) assertStorableJson(req.body, 'body');
+          // The pre-scan found no \u0000 or surrogate escape and no deep nesting: nothing for the walk to find.
+          if (hasBody && !bodyScannedClean(req)) assertStorableJson(req.body, 'body');
           const parsed = op.body.safeParse(hasBody ? req.body : {});
           if (!parsed.success) throw validationFailed(toFieldErrors(parsed.error, 'body'));
           body = parsed.data;

@@ -5,7 +5,7 @@ import type { Config } from '../../config';
 import { isDataError, type Db, type Executor } from '../../db';
 import type { IntegrationRow, TranscriptEventRow } from '../../db/types';
 import { AppError, dependencyUnavailable, notFound, validationFailed } from '../../http/errors';
-import { inspectJson, jsonDeeperThan, payloadTooComplex } from '../../http/input-guard';
+import { inspectJson, payloadTooComplex, scanJson } from '../../http/input-guard';
 import type { HandlerResult } from '../../http/operation';
 import type { Principal } from '../../http/principal';
 import { createSealer } from '../../lib/crypto';
@@ -209,7 +209,8 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
         throw new AppError(401, 'signature_required', 'Unauthorized', 'This deployment accepts only signed webhooks; set a signing secret on the integration and in the provider.');
       }
       // The same depth rule as every JSON body, checked on the bytes before JSON.parse builds anything.
-      if (jsonDeeperThan(raw)) throw payloadTooComplex();
+      const scanned = scanJson(raw);
+      if (scanned === 'too_deep') throw payloadTooComplex();
       let body: unknown;
       try {
         body = JSON.parse(raw.toString('utf8'));
@@ -219,7 +220,7 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
       if (typeof body !== 'object' || body === null || Array.isArray(body)) {
         throw new AppError(400, 'webhook_payload_invalid', 'Bad request', 'The payload must be a JSON object.');
       }
-      const inspected = inspectJson(body, 'body');
+      const inspected = scanned === 'clean' ? { tooDeep: false, errors: [] } : inspectJson(body, 'body');
       if (inspected.tooDeep) throw payloadTooComplex();
       if (inspected.errors.length > 0) {
         throw new AppError(400, 'webhook_payload_invalid', 'Bad request', 'The payload contains a NUL character or an unpaired surrogate, which cannot be stored.', { errors: inspected.errors });
