@@ -115,7 +115,7 @@ export function unstorableText(s: string): string | null {
 
 /**
  * Walks a parsed JSON value depth first with an explicit stack of frames (never recursion, so no input can
- * overflow the call stack; the stack never holds more than MAX_JSON_DEPTH + 1 frames): whether it nests
+ * overflow the call stack; the stack never holds more than MAX_JSON_DEPTH frames): whether it nests
  * deeper than MAX_JSON_DEPTH, and each string or object key that cannot be stored as text, by path. Paths
  * are built only for what is reported, so a wide value costs one visit per element and nothing more.
  * `prefix` names where the value came from: "body", "query".
@@ -131,7 +131,6 @@ export function inspectJson(value: unknown, prefix: string): { tooDeep: boolean;
     return { tooDeep: false, errors };
   }
   if (value === null || typeof value !== 'object') return { tooDeep: false, errors };
-  if (MAX_JSON_DEPTH < 1) return { tooDeep: true, errors };
 
   // Frame i: a container, its keys (null for an array), the next child to visit and its own path segment.
   const nodes: object[] = [value];
