@@ -12,6 +12,7 @@ import { buildOpenApi } from './http/openapi';
 import { asDependencyError, sendProblem } from './http/problem';
 import { createOpsMetrics, mountOps } from './http/ops';
 import { expressPath, mountOperations } from './http/router';
+import { serializeError } from './lib/logger';
 import { withTimeout } from './lib/time';
 import { buildOperationTable } from './operations';
 import type { QueueHub } from './queue/hub';
@@ -55,6 +56,8 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
       serializers: {
         req: (req) => ({ id: req.id, method: req.method, path: String(req.url).split('?')[0] }),
         res: (res) => ({ status: res.statusCode }),
+        // PostgreSQL errors without the statement values they can quote (see src/lib/logger.ts).
+        err: serializeError,
       },
       customProps: (_req, res) => ({
         operation_id: (res as Response).locals?.operationId,

@@ -78,6 +78,19 @@ describe('article sync and read', () => {
     expect(de.outdated_locales).toEqual(['de']);
   });
 
+  test.each(['javascript:alert(document.cookie)', 'JavaScript:alert(1)', 'data:text/html,<script>alert(1)</script>', 'vbscript:msgbox(1)', 'file:///etc/passwd', 'ftp://source.test/a'])(
+    'a source_url with a non-web scheme (%s) is refused 400 validation_failed and nothing is written',
+    async (bad) => {
+      const w = await createWorkspace(ctx);
+      await centreFor(w);
+      const res = await sync(w, article({ source_url: bad }));
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ code: 'validation_failed', errors: [{ path: 'body.source_url', message: 'an http or https URL' }] });
+      const n = await ctx.db.selectFrom('help_articles').select((eb) => eb.fn.countAll<string>().as('n')).where('tenant_id', '=', w.tenantId).executeTakeFirstOrThrow();
+      expect(Number(n.n)).toBe(0);
+    },
+  );
+
   test('missing at source marks the translation and deletes nothing; a sync for an unknown translation marked missing is 404', async () => {
     const w = await createWorkspace(ctx);
     await centreFor(w);

@@ -158,6 +158,24 @@ describe('POST /v1/help-centre/centres', () => {
     expect(await hostCount(fullHost)).toBe(1);
   });
 
+  test.each(['www', 'api', 'admin', 'app', 'mail', 'smtp', 'ns1', 'mx', 'support', 'status', 'login', 'sso', 'billing', 'autodiscover', 'autoconfig', 'localhost', 'www2', 'api-v2'])(
+    'the reserved label %j → 422 subdomain_reserved and nothing is created',
+    async (reserved) => {
+      const before = await centreCount(ws.tenantId);
+      const res = await create(centreBody({ subdomain_label: reserved }), admin.token);
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ code: 'subdomain_reserved', errors: [{ path: 'body.subdomain_label' }] });
+      expect(await centreCount(ws.tenantId)).toBe(before);
+      expect(await hostCount(`${reserved}.${ctx.config.HELP_CENTRE_BASE_DOMAIN}`)).toBe(0);
+    },
+  );
+
+  test('labels that merely contain a reserved word are free', async () => {
+    for (const free of [`www-${label()}`, `${label()}-support`, `apiary${randomBytes(2).toString('hex')}`]) {
+      expect((await create(centreBody({ subdomain_label: free }), admin.token)).status).toBe(201);
+    }
+  });
+
   test.each([
     [{ logoURL: '/a.png' }, 'brand_key_unknown'],
     [{ logo_url: 'http://x.test/a.png' }, 'brand_value_invalid'],

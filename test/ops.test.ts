@@ -65,6 +65,70 @@ describe('operator endpoints with OPS_USER / OPS_PASSWORD set', () => {
   });
 });
 
+describe('operator pages against framing and cross-site requests', () => {
+  let ctx: TestContext;
+  const auth = basic('ops', 'pw-frame-pw');
+  beforeAll(async () => {
+    ctx = await startTestApp({ env: { OPS_USER: 'ops', OPS_PASSWORD: 'pw-frame-pw' } });
+  });
+  afterAll(async () => {
+    await ctx.close();
+  });
+
+  const host = () => `127.0.0.1:${(ctx.server.address() as { port: number }).port}`;
+  const pause = (headers: Record<string, string>) => {
+    let req = ctx.http.put('/admin/queues/api/queues/rollups/pause').set('Authorization', auth);
+    for (const [k, v] of Object.entries(headers)) req = req.set(k, v);
+    return req;
+  };
+  const paused = () => ctx.runtime.queues.queue('rollups').isPaused();
+
+  test.each([
+    ['the dashboard', '/admin/queues', auth],
+    ['a dashboard API read', '/admin/queues/api/queues', auth],
+    ['a refused dashboard request', '/admin/queues', undefined],
+    ['the metrics', '/metrics', auth],
+    ['a refused metrics request', '/metrics', undefined],
+  ])('%s is sent with X-Frame-Options DENY and CSP frame-ancestors none', async (_what, path, credential) => {
+    const req = ctx.http.get(path);
+    const res = credential ? await req.set('Authorization', credential) : await req;
+    expect(res.status).toBe(credential ? 200 : 401);
+    expect(res.headers['x-frame-options']).toBe('DENY');
+    expect(res.headers['content-security-policy']).toBe("frame-ancestors 'none'");
+  });
+
+  test.each([
+    ['Sec-Fetch-Site cross-site', { 'Sec-Fetch-Site': 'cross-site' }],
+    ['Sec-Fetch-Site same-site (a sibling subdomain)', { 'Sec-Fetch-Site': 'same-site' }],
+    ['a foreign Origin', { Origin: 'https://evil.example' }],
+    ['Origin null (a sandboxed frame or data: page)', { Origin: 'null' }],
+    ['a same-origin claim with a foreign Origin', { 'Sec-Fetch-Site': 'same-origin', Origin: 'https://evil.example' }],
+  ])('a state-changing dashboard request with %s is refused 403 cross_site_request and changes nothing', async (_what, headers) => {
+    const res = await pause(headers as Record<string, string>);
+    expect(res.status).toBe(403);
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(res.body).toMatchObject({ status: 403, code: 'cross_site_request' });
+    expect(res.headers['x-frame-options']).toBe('DENY');
+    expect(await paused()).toBe(false);
+  });
+
+  test('a cross-site request is refused even without the credential (no 401 challenge to answer)', async () => {
+    const res = await ctx.http.post('/admin/queues/api/queues/rollups/add').set('Sec-Fetch-Site', 'cross-site').send({ name: 'x', data: {} });
+    expect(res.status).toBe(403);
+    expect(res.body.code).toBe('cross_site_request');
+  });
+
+  test('the dashboard itself (same-origin, or a non-browser client) may still change state; reads are never checked', async () => {
+    expect((await ctx.http.get('/admin/queues/api/queues').set('Authorization', auth).set('Sec-Fetch-Site', 'cross-site')).status).toBe(200);
+    const same = await pause({ 'Sec-Fetch-Site': 'same-origin', Origin: `http://${host()}` });
+    expect(same.status).toBeLessThan(300);
+    expect(await paused()).toBe(true);
+    const cli = await ctx.http.put('/admin/queues/api/queues/rollups/resume').set('Authorization', auth);
+    expect(cli.status).toBeLessThan(300);
+    expect(await paused()).toBe(false);
+  });
+});
+
 describe('job and dedupe metrics from worker processes', () => {
   let ctx: TestContext;
   const auth = basic('ops', 'pw-pw-pw-pw');

@@ -31,10 +31,10 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
     });
     worker.on('completed', (job) => metrics.observe(queueName, job.name, since(job.processedOn), 'completed'));
     worker.on('failed', (job, err) => {
-      logger.warn({ queue: queueName, job_id: job?.id, job: job?.name, err: err.message }, 'job failed');
+      logger.warn({ queue: queueName, job_id: job?.id, job: job?.name, err }, 'job failed');
       if (job) metrics.observe(queueName, job.name, since(job.processedOn), 'failed', job.attemptsMade >= (job.opts.attempts ?? 1));
     });
-    worker.on('error', (err) => logger.warn({ queue: queueName, err: err.message }, 'worker error'));
+    worker.on('error', (err) => logger.warn({ queue: queueName, err }, 'worker error'));
     workers.push(worker);
   }
   await Promise.all(workers.map((w) => w.waitUntilReady()));

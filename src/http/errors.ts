@@ -107,10 +107,14 @@ export const DOMAIN_ERRORS = {
   brand_key_duplicate: 422,
   help_centre_required: 400,
   subdomain_taken: 409,
+  subdomain_reserved: 422,
   no_conflict: 409,
   throttled: 429,
   payload_too_large: 413,
+  payload_too_complex: 400,
   unsupported_media_type: 415,
+  /** Answered by the operator dashboard (/admin/queues), not by an API operation. */
+  cross_site_request: 403,
 } as const;
 
 export type DomainErrorCode = keyof typeof DOMAIN_ERRORS;

@@ -23,7 +23,7 @@ const GUARD_ERRORS: Record<number, string[]> = {
 };
 
 /** What the body parser answers before any operation runs, for every operation that takes a body. */
-const BODY_ERRORS: DomainErrorCode[] = ['payload_too_large', 'unsupported_media_type'];
+const BODY_ERRORS: DomainErrorCode[] = ['payload_too_large', 'payload_too_complex', 'unsupported_media_type'];
 
 
 const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
@@ -153,11 +153,14 @@ const DOMAIN_DETAILS: Record<DomainErrorCode, string> = {
   brand_value_invalid: '"brand_color" must be a hex colour: #rgb or #rrggbb.',
   brand_key_duplicate: '"logo" and "logo_url" both set the logo; send one of them.',
   help_centre_required: 'This workspace has several help centres: name one with help_centre_id.',
-  subdomain_taken: 'support.help.example.com is already in use; choose another label.',
+  subdomain_taken: 'northwind.help.example.com is already in use; choose another label.',
+  subdomain_reserved: 'www.help.example.com is reserved for the platform; choose another label.',
   no_conflict: 'This translation has no conflict: no source update arrived after a local edit.',
   throttled: 'This channel is receiving more than its rate; retry later.',
   payload_too_large: 'The request body exceeds the size limit.',
+  payload_too_complex: 'JSON objects and arrays may nest at most 64 levels deep.',
   unsupported_media_type: 'Send the body as application/json.',
+  cross_site_request: 'State-changing requests to the operator dashboard must come from the dashboard itself.',
 };
 
 /** Titles the services give domain codes, by status (guard codes carry their own, from errors.ts). */

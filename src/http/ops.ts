@@ -9,6 +9,8 @@ import type { Express, NextFunction, Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Config } from '../config';
+import { forbidden } from './errors';
+import { sendProblem } from './problem';
 import type { QueueHub } from '../queue/hub';
 import { readWorkerMetrics } from '../queue/job-metrics';
 import { QUEUE_NAMES } from '../queue/jobs';
@@ -49,6 +51,42 @@ function basicAuth(user: string, password: string) {
 }
 
 /**
+ * The operator pages may never be framed by another site (clickjacking a logged-in operator into retrying or
+ * cleaning queues): both the legacy header and its CSP successor, on every answer, refusals included.
+ */
+function noFraming(_req: Request, res: Response, next: NextFunction) {
+  res.setHeader('X-Frame-Options', 'DENY');
+  res.setHeader('Content-Security-Policy', "frame-ancestors 'none'");
+  next();
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * Browsers resend cached basic credentials on any request to this origin, so another site could make an
+ * operator's browser POST to Bull Board (retry, clean, pause queues). A state-changing request is accepted
+ * only when the browser says it is not cross-site: Sec-Fetch-Site absent (a non-browser client) or
+ * same-origin/none, and an Origin header, when sent, naming this host. Checked before the credential, so a
+ * forged request is refused the same way whether or not the browser attached one.
+ */
+function refuseCrossSite(req: Request, res: Response, next: NextFunction) {
+  if (SAFE_METHODS.has(req.method)) return next();
+  const site = req.headers['sec-fetch-site'];
+  const origin = req.headers.origin;
+  let sameSite = site === undefined || site === 'same-origin' || site === 'none';
+  if (sameSite && origin !== undefined) {
+    try {
+      // Host only, not scheme: TLS is usually terminated in front of the service. req.host follows TRUST_PROXY.
+      sameSite = new URL(origin).host === req.host;
+    } catch {
+      sameSite = false;
+    }
+  }
+  if (sameSite) return next();
+  sendProblem(res, forbidden('cross_site_request', 'State-changing requests to the operator dashboard must come from the dashboard itself.'), String(req.id));
+}
+
+/**
  * Bull Board's page template links Google Fonts; operators' browsers should fetch nothing from third parties
  * (and the dashboard must work without internet access), so the template is served without that link and the
  * page falls back to its sans-serif font. The copy is made from the installed package at start-up, so it
@@ -77,13 +115,13 @@ export function mountOps(app: Express, deps: { config: Config; logger: Logger; q
   board.setBasePath('/admin/queues');
   createBullBoard({ queues: QUEUE_NAMES.map((name) => new BullMQAdapter(queues.queue(name))), serverAdapter: board });
   board.setViewsPath(boardViewsWithoutWebFonts());
-  app.use('/admin/queues', guard, board.getRouter());
+  app.use('/admin/queues', noFraming, refuseCrossSite, guard, board.getRouter());
 
   // Queue depth and age are read from Redis when scraped, so they are current and cost nothing between scrapes.
   const depth = new Gauge({ name: 'helpdesk_queue_jobs', help: 'Jobs per queue and state', labelNames: ['queue', 'state'] as const, registers: [metrics.registry] });
   const oldest = new Gauge({ name: 'helpdesk_queue_oldest_waiting_seconds', help: 'Age of the oldest waiting job per queue', labelNames: ['queue'] as const, registers: [metrics.registry] });
   const totals = new Gauge({ name: 'helpdesk_queue_jobs_kept', help: 'Completed and failed jobs kept per queue (bounded retention)', labelNames: ['queue', 'state'] as const, registers: [metrics.registry] });
-  app.get('/metrics', guard, async (_req, res, next) => {
+  app.get('/metrics', noFraming, guard, async (_req, res, next) => {
     try {
       for (const name of QUEUE_NAMES) {
         const q = queues.queue(name);

@@ -5,6 +5,7 @@ import { roleAtLeast } from '../domains/identity/roles';
 import { scopesCover } from '../domains/identity/scopes';
 import type { Services } from '../services';
 import { AppError, insufficientRole, insufficientScope, notFound, toFieldErrors, validationFailed } from './errors';
+import { assertStorableJson, bodyScannedClean, payloadTooComplex, scanJsonBody, TOO_DEEP, unstorableText } from './input-guard';
 import type { Operation } from './operation';
 import type { Principal } from './principal';
 
@@ -37,6 +38,7 @@ function runMiddleware(mw: RequestHandler, req: Request, res: Response): Promise
 
 function bodyParserError(err: unknown): AppError | null {
   const type = (err as { type?: string })?.type;
+  if (type === TOO_DEEP) return payloadTooComplex();
   if (type === 'entity.parse.failed') return validationFailed([{ path: '(body)', message: 'malformed JSON' }], 'The body is not valid JSON.');
   if (type === 'entity.too.large') return new AppError(413, 'payload_too_large', 'Payload too large', 'The request body exceeds the size limit.');
   if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
@@ -51,7 +53,7 @@ function bodyParserError(err: unknown): AppError | null {
 }
 
 export function mountOperations(router: Router, ops: Operation[], services: Services, opts: { bodyLimit: number }): void {
-  const json = express.json({ limit: opts.bodyLimit, strict: true, type: () => true });
+  const json = express.json({ limit: opts.bodyLimit, strict: true, type: () => true, verify: scanJsonBody });
   const raw = express.raw({ limit: opts.bodyLimit, type: () => true });
 
   for (const op of ops) {
@@ -65,10 +67,13 @@ export function mountOperations(router: Router, ops: Operation[], services: Serv
           authorize(op as Parameters<typeof authorize>[0], principal);
         }
 
-        // A malformed id cannot name anything, so it is the same 404 as an unknown one.
+        // A malformed id cannot name anything, so it is the same 404 as an unknown one; nor can an id holding
+        // text PostgreSQL cannot store (NUL, an unpaired surrogate), which must never reach a query.
+        if (Object.values(req.params).some((v) => typeof v === 'string' && unstorableText(v) !== null)) throw notFound();
         const params = op.params ? op.params.safeParse(req.params) : { success: true as const, data: undefined };
         if (!params.success) throw notFound();
 
+        assertStorableJson(req.query, 'query');
         const query = (op.query ?? noQuery).safeParse(req.query);
         if (!query.success) throw validationFailed(toFieldErrors(query.error, 'query'));
 
@@ -93,6 +98,8 @@ export function mountOperations(router: Router, ops: Operation[], services: Serv
               throw bodyParserError(err) ?? err;
             }
           }
+          // The pre-scan found no \u0000 or surrogate escape and no deep nesting: nothing for the walk to find.
+          if (hasBody && !bodyScannedClean(req)) assertStorableJson(req.body, 'body');
           const parsed = op.body.safeParse(hasBody ? req.body : {});
           if (!parsed.success) throw validationFailed(toFieldErrors(parsed.error, 'body'));
           body = parsed.data;

@@ -24,7 +24,7 @@ export const helpCentreOperations = [
     access: { floor: 'admin', tag: 'help-centre-staff', action: 'write' },
     body: createCentreBody,
     response: { status: 201, description: 'The help centre', schema: helpCentre },
-    errors: ['brand_key_unknown', 'brand_value_invalid', 'brand_key_duplicate', 'subdomain_taken'],
+    errors: ['brand_key_unknown', 'brand_value_invalid', 'brand_key_duplicate', 'subdomain_taken', 'subdomain_reserved'],
     handler: async ({ principal, body }, s) => ({ status: 201, body: await s.helpCentre.create(principal, body) }),
   }),
   defineOperation({

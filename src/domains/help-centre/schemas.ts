@@ -78,7 +78,8 @@ export const syncBody = z.union([
     container_path: z.array(z.string().trim().min(1).max(200)).max(10).optional(),
     position: z.number().int().min(0).max(1_000_000).optional(),
     promoted: z.boolean().optional(),
-    source_url: z.url().max(2000).optional(),
+    // Shown to readers as a link: only web schemes (javascript:, data:, vbscript:, file: would run or read on click).
+    source_url: z.url({ protocol: /^https?$/, error: 'an http or https URL' }).max(2000).optional(),
     source_created_at: isoDateTime.optional(),
     source_updated_at: isoDateTime.optional(),
   }),

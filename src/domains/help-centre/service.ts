@@ -1,10 +1,11 @@
 import type { Config } from '../../config';
 import type { Db, Executor } from '../../db';
-import { AppError, conflict, notFound } from '../../http/errors';
+import { AppError, conflict, notFound, unprocessable } from '../../http/errors';
 import type { Principal } from '../../http/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import { checkBrand } from './brand';
+import { isReservedLabel } from './reserved-labels';
 import * as store from './store';
 
 const brandRefused = (r: Extract<ReturnType<typeof checkBrand>, { ok: false }>) =>
@@ -40,6 +41,11 @@ export function createHelpCentreService(deps: { db: Db; config: Config }) {
     async create(actor: Principal, input: { name: string; default_locale: string; locales: string[]; subdomain_label: string; brand?: Record<string, unknown> }) {
       const checked = checkBrand(input.brand ?? {});
       if (!checked.ok) throw brandRefused(checked);
+      if (isReservedLabel(input.subdomain_label)) {
+        throw unprocessable('subdomain_reserved', `${input.subdomain_label}.${config.HELP_CENTRE_BASE_DOMAIN} is reserved for the platform; choose another label.`, [
+          { path: 'body.subdomain_label', message: 'reserved label' },
+        ]);
+      }
       const id = newId();
       await db.transaction().execute(async (tx) => {
         await store.insertCentre(tx, actor.tenantId, { id, name: input.name, default_locale: input.default_locale, locales: [...new Set(input.locales)], brand: checked.brand as Record<string, string> });

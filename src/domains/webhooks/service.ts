@@ -5,6 +5,7 @@ import type { Config } from '../../config';
 import { isDataError, type Db, type Executor } from '../../db';
 import type { IntegrationRow, TranscriptEventRow } from '../../db/types';
 import { AppError, dependencyUnavailable, notFound, validationFailed } from '../../http/errors';
+import { inspectJson, payloadTooComplex, scanJson } from '../../http/input-guard';
 import type { HandlerResult } from '../../http/result';
 import type { Principal } from '../../http/principal';
 import { createSealer } from '../../lib/crypto';
@@ -30,16 +31,6 @@ const isJson = (contentType: string | string[] | undefined) => {
   const type = String(Array.isArray(contentType) ? contentType[0] : (contentType ?? '')).split(';')[0]!.trim().toLowerCase();
   return type === 'application/json' || /^application\/[a-z0-9.+-]+\+json$/.test(type);
 };
-
-const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-/** Whether every string (keys included) can be stored as text: no NUL, no unpaired surrogate. */
-function storable(v: unknown): boolean {
-  if (typeof v === 'string') return !v.includes('\u0000') && !UNPAIRED_SURROGATE.test(v);
-  if (Array.isArray(v)) return v.every(storable);
-  if (v && typeof v === 'object') return Object.entries(v).every(([k, x]) => storable(k) && storable(x));
-  return true;
-}
 
 const signatureInvalid = () => new AppError(401, 'signature_invalid', 'Unauthorized', 'The webhook signature is missing, does not match the body, or is outside the accepted time window.');
 
@@ -217,6 +208,9 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
       } else if (config.WEBHOOKS_REQUIRE_SIGNATURE) {
         throw new AppError(401, 'signature_required', 'Unauthorized', 'This deployment accepts only signed webhooks; set a signing secret on the integration and in the provider.');
       }
+      // The same depth rule as every JSON body, checked on the bytes before JSON.parse builds anything.
+      const scanned = scanJson(raw);
+      if (scanned === 'too_deep') throw payloadTooComplex();
       let body: unknown;
       try {
         body = JSON.parse(raw.toString('utf8'));
@@ -226,8 +220,10 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
       if (typeof body !== 'object' || body === null || Array.isArray(body)) {
         throw new AppError(400, 'webhook_payload_invalid', 'Bad request', 'The payload must be a JSON object.');
       }
-      if (!storable(body)) {
-        throw new AppError(400, 'webhook_payload_invalid', 'Bad request', 'The payload contains a NUL character or an unpaired surrogate, which cannot be stored.');
+      const inspected = scanned === 'clean' ? { tooDeep: false, errors: [] } : inspectJson(body, 'body');
+      if (inspected.tooDeep) throw payloadTooComplex();
+      if (inspected.errors.length > 0) {
+        throw new AppError(400, 'webhook_payload_invalid', 'Bad request', 'The payload contains a NUL character or an unpaired surrogate, which cannot be stored.', { errors: inspected.errors });
       }
       const classified = classify(integration.provider, headers, body as Record<string, unknown>, raw);
       if (classified.kind === 'invalid') throw new AppError(400, 'webhook_payload_invalid', 'Bad request', `Not a readable ${provider} ticket event: ${classified.reason}.`);
