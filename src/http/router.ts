@@ -27,7 +27,7 @@ export const toFieldErrors = (error: z.ZodError, prefix = ''): FieldError[] =>
     message: i.code === 'unrecognized_keys' ? `unknown field(s): ${i.keys.join(', ')}` : i.message,
   }));
 
-export const expressPath = (path: string) => path.replace(/\{([^}]+)\}/g, ':$1');
+export const expressPath = (path: string) => path.replace(/\{([^{}]+)\}/g, ':$1');
 
 /** The single guard: 401 → 404 (membership, inside authenticate) → 403 insufficient_role → 403 insufficient_scope. */
 function authorize(op: Operation & { access: Exclude<Operation['access'], 'public'> }, principal: Principal): void {

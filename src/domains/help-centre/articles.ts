@@ -48,7 +48,8 @@ export const slugify = (s: string) =>
     .replace(/[\u0300-\u036f]/g, '')
     .toLowerCase()
     .replace(/[^a-z0-9]+/g, '-')
-    .replace(/^-+|-+$/g, '')
+    // Runs were collapsed to one '-' just above, so at most one sits at each end.
+    .replace(/^-|-$/g, '')
     .slice(0, 80) || 'article';
 
 /** Source status words to our editorial states; anything unknown stays a draft (never published by accident). */
@@ -61,11 +62,38 @@ const editorialState = (status: string) => {
 
 const asJson = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v ?? {}));
 
+/**
+ * Each `[text](url)` (`![alt](src)` when `image`) replaced by its text, or by nothing. A scan rather than a
+ * regular expression: `\[[^\]]*\]\([^)]*\)` backtracks quadratically over a run of "[". The first "]"
+ * and ")" found are remembered, so no stretch of the text is searched twice.
+ */
+function replaceLinks(s: string, image: boolean, keepText: boolean): string {
+  const open = image ? '![' : '[';
+  let out = '';
+  let from = 0;
+  let at = s.indexOf(open);
+  let close = -1;
+  let paren = -1;
+  while (at !== -1) {
+    const textStart = at + open.length;
+    if (close < textStart) close = s.indexOf(']', textStart);
+    if (close === -1) break;
+    if (s[close + 1] === '(') {
+      if (paren < close + 2) paren = s.indexOf(')', close + 2);
+      if (paren === -1) break;
+      out += s.slice(from, at) + (keepText ? s.slice(textStart, close) : '');
+      from = paren + 1;
+      at = s.indexOf(open, from);
+    } else {
+      at = s.indexOf(open, at + 1);
+    }
+  }
+  return out + s.slice(from);
+}
+
 /** The first 200 characters of the text a reader sees: images dropped, links reduced to their text. */
 const excerptOf = (markdown: string) =>
-  markdown
-    .replace(/!\[[^\]]*\]\([^)]*\)/g, '')
-    .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
+  replaceLinks(replaceLinks(markdown, true, false), false, true)
     .replace(/[#*_`>]/g, '')
     .replace(/\s+/g, ' ')
     .trim()

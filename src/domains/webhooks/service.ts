@@ -41,6 +41,13 @@ function storable(v: unknown): boolean {
   return true;
 }
 
+/** `https://x.test//` → `https://x.test` (an index walk: `/\/+$/` is quadratic on a long run of "/"). */
+function withoutTrailingSlashes(url: string): string {
+  let end = url.length;
+  while (end > 0 && url[end - 1] === '/') end--;
+  return url.slice(0, end);
+}
+
 const signatureInvalid = () => new AppError(401, 'signature_invalid', 'Unauthorized', 'The webhook signature is missing, does not match the body, or is outside the accepted time window.');
 
 /**
@@ -67,7 +74,7 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
     send: (items, replyTo) => queues.enqueue('webhooks.batch', { reply_to: replyTo, items }),
   });
 
-  const base = () => (config.PUBLIC_BASE_URL ?? `http://localhost:${config.PORT}`).replace(/\/+$/, '');
+  const base = () => withoutTrailingSlashes(config.PUBLIC_BASE_URL ?? `http://localhost:${config.PORT}`);
   const present = (i: IntegrationRow) => ({
     id: i.id,
     provider: i.provider,
