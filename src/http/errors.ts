@@ -98,6 +98,7 @@ export const DOMAIN_ERRORS = {
   help_centre_required: 400,
   subdomain_taken: 409,
   no_conflict: 409,
+  payload_too_complex: 400,
   throttled: 429,
   payload_too_large: 413,
   unsupported_media_type: 415,

@@ -154,6 +154,7 @@ const DOMAIN_DETAILS: Record<DomainErrorCode, string> = {
   help_centre_required: 'This workspace has several help centres: name one with help_centre_id.',
   subdomain_taken: 'support.help.example.com is already in use; choose another label.',
   no_conflict: 'This translation has no conflict: no source update arrived after a local edit.',
+  payload_too_complex: 'body_html has elements nested more than 100 deep.',
   throttled: 'This channel is receiving more than its rate; retry later.',
   payload_too_large: 'The request body exceeds the size limit.',
   unsupported_media_type: 'Send the body as application/json.',

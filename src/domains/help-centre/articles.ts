@@ -1,12 +1,12 @@
-import { marked } from 'marked';
-import TurndownService from 'turndown';
+import type { Config } from '../../config';
 import type { Db, Executor } from '../../db';
 import type { HelpTranslationRow } from '../../db/types';
 import { conflict, notFound } from '../../http/errors';
 import type { Principal } from '../../http/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
-import { sanitize, type SanitizeResult } from './sanitize';
+import type { ArticleLinkTarget, Rendered } from './render';
+import { checkBodySize, renderInPool } from './render-pool';
 import type { HelpCentreService } from './service';
 import * as store from './store';
 
@@ -40,8 +40,6 @@ export interface EditInput {
   position?: number;
 }
 
-const turndown = new TurndownService({ headingStyle: 'atx', codeBlockStyle: 'fenced', bulletListMarker: '-' });
-
 export const slugify = (s: string) =>
   s
     .normalize('NFKD')
@@ -63,74 +61,27 @@ const editorialState = (status: string) => {
 const asJson = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v ?? {}));
 
 /**
- * Each `[text](url)` (`![alt](src)` when `image`) replaced by its text, or by nothing. A scan rather than a
- * regular expression: `\[[^\]]*\]\([^)]*\)` backtracks quadratically over a run of "[". The first "]"
- * and ")" found are remembered, so no stretch of the text is searched twice.
- */
-function replaceLinks(s: string, image: boolean, keepText: boolean): string {
-  const open = image ? '![' : '[';
-  let out = '';
-  let from = 0;
-  let at = s.indexOf(open);
-  let close = -1;
-  let paren = -1;
-  while (at !== -1) {
-    const textStart = at + open.length;
-    if (close < textStart) close = s.indexOf(']', textStart);
-    if (close === -1) break;
-    if (s[close + 1] === '(') {
-      if (paren < close + 2) paren = s.indexOf(')', close + 2);
-      if (paren === -1) break;
-      out += s.slice(from, at) + (keepText ? s.slice(textStart, close) : '');
-      from = paren + 1;
-      at = s.indexOf(open, from);
-    } else {
-      at = s.indexOf(open, at + 1);
-    }
-  }
-  return out + s.slice(from);
-}
-
-/** The first 200 characters of the text a reader sees: images dropped, links reduced to their text. */
-const excerptOf = (markdown: string) =>
-  replaceLinks(replaceLinks(markdown, true, false), false, true)
-    .replace(/[#*_`>]/g, '')
-    .replace(/\s+/g, ' ')
-    .trim()
-    .slice(0, 200);
-
-/**
  * Article translations: arrival from the source (sync), local edits in markdown, conflicts between the
  * two, and the read. Every body served is the sanitiser's render; the incoming HTML is kept in
  * body_source_html and pending.body_source_html and never leaves the service.
  */
-export function createArticleService(deps: { db: Db; centres: HelpCentreService }) {
-  const { db, centres } = deps;
+export function createArticleService(deps: { db: Db; config: Config; centres: HelpCentreService }) {
+  const { db, config, centres } = deps;
 
-  /** Renders incoming or edited HTML for one centre and locale: links to other source articles become ours. */
-  async function render(exec: Executor, tenantId: string, centreId: string, locale: string, html: string, sourceUrl: string): Promise<SanitizeResult> {
+  /**
+   * Renders an incoming HTML body or an edited markdown body for one centre and locale: links to other
+   * source articles become ours. The database is read here; the work runs in the render pool.
+   */
+  async function render(exec: Executor, tenantId: string, centreId: string, locale: string, source: { kind: 'html'; html: string } | { kind: 'markdown'; markdown: string }, sourceUrl: string): Promise<Rendered> {
     const host = await store.primaryHost(exec, tenantId, centreId);
-    const bySource = new Map((await store.translationsBySource(exec, tenantId, centreId, locale)).map((r) => [r.source_article_id, r]));
-    const sourceHost = (() => {
-      try {
-        return new URL(sourceUrl).hostname;
-      } catch {
-        return '';
-      }
-    })();
-    return sanitize(html, {
-      knownHosts: [host, sourceHost].filter(Boolean),
-      rewriteArticleLink: (href) => {
-        const id = /\/articles\/([A-Za-z0-9_-]+?)(?:-[^/?#]*)?(?:[/?#]|$)/.exec(href)?.[1];
-        const target = id ? bySource.get(id) : undefined;
-        return target && host ? `https://${host}/${locale}/articles/${target.article_id}-${target.slug}` : undefined;
-      },
-    });
+    const bySource: Record<string, ArticleLinkTarget> = Object.create(null);
+    for (const r of await store.translationsBySource(exec, tenantId, centreId, locale)) bySource[r.source_article_id] = { article_id: r.article_id, slug: r.slug };
+    return renderInPool(config, { source, host, locale, sourceUrl, bySource });
   }
 
-  const rendered = (r: SanitizeResult) => ({
+  const stored = (r: Rendered) => ({
     body_html: r.html,
-    body_markdown: turndown.turndown(r.html),
+    body_markdown: r.markdown,
     sanitizer_version: r.sanitizer_version,
     sanitize_report: JSON.stringify(r.sanitize_report),
     link_report: JSON.stringify(r.link_report),
@@ -199,7 +150,7 @@ export function createArticleService(deps: { db: Db; centres: HelpCentreService 
 
   /** The source's fields of a sync, rendered: what a translation takes on, or what waits as pending. */
   async function incoming(exec: Executor, tenantId: string, centreId: string, input: SyncInput) {
-    const r = await render(exec, tenantId, centreId, input.locale, input.body_html ?? '', input.source_url ?? '');
+    const r = await render(exec, tenantId, centreId, input.locale, { kind: 'html', html: input.body_html ?? '' }, input.source_url ?? '');
     const status = input.source_status ?? 'draft';
     const state = editorialState(status);
     const fields = {
@@ -220,9 +171,9 @@ export function createArticleService(deps: { db: Db; centres: HelpCentreService 
       source_created_at: input.source_created_at ? new Date(input.source_created_at) : null,
       source_updated_at: input.source_updated_at ? new Date(input.source_updated_at) : null,
       body_source_html: input.body_html ?? '',
-      ...rendered(r),
+      ...stored(r),
     };
-    return { fields: { ...fields, excerpt: excerptOf(fields.body_markdown) }, report: r.sanitize_report, published: state === 'published' };
+    return { fields: { ...fields, excerpt: r.excerpt }, report: r.sanitize_report, published: state === 'published' };
   }
 
   async function locked(tx: Executor, actor: Principal, id: string) {
@@ -238,6 +189,7 @@ export function createArticleService(deps: { db: Db; centres: HelpCentreService 
      * missing at the source and deletes nothing.
      */
     async sync(actor: Principal, input: SyncInput) {
+      if (input.body_html !== undefined) checkBodySize('body_html', input.body_html);
       return db.transaction().execute(async (tx) => {
         const centreId = await centres.resolveCentre(tx, actor.tenantId, input.help_centre_id);
         const articleId = await store.articleFor(tx, actor.tenantId, centreId, input.source_article_id, newId());
@@ -281,6 +233,7 @@ export function createArticleService(deps: { db: Db; centres: HelpCentreService 
 
     /** A local edit: markdown rendered through the same sanitiser; the translation is now locally edited. */
     async edit(actor: Principal, id: string, input: EditInput) {
+      if (input.body_markdown !== undefined) checkBodySize('body_markdown', input.body_markdown);
       return db.transaction().execute(async (tx) => {
         const t = await locked(tx, actor, id);
         const patch: Record<string, unknown> = { locally_edited_at: new Date() };
@@ -290,8 +243,8 @@ export function createArticleService(deps: { db: Db; centres: HelpCentreService 
         if (input.promoted !== undefined) patch.promoted = input.promoted;
         if (input.position !== undefined) patch.position = input.position;
         if (input.body_markdown !== undefined) {
-          const r = await render(tx, actor.tenantId, t.help_centre_id, t.locale, await marked.parse(input.body_markdown, { async: true }), t.source_url);
-          Object.assign(patch, { ...rendered(r), body_markdown: input.body_markdown });
+          const r = await render(tx, actor.tenantId, t.help_centre_id, t.locale, { kind: 'markdown', markdown: input.body_markdown }, t.source_url);
+          Object.assign(patch, stored(r));
         }
         await store.updateTranslation(tx, actor.tenantId, id, patch);
         return view(tx, actor.tenantId, (await store.getTranslation(tx, actor.tenantId, id))!);
