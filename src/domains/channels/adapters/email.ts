@@ -30,6 +30,12 @@ const inboundEmail = z.object({
 });
 
 const ADDRESS = /^[^\s@<>,;"]+@[^\s@<>,;"]+$/;
+/** RFC 5321's longest address path; anything longer is not an address (and would not fit a key). */
+const MAX_ADDRESS = 254;
+/** RFC 5322's longest line: a longer "message id" is not one, and is ignored rather than stored as a key. */
+const MAX_MESSAGE_ID = 998;
+/** In-Reply-To and References ids kept for threading: a real thread quotes a few dozen at most. */
+const MAX_THREAD_IDS = 100;
 
 /** `ada@x.test`, `Ada <ada@x.test>` → `ada@x.test` (lower-cased); undefined when it is not an address. */
 function emailAddress(value: string | null | undefined): string | undefined {
@@ -37,7 +43,7 @@ function emailAddress(value: string | null | undefined): string | undefined {
   if (!v) return undefined;
   const bracketed = /<([^<>]*)>/.exec(v)?.[1]?.trim();
   const candidate = (bracketed ?? v).toLowerCase();
-  return ADDRESS.test(candidate) ? candidate : undefined;
+  return candidate.length <= MAX_ADDRESS && ADDRESS.test(candidate) ? candidate : undefined;
 }
 
 /**
@@ -53,7 +59,7 @@ export function messageIdsAsWritten(value: string | undefined): string[] {
   if (!value) return [];
   const bracketed = [...value.matchAll(/<([^<>]*)>/g)].map((m) => m[1] ?? '');
   const raw = bracketed.length > 0 ? bracketed : value.split(/[\s,]+/);
-  return raw.map((id) => id.trim()).filter((id) => id !== '');
+  return raw.map((id) => id.trim()).filter((id) => id !== '' && id.length <= MAX_MESSAGE_ID);
 }
 
 function headerValues(headers: unknown[] | null | undefined, name: string): string[] {
@@ -175,6 +181,7 @@ function parseEmail(payload: unknown): ParseResult {
   const seen = new Set<string>(rfcId ? [rfcId] : []);
   const inReplyTo: string[] = [];
   for (const id of [...headerValues(p.Headers, 'In-Reply-To'), ...headerValues(p.Headers, 'References')].flatMap(messageIds)) {
+    if (inReplyTo.length === MAX_THREAD_IDS) break;
     if (!seen.has(id)) {
       seen.add(id);
       inReplyTo.push(id);
