@@ -108,6 +108,22 @@ describe('article body limits', () => {
   });
 });
 
+describe('markdown rendering (markdown-it in place of marked)', () => {
+  test('an edit renders what editors write as before: headings, emphasis, lists, tables, code, bare URLs linked', async () => {
+    const { w, translationId } = await setUp();
+    const md = '## Steps\n\n1. Open **Settings**\n2. Choose _Security_ ~~now~~\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```\ncode <b>\n```\n\nSee https://example.com/help for more.';
+    const res = await edit(ctx, w, translationId, { body_markdown: md });
+    expect(res.status).toBe(200);
+    const html = res.body.body_html as string;
+    expect(html).toContain('<h2>Steps</h2>');
+    expect(html).toMatch(/<ol>\s*<li>Open <strong>Settings<\/strong><\/li>/);
+    expect(html).toContain('<em>Security</em> <s>now</s>');
+    expect(html).toMatch(/<table>[\s\S]*<td>1<\/td>/);
+    expect(html).toContain('<code>code &lt;b&gt;\n</code>');
+    expect(html).toContain('<a href="https://example.com/help" rel="noopener noreferrer nofollow">https://example.com/help</a>');
+  });
+});
+
 describe('render time budget', () => {
   test('a render past RENDER_BUDGET_MS is stopped and answers 400 payload_too_complex; the next render works', async () => {
     const tight = await startTestApp({ env: { RENDER_BUDGET_MS: '50' } });
