@@ -173,6 +173,13 @@ describe('email adapter (Postmark inbound)', () => {
     expect(m.inReplyTo![0]).toBe('r0@x.test');
   });
 
+  test('an over-long Postmark MessageID is ignored like an over-long header id', () => {
+    const p = emailPayload({ postmarkId: 'p'.repeat(257) });
+    expect(only(emailAdapter.parse(p)).providerMessageId).not.toContain('ppp');
+    const none = emailPayload({ messageId: null, postmarkId: 'p'.repeat(257) });
+    expect(emailAdapter.parse(none)).toEqual({ ok: false, reason: expect.stringMatching(/no message id/) });
+  });
+
   test('a sender address longer than 254 characters is no address', () => {
     const p: Record<string, unknown> = { ...emailPayload(), FromFull: undefined, From: `${'a'.repeat(250)}@customer.test` };
     expect(emailAdapter.parse(p)).toEqual({ ok: false, reason: expect.stringMatching(/no sender address/) });
@@ -201,6 +208,21 @@ describe('email adapter (Postmark inbound)', () => {
     ['a Subject that is not text', { ...emailPayload(), Subject: 42 }, /Subject/],
   ])('refuses %s with a reason', (_name, payload, reason) => {
     expect(reasonOf(emailAdapter.parse(payload))).toMatch(reason);
+  });
+});
+
+describe('provider ids and handles are bounded (they become primary-key values)', () => {
+  test('sms: a MessageSid, From or To over 256 characters is refused', () => {
+    for (const field of ['MessageSid', 'From', 'To']) {
+      const res = smsAdapter.parse({ ...smsPayload(), [field]: 'x'.repeat(257) });
+      expect(res).toEqual({ ok: false, reason: expect.stringContaining(`${field} is longer than 256 characters`) });
+    }
+  });
+
+  test('whatsapp: a message id or sender over 256 characters is refused', () => {
+    expect(whatsappAdapter.parse(whatsappPayload({ id: 'w'.repeat(257) })).ok).toBe(false);
+    expect(whatsappAdapter.parse(whatsappPayload({ from: '1'.repeat(257) })).ok).toBe(false);
+    expect(whatsappAdapter.parse(whatsappPayload({ id: 'w'.repeat(256) })).ok).toBe(true);
   });
 });
 

@@ -1,6 +1,6 @@
 import { Tokenizer } from 'htmlparser2';
 import { z } from 'zod';
-import { dateToIso, describeType, fail, formatIssues, isRecord, nonBlank, ok, plural } from './common';
+import { dateToIso, describeType, fail, formatIssues, isRecord, MAX_ID_LENGTH, nonBlank, ok, plural } from './common';
 import type { ChannelAdapter, InboundMessage, ParseResult } from './types';
 
 /**
@@ -32,7 +32,7 @@ const inboundEmail = z.object({
 const ADDRESS = /^[^\s@<>,;"]+@[^\s@<>,;"]+$/;
 /** RFC 5321's longest address path; anything longer is not an address (and would not fit a key). */
 const MAX_ADDRESS = 254;
-/** RFC 5322's longest line: a longer "message id" is not one, and is ignored rather than stored as a key. */
+/** RFC 5322's longest line, in bytes: a longer "message id" is not one, and is ignored rather than stored as a key. */
 const MAX_MESSAGE_ID = 998;
 /** In-Reply-To and References ids kept for threading: a real thread quotes a few dozen at most. */
 const MAX_THREAD_IDS = 100;
@@ -59,7 +59,7 @@ export function messageIdsAsWritten(value: string | undefined): string[] {
   if (!value) return [];
   const bracketed = [...value.matchAll(/<([^<>]*)>/g)].map((m) => m[1] ?? '');
   const raw = bracketed.length > 0 ? bracketed : value.split(/[\s,]+/);
-  return raw.map((id) => id.trim()).filter((id) => id !== '' && id.length <= MAX_MESSAGE_ID);
+  return raw.map((id) => id.trim()).filter((id) => id !== '' && Buffer.byteLength(id) <= MAX_MESSAGE_ID);
 }
 
 function headerValues(headers: unknown[] | null | undefined, name: string): string[] {
@@ -174,7 +174,8 @@ function parseEmail(payload: unknown): ParseResult {
 
   const rfcWritten = headerValues(p.Headers, 'Message-ID').flatMap(messageIdsAsWritten)[0];
   const rfcId = rfcWritten?.toLowerCase();
-  const serviceId = nonBlank(p.MessageID);
+  // An over-long service id is ignored like an over-long header id: neither is one, and keys must fit.
+  const serviceId = [nonBlank(p.MessageID)].find((id) => id !== undefined && id.length <= MAX_ID_LENGTH);
   const providerMessageId = rfcId ?? serviceId;
   if (!providerMessageId) return fail('email payload has no message id (MessageID or a Message-ID header)');
 
