@@ -176,6 +176,9 @@ describe('pathological text never stalls the API', () => {
     add('telegram text', pick(M, ['<', '_a', '`']), (t) => ingest('telegram', telegramUpdate({ text: t })));
     add('web_chat text', pick(M, ['<', '_a', '*']), (t) => ingest('web_chat', webChatPayload({ text: t })));
     add('webhook zendesk subject', pick(M, ['<', '[', 'spaces']), (t) => webhook('zendesk', zendeskEvent({ subject: t })));
+    add('webhook zendesk ids', [['long event id', 'e'.repeat(M / 2)], ['long ticket id', 't'.repeat(M / 2)]], (t) =>
+      webhook('zendesk', t.startsWith('e') ? zendeskEvent({ eventId: t }) : zendeskEvent({ ticketId: t })),
+    );
     add('webhook front subject', pick(M, ['<', '[', 'spaces']), (t) => webhook('front', frontEvent({ subject: t })));
     add('webhook helpscout subject', pick(M, ['<', '[', 'spaces']), (t) => webhook('helpscout', helpscoutConversation({ subject: t })));
     // The article routes: past their limits (refused at once) and just inside them (the whole pipeline runs).
