@@ -146,8 +146,8 @@ export function renderArticle(task: Omit<RenderTask, 'started'>): RenderOutcome 
   const html = task.source.kind === 'html' ? task.source.html : markdownIt.render(task.source.markdown);
   const problem = structureProblem(html);
   if (problem) {
-    const what = task.source.kind === 'html' ? 'body_html' : 'The HTML body_markdown renders to';
-    return { ok: false, errors: [{ path: field, message: `${what} has ${problem}` }] };
+    const what = task.source.kind === 'html' ? 'body_html has' : 'body_markdown renders to HTML with';
+    return { ok: false, errors: [{ path: field, message: `${what} ${problem}` }] };
   }
   const sourceHost = (() => {
     try {
