@@ -109,7 +109,7 @@ describe('article body limits', () => {
 });
 
 describe('markdown rendering (markdown-it in place of marked)', () => {
-  test('an edit renders what editors write as before: headings, emphasis, lists, tables, code, bare URLs linked', async () => {
+  test('an edit renders what editors write: headings, emphasis, strikethrough, lists, tables, code, bare URLs linked', async () => {
     const { w, translationId } = await setUp();
     const md = '## Steps\n\n1. Open **Settings**\n2. Choose _Security_ ~~now~~\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n```\ncode <b>\n```\n\nSee https://example.com/help for more.';
     const res = await edit(ctx, w, translationId, { body_markdown: md });
