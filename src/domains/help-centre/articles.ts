@@ -148,9 +148,12 @@ export function createArticleService(deps: { db: Db; config: Config; centres: He
     };
   }
 
+  const renderIncoming = (exec: Executor, tenantId: string, centreId: string, input: SyncInput) =>
+    render(exec, tenantId, centreId, input.locale, { kind: 'html', html: input.body_html ?? '' }, input.source_url ?? '');
+
   /** The source's fields of a sync, rendered: what a translation takes on, or what waits as pending. */
-  async function incoming(exec: Executor, tenantId: string, centreId: string, input: SyncInput) {
-    const r = await render(exec, tenantId, centreId, input.locale, { kind: 'html', html: input.body_html ?? '' }, input.source_url ?? '');
+  async function incoming(exec: Executor, tenantId: string, centreId: string, input: SyncInput, early?: { centreId: string; r: Rendered }) {
+    const r = early && early.centreId === centreId ? early.r : await renderIncoming(exec, tenantId, centreId, input);
     const status = input.source_status ?? 'draft';
     const state = editorialState(status);
     const fields = {
@@ -190,6 +193,13 @@ export function createArticleService(deps: { db: Db; config: Config; centres: He
      */
     async sync(actor: Principal, input: SyncInput) {
       if (input.body_html !== undefined) checkBodySize('body_html', input.body_html);
+      // Rendered before the transaction, so no connection or row lock is held while a render thread works
+      // (or waits for a thread); rendered again inside only if the centre resolved differently meanwhile.
+      let early: { centreId: string; r: Rendered } | undefined;
+      if (!input.missing) {
+        const centreId = await centres.resolveCentre(db, actor.tenantId, input.help_centre_id);
+        early = { centreId, r: await renderIncoming(db, actor.tenantId, centreId, input) };
+      }
       return db.transaction().execute(async (tx) => {
         const centreId = await centres.resolveCentre(tx, actor.tenantId, input.help_centre_id);
         const articleId = await store.articleFor(tx, actor.tenantId, centreId, input.source_article_id, newId());
@@ -199,7 +209,7 @@ export function createArticleService(deps: { db: Db; config: Config; centres: He
           await store.updateTranslation(tx, actor.tenantId, current.id, { missing_at_source_at: current.missing_at_source_at ?? new Date() });
           return view(tx, actor.tenantId, (await store.getTranslation(tx, actor.tenantId, current.id))!);
         }
-        const next = await incoming(tx, actor.tenantId, centreId, input);
+        const next = await incoming(tx, actor.tenantId, centreId, input, early);
         let id: string;
         if (!current) {
           id = newId();
@@ -233,19 +243,23 @@ export function createArticleService(deps: { db: Db; config: Config; centres: He
 
     /** A local edit: markdown rendered through the same sanitiser; the translation is now locally edited. */
     async edit(actor: Principal, id: string, input: EditInput) {
-      if (input.body_markdown !== undefined) checkBodySize('body_markdown', input.body_markdown);
+      let r: Rendered | undefined;
+      if (input.body_markdown !== undefined) {
+        checkBodySize('body_markdown', input.body_markdown);
+        // Rendered before the transaction (see sync): the centre and locale of a translation never change.
+        const before = await store.getTranslation(db, actor.tenantId, id);
+        if (!before) throw notFound('article translation');
+        r = await render(db, actor.tenantId, before.help_centre_id, before.locale, { kind: 'markdown', markdown: input.body_markdown }, before.source_url);
+      }
       return db.transaction().execute(async (tx) => {
-        const t = await locked(tx, actor, id);
+        await locked(tx, actor, id);
         const patch: Record<string, unknown> = { locally_edited_at: new Date() };
         if (input.title !== undefined) Object.assign(patch, { title: input.title, slug: slugify(input.title) });
         if (input.excerpt !== undefined) patch.excerpt = input.excerpt;
         if (input.labels !== undefined) patch.labels = input.labels;
         if (input.promoted !== undefined) patch.promoted = input.promoted;
         if (input.position !== undefined) patch.position = input.position;
-        if (input.body_markdown !== undefined) {
-          const r = await render(tx, actor.tenantId, t.help_centre_id, t.locale, { kind: 'markdown', markdown: input.body_markdown }, t.source_url);
-          Object.assign(patch, stored(r));
-        }
+        if (r) Object.assign(patch, stored(r));
         await store.updateTranslation(tx, actor.tenantId, id, patch);
         return view(tx, actor.tenantId, (await store.getTranslation(tx, actor.tenantId, id))!);
       });
