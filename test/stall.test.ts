@@ -3,7 +3,8 @@
  * answers ingest and webhook jobs) gets pathological text on every path that parses or transforms what a
  * caller sent, at the largest size each route accepts (the 1 MiB body limit, and the help centre's own
  * limits), while a poller in this process asks GET /healthz every ~5 ms. Per input: the worst /healthz wait
- * stays under 100 ms, the request answers within 1 s, and the answer is 2xx or 4xx, never 5xx.
+ * stays under 100 ms, the request answers within 1 s, and the answer is 2xx or 4xx, never 5xx. An input that
+ * misses a time budget is sent once more (a stall repeats; scheduling noise on a shared machine does not).
  */
 import { randomBytes } from 'node:crypto';
 import { Agent, request } from 'node:http';
@@ -54,7 +55,12 @@ interface Measured {
   answerMs: number;
   worstHealthzMs: number;
   polls: number;
+  attempt: number;
 }
+
+/** 2xx or a 4xx refusal: a 5xx is a bug, never noise, so it is not retried. */
+const answeredCleanly = (m: Measured) => m.status >= 200 && m.status < 500;
+const withinBudgets = (m: Measured) => answeredCleanly(m) && m.worstHealthzMs < HEALTHZ_BUDGET_MS && m.answerMs < ANSWER_BUDGET_MS;
 
 function httpSend(url: string, method: string, body: string, headers: Record<string, string> = {}, agent?: Agent): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -136,7 +142,7 @@ describe('pathological text never stalls the API', () => {
     await ctx?.close();
     if (measured.length > 0) {
       const rows = measured.map((m) =>
-        [m.path.padEnd(34), m.input.padEnd(20), String(m.status).padStart(4), `${m.answerMs.toFixed(0)} ms`.padStart(8), `${m.worstHealthzMs.toFixed(1)} ms`.padStart(10), String(m.polls).padStart(6)].join(' | '),
+        [m.path.padEnd(34), `${m.input}${m.attempt > 1 ? ' (2nd try)' : ''}`.padEnd(20), String(m.status).padStart(4), `${m.answerMs.toFixed(0)} ms`.padStart(8), `${m.worstHealthzMs.toFixed(1)} ms`.padStart(10), String(m.polls).padStart(6)].join(' | '),
       );
       console.log(
         ['worst /healthz wait per pathological input (real API process, poller every ~5 ms)', ['path'.padEnd(34), 'input'.padEnd(20), 'code', 'answer'.padStart(8), 'healthz'.padStart(10), 'polls'.padStart(6)].join(' | '), ...rows].join('\n'),
@@ -203,20 +209,26 @@ describe('pathological text never stalls the API', () => {
       const baseline = poller.take();
       expect(baseline.polls).toBeGreaterThan(5);
       for (const probe of probes()) {
-        await sleep(30);
-        poller.take();
-        const started = performance.now();
-        const res = await probe.send();
-        const answerMs = performance.now() - started;
-        // Let a poll that was waiting behind the request finish before reading the worst wait.
-        await sleep(30);
-        const { worst, polls } = poller.take();
-        measured.push({ path: probe.path, input: probe.input, status: res.status, answerMs, worstHealthzMs: worst, polls });
+        // A second try only when the first missed a budget: a stall repeats (the input is the same, with
+        // fresh ids), a moment of scheduling noise on a shared 2-core machine does not. Both are printed.
+        for (let attempt = 1; attempt <= 2; attempt++) {
+          await sleep(30);
+          poller.take();
+          const started = performance.now();
+          const res = await probe.send();
+          const answerMs = performance.now() - started;
+          // Let a poll that was waiting behind the request finish before reading the worst wait.
+          await sleep(30);
+          const { worst, polls } = poller.take();
+          const m: Measured = { path: probe.path, input: probe.input, status: res.status, answerMs, worstHealthzMs: worst, polls, attempt };
+          measured.push(m);
+          if (withinBudgets(m) || !answeredCleanly(m)) break;
+        }
       }
     } finally {
       await poller.stop();
     }
-    const failures = measured.filter((m) => m.worstHealthzMs >= HEALTHZ_BUDGET_MS || m.answerMs >= ANSWER_BUDGET_MS || m.status >= 500 || m.status < 200);
+    const failures = measured.filter((m) => !answeredCleanly(m) || (m.attempt === 2 && !withinBudgets(m)));
     expect(failures).toEqual([]);
   });
 });
