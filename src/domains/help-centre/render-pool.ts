@@ -22,8 +22,16 @@ export function checkBodySize(field: 'body_html' | 'body_markdown', text: string
  * ended by the runtime's close (server shutdown, the test harness), so nothing keeps the process alive.
  */
 let pool: Piscina | undefined;
+/** Whether a thread of the current pool has started a task, i.e. finished loading its modules. */
+let warm = false;
+/**
+ * A thread's first start loads tsx and the pipeline's modules (~0.6 s on an idle 2-core machine, seconds on
+ * a busy one): until one has, renders wait for it this long instead of answering 503.
+ */
+const COLD_START_WAIT_MS = 15_000;
 
 function poolFor(config: Config): Piscina {
+  if (!pool) warm = false;
   pool ??= new Piscina({
     filename: path.join(__dirname, 'render-thread.js'),
     // Every thread stays up: one starts in ~0.6 s (tsx, sanitize-html, markdown-it, turndown), so when a
@@ -54,11 +62,15 @@ export async function renderInPool(config: Config, task: Omit<RenderTask, 'start
   const { port1, port2 } = new MessageChannel();
   let stoppedBy: 'queue' | 'budget' | undefined;
   let budget: NodeJS.Timeout | undefined;
-  const queued = setTimeout(() => {
-    stoppedBy = 'queue';
-    controller.abort();
-  }, config.RENDER_QUEUE_WAIT_MS);
+  const queued = setTimeout(
+    () => {
+      stoppedBy = 'queue';
+      controller.abort();
+    },
+    warm ? config.RENDER_QUEUE_WAIT_MS : Math.max(config.RENDER_QUEUE_WAIT_MS, COLD_START_WAIT_MS),
+  );
   port1.once('message', () => {
+    warm = true;
     clearTimeout(queued);
     budget = setTimeout(() => {
       stoppedBy = 'budget';
