@@ -70,6 +70,11 @@ const schema = z
     OPS_PASSWORD: optionalString,
     HELP_CENTRE_BASE_DOMAIN: z.string().regex(/^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/, 'must be a lower-case DNS name').default('help.localhost.test'),
     SHUTDOWN_GRACE_MS: int(0, 600000).default(25000),
+    // The help centre's article render pool (worker threads): its size, the time one render may take before
+    // it is stopped (400 payload_too_complex), and how long a render may wait for a thread (503 past it).
+    RENDER_THREADS: int(1, 64).default(2),
+    RENDER_BUDGET_MS: int(50, 60000).default(700),
+    RENDER_QUEUE_WAIT_MS: int(50, 60000).default(2000),
     ENCRYPTION_KEYS: encryptionKeys.prefault(DEV_ENCRYPTION_KEYS),
     // Mail providers (connected mailbox). Every base URL is configurable so a deployment can point at a
     // regional endpoint and the tests at a provider double on loopback.

@@ -44,11 +44,11 @@ export function buildOperationTable(rows: Operation[] = ALL): Operation[] {
   const ids = new Set<string>();
   const routes = new Set<string>();
   for (const op of rows) {
-    const route = `${op.method.toUpperCase()} ${op.path.replace(/\{[^}]+\}/g, '{}')}`;
+    const route = `${op.method.toUpperCase()} ${op.path.replace(/\{[^{}]+\}/g, '{}')}`;
     if (ids.has(op.id)) throw new Error(`operation table: duplicate id ${op.id}`);
     if (routes.has(route)) throw new Error(`operation table: two operations answer ${route}`);
     if (!op.path.startsWith('/v1/')) throw new Error(`operation table: ${op.id} is outside /v1`);
-    const named = [...op.path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]);
+    const named = [...op.path.matchAll(/\{([^{}]+)\}/g)].map((m) => m[1]);
     const declared = op.params && 'shape' in op.params ? Object.keys((op.params as { shape: object }).shape) : [];
     if (named.join() !== declared.join()) throw new Error(`operation table: ${op.id} path params ${named} != schema ${declared}`);
     ids.add(op.id);

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Config } from './config';
 import { createDb, type DbHandle } from './db';
+import { closeRenderPool } from './domains/help-centre/render-pool';
 import { createRedis } from './queue/connection';
 import { createQueueHub, type QueueHub } from './queue/hub';
 import type { Redis } from 'ioredis';
@@ -29,6 +30,7 @@ export function openRuntime(config: Config, logger: Logger, role: 'http' | 'work
       await bus.close().catch(() => {});
       await queues.close().catch(() => {});
       await redis.quit().catch(() => redis.disconnect());
+      await closeRenderPool();
       await db.close();
     },
   };

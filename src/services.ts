@@ -65,7 +65,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     rollups: createRollupService({ db, queues, logger }),
     settings: createWorkspaceSettingsService({ db, config, audit }),
     helpCentre,
-    articles: createArticleService({ db, centres: helpCentre }),
+    articles: createArticleService({ db, config, centres: helpCentre }),
     webhooks: createWebhookService({ db, config, redis, queues, bus, audit }),
     mailbox: createMailboxService({ db, config, queues, logger, channels, tickets, ingest: ingestProcessor }),
   };

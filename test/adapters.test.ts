@@ -150,6 +150,41 @@ describe('email adapter (Postmark inbound)', () => {
     expect(Date.now() - started).toBeLessThan(1000);
   });
 
+  test('HTML to text reads tokens, not regexes: deep nesting, stray "<", unclosed script and entities all come out readable', () => {
+    expect(htmlToText('<div>'.repeat(50_000) + 'deep text' + '</div>'.repeat(50_000))).toBe('deep text');
+    expect(htmlToText('a < b and 3<4, <<< arrows')).toBe('a < b and 3<4, <<< arrows');
+    expect(htmlToText('<p>kept</p><script>gone(')).toBe('kept');
+    expect(htmlToText('<P>One</P><BR/>Two&nbsp;&nbsp;three &lt;4&gt; &eacute;<HEAD><title>x</title></HEAD>')).toBe('One\n\nTwo three <4> é');
+  });
+
+  test('an over-long Message-ID header is ignored (not stored as a key): the message keys on Postmark\'s MessageID', () => {
+    const p = emailPayload({ messageId: null, postmarkId: 'pm-1' });
+    p.Headers.push({ Name: 'Message-ID', Value: `<${'a'.repeat(1000)}@x.test>` });
+    const m = only(emailAdapter.parse(p));
+    expect(m.providerMessageId).toBe('pm-1');
+    expect(m.messageIdHeader).toBeUndefined();
+  });
+
+  test('In-Reply-To and References keep at most 100 ids, none longer than 998 characters', () => {
+    const refs = Array.from({ length: 300 }, (_, i) => `<r${i}@x.test>`).join(' ');
+    const p = emailPayload({ headers: [{ Name: 'References', Value: `<${'b'.repeat(999)}@x.test> ${refs}` }] });
+    const m = only(emailAdapter.parse(p));
+    expect(m.inReplyTo).toHaveLength(100);
+    expect(m.inReplyTo![0]).toBe('r0@x.test');
+  });
+
+  test('an over-long Postmark MessageID is ignored like an over-long header id', () => {
+    const p = emailPayload({ postmarkId: 'p'.repeat(257) });
+    expect(only(emailAdapter.parse(p)).providerMessageId).not.toContain('ppp');
+    const none = emailPayload({ messageId: null, postmarkId: 'p'.repeat(257) });
+    expect(emailAdapter.parse(none)).toEqual({ ok: false, reason: expect.stringMatching(/no message id/) });
+  });
+
+  test('a sender address longer than 254 characters is no address', () => {
+    const p: Record<string, unknown> = { ...emailPayload(), FromFull: undefined, From: `${'a'.repeat(250)}@customer.test` };
+    expect(emailAdapter.parse(p)).toEqual({ ok: false, reason: expect.stringMatching(/no sender address/) });
+  });
+
   test('an email with only attachments gets a placeholder body; an unreadable Date gives no sentAt', () => {
     const p = emailPayload({
       text: '',
@@ -173,6 +208,21 @@ describe('email adapter (Postmark inbound)', () => {
     ['a Subject that is not text', { ...emailPayload(), Subject: 42 }, /Subject/],
   ])('refuses %s with a reason', (_name, payload, reason) => {
     expect(reasonOf(emailAdapter.parse(payload))).toMatch(reason);
+  });
+});
+
+describe('provider ids and handles are bounded (they become primary-key values)', () => {
+  test('sms: a MessageSid, From or To over 256 characters is refused', () => {
+    for (const field of ['MessageSid', 'From', 'To']) {
+      const res = smsAdapter.parse({ ...smsPayload(), [field]: 'x'.repeat(257) });
+      expect(res).toEqual({ ok: false, reason: expect.stringContaining(`${field} is longer than 256 characters`) });
+    }
+  });
+
+  test('whatsapp: a message id or sender over 256 characters is refused', () => {
+    expect(whatsappAdapter.parse(whatsappPayload({ id: 'w'.repeat(257) })).ok).toBe(false);
+    expect(whatsappAdapter.parse(whatsappPayload({ from: '1'.repeat(257) })).ok).toBe(false);
+    expect(whatsappAdapter.parse(whatsappPayload({ id: 'w'.repeat(256) })).ok).toBe(true);
   });
 });
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Response } from 'supertest';
 import { z } from 'zod';
-import { inspectJson, MAX_JSON_DEPTH, scanJson } from '../src/http/input-guard';
+import { inspectJson, MAX_JSON_DEPTH, MAX_JSON_VALUES, scanJson } from '../src/http/input-guard';
 import type { Operation } from '../src/http/operation';
 import { buildOperationTable } from '../src/operations';
 import { startTestApp, type TestContext } from './helpers/context';
@@ -171,6 +171,30 @@ describe('JSON nesting bounded at the edge on every operation', () => {
     console.log(`${n}-deep body (${(2 * n / 1024).toFixed(0)} KiB) answered in ${ms.toFixed(1)} ms`);
     expect(res.status).toBe(400);
     expect(res.body.code).toBe('payload_too_complex');
+  });
+});
+
+describe('wide JSON', () => {
+  // 300,000 empty objects fit in 1 MiB and cost JSON.parse ~100 ms of the event loop: counted and refused first.
+  const wide = (n: number) => `{"metadata":{"a":[${Array(n).fill('{}').join(',')}]}}`;
+
+  test(`a body of more than ${MAX_JSON_VALUES} values is refused with 400 payload_too_complex, on the API and the public webhook route`, async () => {
+    const body = wide(300_000);
+    const api = await ctx.http.post('/v1/tickets').set(bearer(ws.ownerKey)).set('Content-Type', 'application/json').send(body);
+    expect(api.status).toBe(400);
+    expect(api.body.code).toBe('payload_too_complex');
+    expect(api.body.errors[0].message).toContain(String(MAX_JSON_VALUES));
+    const hook = await ctx.http.post(`/v1/webhooks/zendesk/${integrationId}`).set('Content-Type', 'application/json').send(body);
+    expect(hook.status).toBe(400);
+    expect(hook.body.code).toBe('payload_too_complex');
+  });
+
+  test('the value count stops at the limit, not before', () => {
+    const scan = (text: string) => scanJson(Buffer.from(text));
+    // n elements: n - 1 commas plus the two containers of the wrapper and the array.
+    expect(scan(`[${Array(MAX_JSON_VALUES - 1).fill('1').join(',')}]`)).toBe('clean');
+    expect(scan(`[${Array(MAX_JSON_VALUES + 1).fill('1').join(',')}]`)).toBe('too_many');
+    expect(scan(`["${','.repeat(MAX_JSON_VALUES * 2)}"]`)).toBe('clean');
   });
 });
 

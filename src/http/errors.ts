@@ -48,6 +48,10 @@ export const notFound = (what = 'resource') =>
 
 export const conflict = (code: string, detail: string) => new AppError(409, code, 'Conflict', detail);
 
+/** An explicit limit on size, nesting or count was passed: `errors` names each field and its limit. */
+export const payloadTooComplex = (errors: FieldError[]) =>
+  new AppError(400, 'payload_too_complex', 'Payload too complex', errors.map((e) => e.message).join('; '), { errors });
+
 export const unprocessable = (code: string, detail: string, errors?: FieldError[]) =>
   new AppError(422, code, 'Unprocessable content', detail, errors ? { errors } : {});
 
@@ -109,9 +113,9 @@ export const DOMAIN_ERRORS = {
   subdomain_taken: 409,
   subdomain_reserved: 422,
   no_conflict: 409,
+  payload_too_complex: 400,
   throttled: 429,
   payload_too_large: 413,
-  payload_too_complex: 400,
   unsupported_media_type: 415,
   /** Answered by the operator dashboard (/admin/queues), not by an API operation. */
   cross_site_request: 403,

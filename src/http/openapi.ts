@@ -156,9 +156,9 @@ const DOMAIN_DETAILS: Record<DomainErrorCode, string> = {
   subdomain_taken: 'northwind.help.example.com is already in use; choose another label.',
   subdomain_reserved: 'www.help.example.com is reserved for the platform; choose another label.',
   no_conflict: 'This translation has no conflict: no source update arrived after a local edit.',
+  payload_too_complex: 'body_html has elements nested more than 100 deep.',
   throttled: 'This channel is receiving more than its rate; retry later.',
   payload_too_large: 'The request body exceeds the size limit.',
-  payload_too_complex: 'JSON objects and arrays may nest at most 64 levels deep.',
   unsupported_media_type: 'Send the body as application/json.',
   cross_site_request: 'State-changing requests to the operator dashboard must come from the dashboard itself.',
 };

@@ -95,7 +95,7 @@ function refuseCrossSite(req: Request, res: Response, next: NextFunction) {
 function boardViewsWithoutWebFonts(): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'helpdesk-bull-board-'));
   const template = readFileSync(require.resolve('@bull-board/ui/dist/index.ejs'), 'utf8');
-  writeFileSync(path.join(dir, 'index.ejs'), template.replace(/<link[^>]*fonts\.(googleapis|gstatic)\.com[^>]*>\s*/g, ''));
+  writeFileSync(path.join(dir, 'index.ejs'), template.replace(/<link[^<>]*>\s*/g, (link) => (/fonts\.(?:googleapis|gstatic)\.com/.test(link) ? '' : link)));
   return dir;
 }
 

@@ -5,7 +5,7 @@ import { roleAtLeast } from '../domains/identity/roles';
 import { scopesCover } from '../domains/identity/scopes';
 import type { Services } from '../services';
 import { AppError, insufficientRole, insufficientScope, notFound, toFieldErrors, validationFailed } from './errors';
-import { assertStorableJson, bodyScannedClean, payloadTooComplex, scanJsonBody, TOO_DEEP, unstorableText } from './input-guard';
+import { assertStorableJson, bodyScannedClean, jsonTooComplex, scanJsonBody, TOO_COMPLEX, unstorableText } from './input-guard';
 import type { Operation } from './operation';
 import type { Principal } from './principal';
 
@@ -22,7 +22,7 @@ const PUBLIC_PRINCIPAL: Principal = Object.freeze({
   agentIds: [],
 }) as Principal;
 
-export const expressPath = (path: string) => path.replace(/\{([^}]+)\}/g, ':$1');
+export const expressPath = (path: string) => path.replace(/\{([^{}]+)\}/g, ':$1');
 
 /** The single guard: 401 → 404 (membership, inside authenticate) → 403 insufficient_role → 403 insufficient_scope. */
 function authorize(op: Operation & { access: Exclude<Operation['access'], 'public'> }, principal: Principal): void {
@@ -38,7 +38,7 @@ function runMiddleware(mw: RequestHandler, req: Request, res: Response): Promise
 
 function bodyParserError(err: unknown): AppError | null {
   const type = (err as { type?: string })?.type;
-  if (type === TOO_DEEP) return payloadTooComplex();
+  if (type === TOO_COMPLEX) return jsonTooComplex((err as { reason: 'too_deep' | 'too_many' }).reason);
   if (type === 'entity.parse.failed') return validationFailed([{ path: '(body)', message: 'malformed JSON' }], 'The body is not valid JSON.');
   if (type === 'entity.too.large') return new AppError(413, 'payload_too_large', 'Payload too large', 'The request body exceeds the size limit.');
   if (type === 'encoding.unsupported' || type === 'charset.unsupported') {

@@ -1,12 +1,12 @@
-import { marked } from 'marked';
-import TurndownService from 'turndown';
+import type { Config } from '../../config';
 import type { Db, Executor } from '../../db';
 import type { HelpTranslationRow } from '../../db/types';
 import { conflict, notFound } from '../../http/errors';
 import type { Principal } from '../../http/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
-import { sanitize, type SanitizeResult } from './sanitize';
+import type { ArticleLinkTarget, Rendered } from './render';
+import { checkBodySize, renderInPool } from './render-pool';
 import type { HelpCentreService } from './service';
 import * as store from './store';
 
@@ -40,15 +40,14 @@ export interface EditInput {
   position?: number;
 }
 
-const turndown = new TurndownService({ headingStyle: 'atx', codeBlockStyle: 'fenced', bulletListMarker: '-' });
-
 export const slugify = (s: string) =>
   s
     .normalize('NFKD')
     .replace(/[\u0300-\u036f]/g, '')
     .toLowerCase()
     .replace(/[^a-z0-9]+/g, '-')
-    .replace(/^-+|-+$/g, '')
+    // Runs were collapsed to one '-' just above, so at most one sits at each end.
+    .replace(/^-|-$/g, '')
     .slice(0, 80) || 'article';
 
 /** Source status words to our editorial states; anything unknown stays a draft (never published by accident). */
@@ -61,48 +60,28 @@ const editorialState = (status: string) => {
 
 const asJson = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v ?? {}));
 
-/** The first 200 characters of the text a reader sees: images dropped, links reduced to their text. */
-const excerptOf = (markdown: string) =>
-  markdown
-    .replace(/!\[[^\]]*\]\([^)]*\)/g, '')
-    .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
-    .replace(/[#*_`>]/g, '')
-    .replace(/\s+/g, ' ')
-    .trim()
-    .slice(0, 200);
-
 /**
  * Article translations: arrival from the source (sync), local edits in markdown, conflicts between the
  * two, and the read. Every body served is the sanitiser's render; the incoming HTML is kept in
  * body_source_html and pending.body_source_html and never leaves the service.
  */
-export function createArticleService(deps: { db: Db; centres: HelpCentreService }) {
-  const { db, centres } = deps;
+export function createArticleService(deps: { db: Db; config: Config; centres: HelpCentreService }) {
+  const { db, config, centres } = deps;
 
-  /** Renders incoming or edited HTML for one centre and locale: links to other source articles become ours. */
-  async function render(exec: Executor, tenantId: string, centreId: string, locale: string, html: string, sourceUrl: string): Promise<SanitizeResult> {
+  /**
+   * Renders an incoming HTML body or an edited markdown body for one centre and locale: links to other
+   * source articles become ours. The database is read here; the work runs in the render pool.
+   */
+  async function render(exec: Executor, tenantId: string, centreId: string, locale: string, source: { kind: 'html'; html: string } | { kind: 'markdown'; markdown: string }, sourceUrl: string): Promise<Rendered> {
     const host = await store.primaryHost(exec, tenantId, centreId);
-    const bySource = new Map((await store.translationsBySource(exec, tenantId, centreId, locale)).map((r) => [r.source_article_id, r]));
-    const sourceHost = (() => {
-      try {
-        return new URL(sourceUrl).hostname;
-      } catch {
-        return '';
-      }
-    })();
-    return sanitize(html, {
-      knownHosts: [host, sourceHost].filter(Boolean),
-      rewriteArticleLink: (href) => {
-        const id = /\/articles\/([A-Za-z0-9_-]+?)(?:-[^/?#]*)?(?:[/?#]|$)/.exec(href)?.[1];
-        const target = id ? bySource.get(id) : undefined;
-        return target && host ? `https://${host}/${locale}/articles/${target.article_id}-${target.slug}` : undefined;
-      },
-    });
+    const bySource: Record<string, ArticleLinkTarget> = Object.create(null);
+    for (const r of await store.translationsBySource(exec, tenantId, centreId, locale)) bySource[r.source_article_id] = { article_id: r.article_id, slug: r.slug };
+    return renderInPool(config, { source, host, locale, sourceUrl, bySource });
   }
 
-  const rendered = (r: SanitizeResult) => ({
+  const stored = (r: Rendered) => ({
     body_html: r.html,
-    body_markdown: turndown.turndown(r.html),
+    body_markdown: r.markdown,
     sanitizer_version: r.sanitizer_version,
     sanitize_report: JSON.stringify(r.sanitize_report),
     link_report: JSON.stringify(r.link_report),
@@ -169,9 +148,12 @@ export function createArticleService(deps: { db: Db; centres: HelpCentreService 
     };
   }
 
+  const renderIncoming = (exec: Executor, tenantId: string, centreId: string, input: SyncInput) =>
+    render(exec, tenantId, centreId, input.locale, { kind: 'html', html: input.body_html ?? '' }, input.source_url ?? '');
+
   /** The source's fields of a sync, rendered: what a translation takes on, or what waits as pending. */
-  async function incoming(exec: Executor, tenantId: string, centreId: string, input: SyncInput) {
-    const r = await render(exec, tenantId, centreId, input.locale, input.body_html ?? '', input.source_url ?? '');
+  async function incoming(exec: Executor, tenantId: string, centreId: string, input: SyncInput, early?: { centreId: string; r: Rendered }) {
+    const r = early && early.centreId === centreId ? early.r : await renderIncoming(exec, tenantId, centreId, input);
     const status = input.source_status ?? 'draft';
     const state = editorialState(status);
     const fields = {
@@ -192,9 +174,9 @@ export function createArticleService(deps: { db: Db; centres: HelpCentreService 
       source_created_at: input.source_created_at ? new Date(input.source_created_at) : null,
       source_updated_at: input.source_updated_at ? new Date(input.source_updated_at) : null,
       body_source_html: input.body_html ?? '',
-      ...rendered(r),
+      ...stored(r),
     };
-    return { fields: { ...fields, excerpt: excerptOf(fields.body_markdown) }, report: r.sanitize_report, published: state === 'published' };
+    return { fields: { ...fields, excerpt: r.excerpt }, report: r.sanitize_report, published: state === 'published' };
   }
 
   async function locked(tx: Executor, actor: Principal, id: string) {
@@ -210,6 +192,14 @@ export function createArticleService(deps: { db: Db; centres: HelpCentreService 
      * missing at the source and deletes nothing.
      */
     async sync(actor: Principal, input: SyncInput) {
+      if (input.body_html !== undefined) checkBodySize('body_html', input.body_html);
+      // Rendered before the transaction, so no connection or row lock is held while a render thread works
+      // (or waits for a thread); rendered again inside only if the centre resolved differently meanwhile.
+      let early: { centreId: string; r: Rendered } | undefined;
+      if (!input.missing) {
+        const centreId = await centres.resolveCentre(db, actor.tenantId, input.help_centre_id);
+        early = { centreId, r: await renderIncoming(db, actor.tenantId, centreId, input) };
+      }
       return db.transaction().execute(async (tx) => {
         const centreId = await centres.resolveCentre(tx, actor.tenantId, input.help_centre_id);
         const articleId = await store.articleFor(tx, actor.tenantId, centreId, input.source_article_id, newId());
@@ -219,7 +209,7 @@ export function createArticleService(deps: { db: Db; centres: HelpCentreService 
           await store.updateTranslation(tx, actor.tenantId, current.id, { missing_at_source_at: current.missing_at_source_at ?? new Date() });
           return view(tx, actor.tenantId, (await store.getTranslation(tx, actor.tenantId, current.id))!);
         }
-        const next = await incoming(tx, actor.tenantId, centreId, input);
+        const next = await incoming(tx, actor.tenantId, centreId, input, early);
         let id: string;
         if (!current) {
           id = newId();
@@ -253,18 +243,23 @@ export function createArticleService(deps: { db: Db; centres: HelpCentreService 
 
     /** A local edit: markdown rendered through the same sanitiser; the translation is now locally edited. */
     async edit(actor: Principal, id: string, input: EditInput) {
+      let r: Rendered | undefined;
+      if (input.body_markdown !== undefined) {
+        checkBodySize('body_markdown', input.body_markdown);
+        // Rendered before the transaction (see sync): the centre and locale of a translation never change.
+        const before = await store.getTranslation(db, actor.tenantId, id);
+        if (!before) throw notFound('article translation');
+        r = await render(db, actor.tenantId, before.help_centre_id, before.locale, { kind: 'markdown', markdown: input.body_markdown }, before.source_url);
+      }
       return db.transaction().execute(async (tx) => {
-        const t = await locked(tx, actor, id);
+        await locked(tx, actor, id);
         const patch: Record<string, unknown> = { locally_edited_at: new Date() };
         if (input.title !== undefined) Object.assign(patch, { title: input.title, slug: slugify(input.title) });
         if (input.excerpt !== undefined) patch.excerpt = input.excerpt;
         if (input.labels !== undefined) patch.labels = input.labels;
         if (input.promoted !== undefined) patch.promoted = input.promoted;
         if (input.position !== undefined) patch.position = input.position;
-        if (input.body_markdown !== undefined) {
-          const r = await render(tx, actor.tenantId, t.help_centre_id, t.locale, await marked.parse(input.body_markdown, { async: true }), t.source_url);
-          Object.assign(patch, { ...rendered(r), body_markdown: input.body_markdown });
-        }
+        if (r) Object.assign(patch, stored(r));
         await store.updateTranslation(tx, actor.tenantId, id, patch);
         return view(tx, actor.tenantId, (await store.getTranslation(tx, actor.tenantId, id))!);
       });

@@ -60,7 +60,7 @@ export const helpCentreOperations = [
     access: { floor: 'admin', tag: 'help-centre-staff', action: 'write' },
     body: syncBody,
     response: { status: 200, description: 'Article translation', schema: articleTranslation },
-    errors: ['help_centre_required'],
+    errors: ['help_centre_required', 'payload_too_complex'],
     // The body is a union (an article, or {missing: true}); a sample would show the smaller variant.
     example: {
       request: {
@@ -101,6 +101,7 @@ export const helpCentreOperations = [
     params: translationParams,
     body: editBody,
     response: { status: 200, description: 'Article translation', schema: articleTranslation },
+    errors: ['payload_too_complex'],
     handler: async ({ principal, params, body }, s) => ({ body: await s.articles.edit(principal, params.translation_id, body) }),
   }),
   defineOperation({

@@ -131,9 +131,17 @@ function gmailPart(part: GmailPart | undefined, type: string): string | undefine
 /** `Ada Lovelace <ada@x.test>` → { address, name }. */
 function parseFrom(value: string | undefined): { address: string; name?: string } {
   const v = (value ?? '').trim();
-  const m = /^\s*"?([^"<]*?)"?\s*<([^>]+)>\s*$/.exec(v);
-  if (m) return { address: m[2]!.trim(), ...(m[1]!.trim() ? { name: m[1]!.trim() } : {}) };
-  return { address: v };
+  // Index arithmetic, not a regular expression: the pattern this replaces backtracked polynomially on long
+  // runs of spaces in a header the sender controls.
+  const lt = v.indexOf('<');
+  const gt = lt === -1 ? -1 : v.indexOf('>', lt);
+  if (lt === -1 || gt !== v.length - 1 || gt === lt + 1) return { address: v };
+  let name = v.slice(0, lt).trim();
+  if (name.startsWith('"')) name = name.slice(1);
+  if (name.endsWith('"')) name = name.slice(0, -1);
+  if (name.includes('"')) return { address: v };
+  name = name.trim();
+  return { address: v.slice(lt + 1, gt).trim(), ...(name ? { name } : {}) };
 }
 
 function google(config: Config): MailProvider {

@@ -5,7 +5,7 @@ import type { Config } from '../../config';
 import { isDataError, type Db, type Executor } from '../../db';
 import type { IntegrationRow, TranscriptEventRow } from '../../db/types';
 import { AppError, dependencyUnavailable, notFound, validationFailed } from '../../http/errors';
-import { inspectJson, payloadTooComplex, scanJson } from '../../http/input-guard';
+import { inspectJson, jsonTooComplex, scanJson } from '../../http/input-guard';
 import type { HandlerResult } from '../../http/result';
 import type { Principal } from '../../http/principal';
 import { createSealer } from '../../lib/crypto';
@@ -31,6 +31,13 @@ const isJson = (contentType: string | string[] | undefined) => {
   const type = String(Array.isArray(contentType) ? contentType[0] : (contentType ?? '')).split(';')[0]!.trim().toLowerCase();
   return type === 'application/json' || /^application\/[a-z0-9.+-]+\+json$/.test(type);
 };
+
+/** `https://x.test//` → `https://x.test` (an index walk: `/\/+$/` is quadratic on a long run of "/"). */
+function withoutTrailingSlashes(url: string): string {
+  let end = url.length;
+  while (end > 0 && url[end - 1] === '/') end--;
+  return url.slice(0, end);
+}
 
 const signatureInvalid = () => new AppError(401, 'signature_invalid', 'Unauthorized', 'The webhook signature is missing, does not match the body, or is outside the accepted time window.');
 
@@ -58,7 +65,7 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
     send: (items, replyTo) => queues.enqueue('webhooks.batch', { reply_to: replyTo, items }),
   });
 
-  const base = () => (config.PUBLIC_BASE_URL ?? `http://localhost:${config.PORT}`).replace(/\/+$/, '');
+  const base = () => withoutTrailingSlashes(config.PUBLIC_BASE_URL ?? `http://localhost:${config.PORT}`);
   const present = (i: IntegrationRow) => ({
     id: i.id,
     provider: i.provider,
@@ -210,7 +217,7 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
       }
       // The same depth rule as every JSON body, checked on the bytes before JSON.parse builds anything.
       const scanned = scanJson(raw);
-      if (scanned === 'too_deep') throw payloadTooComplex();
+      if (scanned === 'too_deep' || scanned === 'too_many') throw jsonTooComplex(scanned);
       let body: unknown;
       try {
         body = JSON.parse(raw.toString('utf8'));
@@ -221,7 +228,7 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
         throw new AppError(400, 'webhook_payload_invalid', 'Bad request', 'The payload must be a JSON object.');
       }
       const inspected = scanned === 'clean' ? { tooDeep: false, errors: [] } : inspectJson(body, 'body');
-      if (inspected.tooDeep) throw payloadTooComplex();
+      if (inspected.tooDeep) throw jsonTooComplex('too_deep');
       if (inspected.errors.length > 0) {
         throw new AppError(400, 'webhook_payload_invalid', 'Bad request', 'The payload contains a NUL character or an unpaired surrogate, which cannot be stored.', { errors: inspected.errors });
       }

@@ -54,4 +54,11 @@ export function dateToIso(value: string | null | undefined): string | undefined 
   return Number.isNaN(ms) ? undefined : new Date(ms).toISOString();
 }
 
+/**
+ * The longest provider message id or sender handle an adapter accepts. Real ones are far shorter (a Twilio
+ * sid is 34 characters, a WhatsApp wamid under 100); these become primary-key values, and a key of ~2.7 KB
+ * fails PostgreSQL's index, so the ingest job would fail after the caller was kept waiting.
+ */
+export const MAX_ID_LENGTH = 256;
+
 export const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { describeType, fail, formatIssues, isRecord, nonBlank, ok, plural } from './common';
+import { describeType, fail, formatIssues, isRecord, MAX_ID_LENGTH, nonBlank, ok, plural } from './common';
 import type { ChannelAdapter, InboundMessage, ParseResult } from './types';
 
 /**
@@ -7,7 +7,7 @@ import type { ChannelAdapter, InboundMessage, ParseResult } from './types';
  * (so every value is normally a string; numbers are accepted for NumMedia).
  */
 const required = (name: string) =>
-  z.string({ error: (iss) => (iss.input === undefined ? `${name} is required` : `${name} must be a string`) }).trim().min(1, `${name} is empty`);
+  z.string({ error: (iss) => (iss.input === undefined ? `${name} is required` : `${name} must be a string`) }).trim().min(1, `${name} is empty`).max(MAX_ID_LENGTH, `${name} is longer than ${MAX_ID_LENGTH} characters`);
 
 const twilioFields = z.object({
   // Twilio sids are SM/MM + 32 hex; any non-empty string is accepted so a relay's test fixtures still work.

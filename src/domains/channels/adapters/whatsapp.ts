@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { describeType, fail, formatIssues, isRecord, nonBlank, ok, unixToIso } from './common';
+import { describeType, fail, formatIssues, isRecord, MAX_ID_LENGTH, nonBlank, ok, unixToIso } from './common';
 import type { ChannelAdapter, InboundMessage, ParseResult } from './types';
 
 /**
@@ -9,14 +9,14 @@ import type { ChannelAdapter, InboundMessage, ParseResult } from './types';
  * account updates…) are valid payloads with nothing to ingest.
  */
 const waMessage = z.looseObject({
-  from: z.string().trim().min(1),
-  id: z.string().trim().min(1),
+  from: z.string().trim().min(1).max(MAX_ID_LENGTH),
+  id: z.string().trim().min(1).max(MAX_ID_LENGTH),
   timestamp: z.union([z.string(), z.number()]).nullish(),
   type: z.string().nullish(),
 });
 
 const messagesValue = z.object({
-  metadata: z.object({ phone_number_id: z.string().trim().min(1), display_phone_number: z.string().nullish() }).nullish(),
+  metadata: z.object({ phone_number_id: z.string().trim().min(1).max(MAX_ID_LENGTH), display_phone_number: z.string().nullish() }).nullish(),
   contacts: z.array(z.object({ wa_id: z.string().nullish(), profile: z.object({ name: z.string().nullish() }).nullish() })).nullish(),
   messages: z.array(waMessage).nullish(),
   statuses: z.array(z.unknown()).nullish(),
