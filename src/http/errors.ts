@@ -99,6 +99,8 @@ export const DOMAIN_ERRORS = {
   subdomain_taken: 409,
   no_conflict: 409,
   throttled: 429,
+  payload_too_complex: 400,
+  integration_limit_reached: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
 } as const;

@@ -155,6 +155,8 @@ const DOMAIN_DETAILS: Record<DomainErrorCode, string> = {
   subdomain_taken: 'support.help.example.com is already in use; choose another label.',
   no_conflict: 'This translation has no conflict: no source update arrived after a local edit.',
   throttled: 'This channel is receiving more than its rate; retry later.',
+  payload_too_complex: 'The payload carries 300 messages; at most 100 are accepted per request.',
+  integration_limit_reached: 'A workspace can hold at most 20 integrations; delete one first.',
   payload_too_large: 'The request body exceeds the size limit.',
   unsupported_media_type: 'Send the body as application/json.',
 };
