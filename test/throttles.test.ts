@@ -6,7 +6,12 @@
  * (X-Forwarded-For, TRUST_PROXY=true) and its own workspaces, so budgets never leak between tests.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { startTestApp, type TestContext } from './helpers/context';
+import { Redis } from 'ioredis';
+import { createAuthThrottle } from '../src/http/auth-throttle';
+import { unauthenticated } from '../src/http/errors';
+import type { Principal } from '../src/http/principal';
+import { createLogger } from '../src/lib/logger';
+import { LogCapture, startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { connect, countRows } from './helpers/ingest';
 import { telegramUpdate, whatsappMessage, whatsappPayload } from './helpers/payloads';
@@ -41,6 +46,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await ctx?.close();
 });
+
+const wrongKey = () => `hdk_${randomBytes(24).toString('base64url')}`;
 
 /** A fresh client address per caller (random private 10/8 address). */
 const newAddress = () => `10.${randomBytes(1)[0]}.${randomBytes(1)[0]}.${randomBytes(1)[0]}`;
@@ -211,7 +218,6 @@ describe('failed authentication is throttled per client address', () => {
     const req = ctx.http.get('/v1/tickets').set('X-Forwarded-For', address);
     return token === undefined ? req : req.set(bearer(token));
   };
-  const wrongKey = () => `hdk_${randomBytes(24).toString('base64url')}`;
 
   test('31 wrong keys from one address: 401 thirty times, then 429 with Retry-After; a valid key from that address is 429 too while blocked; another address is unaffected', async () => {
     const ws = await createWorkspace(ctx);
@@ -249,5 +255,26 @@ describe('failed authentication is throttled per client address', () => {
     for (const route of ['list_tickets', 'ingest_channel_message', 'receive_webhook']) {
       expect(res.text).toMatch(new RegExp(`helpdesk_throttle_rejections_total\\{route="${route}"\\} [1-9]`));
     }
+  });
+});
+
+describe('the failed-authentication throttle with Redis unreachable', () => {
+  test('fails open: valid credentials authenticate, wrong ones stay 401 (never 429), and a warning is logged without the credential', async () => {
+    const redis = new Redis('redis://127.0.0.1:1', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    const logs = new LogCapture();
+    const logger = createLogger(ctx.config, logs);
+    const throttle = createAuthThrottle({ redis, config: { ...ctx.config, AUTH_FAILURE_RATE_POINTS: 1 }, logger });
+    const principal = { kind: 'user', tenantId: randomUUID() } as unknown as Principal;
+    const secret = wrongKey();
+    try {
+      for (let i = 0; i < 3; i++) {
+        await expect(throttle.authenticate('10.9.9.9', `Bearer ${secret}`, async () => principal)).resolves.toBe(principal);
+        await expect(throttle.authenticate('10.9.9.9', `Bearer ${secret}`, async () => Promise.reject(unauthenticated()))).rejects.toMatchObject({ status: 401 });
+      }
+    } finally {
+      redis.disconnect();
+    }
+    expect(logs.parsed().some((l) => l.level === 40 && l.err_code === 'auth_throttle_unavailable')).toBe(true);
+    expect(logs.text).not.toContain(secret);
   });
 });
