@@ -5,6 +5,12 @@ import type { Config } from '../config';
 import { AppError } from './errors';
 import type { Principal } from './principal';
 
+/** The answer while an address is over its failed-authentication budget. */
+export const authFailuresThrottled = (retryAfterSeconds: number) =>
+  new AppError(429, 'throttled', 'Too many requests', 'Too many failed authentications from this address; retry later.', {
+    headers: { 'Retry-After': String(Math.max(1, retryAfterSeconds)) },
+  });
+
 /**
  * Failed authentication per client address. Every presented credential that fails (401, or the 404 of a
  * token without membership) spends a point; while an address has spent its budget, every request from it that
@@ -32,9 +38,7 @@ export function createAuthThrottle(deps: { redis: Redis; config: Config; logger:
         return null;
       });
       if (spent && spent.consumedPoints >= config.AUTH_FAILURE_RATE_POINTS) {
-        throw new AppError(429, 'throttled', 'Too many requests', 'Too many failed authentications from this address; retry later.', {
-          headers: { 'Retry-After': String(Math.max(1, Math.ceil(spent.msBeforeNext / 1000))) },
-        });
+        throw authFailuresThrottled(Math.ceil(spent.msBeforeNext / 1000));
       }
       try {
         return await check(authorization);

@@ -12,6 +12,7 @@ import {
   type DomainErrorCode,
 } from './errors';
 import type { Operation } from './operation';
+import { authFailuresThrottled } from './auth-throttle';
 import { toFieldErrors } from './router';
 
 const GUARD_ERRORS: Record<number, string[]> = {
@@ -19,6 +20,8 @@ const GUARD_ERRORS: Record<number, string[]> = {
   401: ['unauthenticated'],
   403: ['insufficient_role', 'insufficient_scope', 'member_deactivated'],
   404: ['not_found'],
+  // Failed authentications from one client address past AUTH_FAILURE_RATE_POINTS (src/http/auth-throttle.ts).
+  429: ['throttled'],
   503: ['dependency_unavailable', 'shutting_down'],
 };
 
@@ -197,6 +200,8 @@ function guardProblem(op: Operation, code: string): AppError | undefined {
       return notFound();
     case 'dependency_unavailable':
       return dependencyUnavailable('PostgreSQL');
+    case 'throttled':
+      return authFailuresThrottled(60);
     default:
       return undefined;
   }
