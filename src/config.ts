@@ -63,6 +63,13 @@ const schema = z
     INGEST_BATCH_MAX: int(1, 1000).default(64),
     INGEST_BATCH_WINDOW_MS: int(0, 1000).default(2),
     INGEST_ROUTE_CACHE_MS: int(0, 60000).default(5000),
+    INGEST_MAX_MESSAGES_PER_REQUEST: int(1, 10_000).default(100),
+    // Refused intake requests (ingest and webhooks) per client address: refusals never touch a workspace's budget.
+    INGEST_REFUSAL_RATE_POINTS: int(1, 10_000_000).default(120),
+    INGEST_REFUSAL_RATE_WINDOW_SECONDS: int(1, 86400).default(60),
+    MAX_INTEGRATIONS_PER_WORKSPACE: int(1, 100_000).default(20),
+    AUTH_FAILURE_RATE_POINTS: int(1, 10_000_000).default(30),
+    AUTH_FAILURE_WINDOW_SECONDS: int(1, 86400).default(60),
     WEBHOOK_RATE_POINTS: int(1, 10_000_000).default(6000),
     WEBHOOK_RATE_WINDOW_SECONDS: int(1, 86400).default(60),
     WEBHOOKS_REQUIRE_SIGNATURE: bool.default(false),

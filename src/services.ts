@@ -25,6 +25,8 @@ import { createWebhookService } from './domains/webhooks/service';
 import { createRollupService } from './domains/rollups/service';
 import { createHelpCentreService } from './domains/help-centre/service';
 import { createArticleService } from './domains/help-centre/articles';
+import { createAuthThrottle } from './http/auth-throttle';
+import { createRefusalBudget } from './http/throttle';
 
 /** The service container: each factory gets only the dependencies it needs. */
 export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: Redis; bus: ResultBus }) {
@@ -47,6 +49,8 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
   const ingestProcessor = createIngestProcessor({ db, config, tickets, customers, logger });
   return {
     identity: createIdentityService({ db, config, audit }),
+    authThrottle: createAuthThrottle({ redis, config, logger }),
+    intakeRefusals: createRefusalBudget({ redis, config, logger }),
     audit,
     apiKeys,
     members: createMemberService({ db, audit, apiKeys }),

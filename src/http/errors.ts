@@ -115,6 +115,7 @@ export const DOMAIN_ERRORS = {
   no_conflict: 409,
   payload_too_complex: 400,
   throttled: 429,
+  integration_limit_reached: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   /** Answered by the operator dashboard (/admin/queues), not by an API operation. */

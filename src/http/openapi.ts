@@ -12,6 +12,7 @@ import {
   type DomainErrorCode,
 } from './errors';
 import type { Operation } from './operation';
+import { authFailuresThrottled } from './auth-throttle';
 import { toFieldErrors } from './errors';
 
 const GUARD_ERRORS: Record<number, string[]> = {
@@ -19,6 +20,8 @@ const GUARD_ERRORS: Record<number, string[]> = {
   401: ['unauthenticated'],
   403: ['insufficient_role', 'insufficient_scope', 'member_deactivated'],
   404: ['not_found'],
+  // Failed authentications from one client address past AUTH_FAILURE_RATE_POINTS (src/http/auth-throttle.ts).
+  429: ['throttled'],
   503: ['dependency_unavailable', 'shutting_down'],
 };
 
@@ -158,6 +161,7 @@ const DOMAIN_DETAILS: Record<DomainErrorCode, string> = {
   no_conflict: 'This translation has no conflict: no source update arrived after a local edit.',
   payload_too_complex: 'body_html has elements nested more than 100 deep.',
   throttled: 'This channel is receiving more than its rate; retry later.',
+  integration_limit_reached: 'A workspace can hold at most 20 integrations; delete one first.',
   payload_too_large: 'The request body exceeds the size limit.',
   unsupported_media_type: 'Send the body as application/json.',
   cross_site_request: 'State-changing requests to the operator dashboard must come from the dashboard itself.',
@@ -199,6 +203,8 @@ function guardProblem(op: Operation, code: string): AppError | undefined {
       return notFound();
     case 'dependency_unavailable':
       return dependencyUnavailable('PostgreSQL');
+    case 'throttled':
+      return authFailuresThrottled(60);
     default:
       return undefined;
   }

@@ -55,6 +55,8 @@ export interface Operation<
    * exactly what was signed. Content type and JSON are then the handler's to check; `body` documents it.
    */
   rawBody?: boolean;
+  /** Public intake: a 4xx refusal is charged to the client address's refusal budget (src/http/throttle.ts). */
+  chargeRefusals?: boolean;
   /** Answers carry an ETag of their body; a matching If-None-Match gets 304 (clients polling rollups). */
   etag?: boolean;
   response: { status: number; description: string; schema?: z.ZodType };

@@ -62,7 +62,7 @@ export function mountOperations(router: Router, ops: Operation[], services: Serv
       try {
         let principal = PUBLIC_PRINCIPAL;
         if (op.access !== 'public') {
-          principal = await services.identity.authenticate(req.headers.authorization);
+          principal = await services.authThrottle.authenticate(req.ip, req.headers.authorization, services.identity.authenticate);
           res.locals.tenantId = principal.tenantId;
           authorize(op as Parameters<typeof authorize>[0], principal);
         }
@@ -132,7 +132,7 @@ export function mountOperations(router: Router, ops: Operation[], services: Serv
         }
         res.status(status).json(out);
       } catch (err) {
-        next(err);
+        next(op.chargeRefusals ? await services.intakeRefusals.charge(req.ip, err) : err);
       }
     });
   }

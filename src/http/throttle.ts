@@ -1,19 +1,62 @@
-import { RateLimiterRes, type RateLimiterRedis } from 'rate-limiter-flexible';
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { RateLimiterRes, RateLimiterRedis } from 'rate-limiter-flexible';
+import type { Config } from '../config';
 import { AppError, dependencyUnavailable } from './errors';
 
+const retryAfter = (res: RateLimiterRes) => ({ 'Retry-After': String(Math.max(1, Math.ceil(res.msBeforeNext / 1000))) });
+
 /**
- * Takes one point for `key`: over the rate → 429 with an integer Retry-After (nothing was written yet);
- * Redis unreachable → 503. `what` names the thing throttled in the detail ("channel", "integration").
+ * Takes `points` (one per message the request would write) for `key`: over the rate → 429 with an integer
+ * Retry-After; Redis unreachable → 503. A refused request wrote nothing, so its points go back: only what is
+ * accepted counts against the budget. `what` names the thing throttled in the detail ("channel", "integration").
  */
-export async function consumeOrRefuse(limiter: RateLimiterRedis, key: string, what: string): Promise<void> {
+export async function consumeOrRefuse(limiter: RateLimiterRedis, key: string, what: string, points = 1): Promise<void> {
   try {
-    await limiter.consume(key);
+    await limiter.consume(key, points);
   } catch (res) {
     if (res instanceof RateLimiterRes) {
-      throw new AppError(429, 'throttled', 'Too many requests', `This ${what} is receiving more than its rate; retry later.`, {
-        headers: { 'Retry-After': String(Math.max(1, Math.ceil(res.msBeforeNext / 1000))) },
-      });
+      await limiter.reward(key, points).catch(() => {});
+      throw new AppError(429, 'throttled', 'Too many requests', `This ${what} is receiving more than its rate; retry later.`, { headers: retryAfter(res) });
     }
     throw dependencyUnavailable('Redis');
   }
 }
+
+/** A 4xx the caller caused (not a throttle answer): what the refusal budget counts. */
+const isRefusal = (err: unknown): err is AppError => err instanceof AppError && err.status >= 400 && err.status < 500 && err.status !== 429;
+
+/**
+ * The public intake routes' refusals (unknown connection or integration, bad signature, unreadable payload)
+ * are charged per client address, never to the workspace the request names: a stranger sending junk cannot
+ * spend a workspace's budget. Over the rate, that address's refusals become 429; its accepted requests are
+ * untouched, since a provider's shared egress address also carries other workspaces' good deliveries.
+ */
+export function createRefusalBudget(deps: { redis: Redis; config: Config; logger: Logger }) {
+  const { config, logger } = deps;
+  const limiter = new RateLimiterRedis({
+    storeClient: deps.redis,
+    keyPrefix: `${config.REDIS_PREFIX}:throttle:intake-refusals`,
+    points: config.INGEST_REFUSAL_RATE_POINTS,
+    duration: config.INGEST_REFUSAL_RATE_WINDOW_SECONDS,
+  });
+  return {
+    /** The error to answer with: the refusal itself, or 429 once the address is over its refusal rate. */
+    async charge(address: string | undefined, err: unknown): Promise<unknown> {
+      if (!isRefusal(err)) return err;
+      try {
+        await limiter.consume(address ?? 'unknown');
+        return err;
+      } catch (res) {
+        if (res instanceof RateLimiterRes) {
+          return new AppError(429, 'throttled', 'Too many requests', 'This address sends too many refused requests; retry later.', { headers: retryAfter(res) });
+        }
+        // Redis unreachable: the refusal is still the right answer, so it goes out as it is.
+        logger.warn({ err_code: 'refusal_budget_unavailable', cause: (res as Error)?.message }, 'refusal budget unavailable');
+        return err;
+      }
+    },
+  };
+}
+
+export type RefusalBudget = ReturnType<typeof createRefusalBudget>;

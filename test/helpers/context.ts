@@ -102,6 +102,10 @@ export async function startTestApp(options: ContextOptions = {}): Promise<TestCo
     REALM_AUDIENCE: TEST_AUDIENCE,
     REALM_ALGORITHMS: 'ES256',
     JOB_WAIT_MS: '5000',
+    // Every test app listens on 127.0.0.1 and many suites send bad credentials or junk payloads on purpose:
+    // the per-address budgets are lifted here and lowered by the tests that exercise them.
+    AUTH_FAILURE_RATE_POINTS: '1000000',
+    INGEST_REFUSAL_RATE_POINTS: '1000000',
     ...(databaseName ? { DATABASE_URL: serverUrl(databaseName) } : {}),
     ...options.env,
   });

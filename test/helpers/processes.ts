@@ -30,6 +30,9 @@ function spawnService(script: string, config: Config, opts: { env?: Record<strin
       REDIS_URL: config.REDIS_URL,
       REDIS_PREFIX: config.REDIS_PREFIX,
       API_KEY_PEPPER: config.API_KEY_PEPPER,
+      // As in startTestApp: suites probe from one address on purpose.
+      AUTH_FAILURE_RATE_POINTS: String(config.AUTH_FAILURE_RATE_POINTS),
+      INGEST_REFUSAL_RATE_POINTS: String(config.INGEST_REFUSAL_RATE_POINTS),
       ...opts.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -39,7 +39,7 @@ export const ingestOperations = [
     path: '/v1/ingest/{channel}',
     summary: 'Public intake of a provider message (no credential)',
     description:
-      'Body: {tenant_id | agent_id, payload} or ?token=<inbound_token>. The adapter decides new ticket or threaded reply; a redelivery returns the same ticket with was_duplicate true and writes nothing twice. 429 carries Retry-After; a duplicate is refunded against the throttle.',
+      'Body: {tenant_id | agent_id, payload} or ?token=<inbound_token>. The adapter decides new ticket or threaded reply; a redelivery returns the same ticket with was_duplicate true and writes nothing twice. Each message costs one point of the workspace budget (429 carries Retry-After); duplicates and refusals cost nothing. More than INGEST_MAX_MESSAGES_PER_REQUEST messages in one request → 400 payload_too_complex. Refusals are charged per client address instead: past INGEST_REFUSAL_RATE_POINTS they answer 429.',
     access: 'public',
     params: z.object({ channel: z.string().min(1).max(64) }),
     query: ingestQuery,
@@ -52,7 +52,8 @@ export const ingestOperations = [
         example: { status: 'accepted', channel: 'web_chat', job_id: 'c8d2a1f0b3e4-17', provider_message_ids: ['wc_msg_8f3a2b1c'] },
       },
     ],
-    errors: ['channel_payload_invalid', 'channel_adapter_unavailable', 'throttled'],
+    errors: ['channel_payload_invalid', 'channel_adapter_unavailable', 'payload_too_complex', 'throttled'],
+    chargeRefusals: true,
     // A web chat message as our widget posts it (docs/web-chat-format.md); the payload is the channel's own.
     example: {
       params: { channel: 'web_chat' },

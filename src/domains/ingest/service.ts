@@ -5,7 +5,7 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Config } from '../../config';
 import type { Db } from '../../db';
-import { AppError, dependencyUnavailable, notFound, validationFailed } from '../../http/errors';
+import { AppError, dependencyUnavailable, notFound, payloadTooComplex, validationFailed } from '../../http/errors';
 import type { HandlerResult } from '../../http/result';
 import type { Principal } from '../../http/principal';
 import { isUuid } from '../../lib/ids';
@@ -87,7 +87,7 @@ export function createIngestGateway(deps: {
     return { tenantId, cacheKey };
   }
 
-  const consume = (key: string) => consumeOrRefuse(limiter, key, 'channel');
+  const consume = (key: string, points: number) => consumeOrRefuse(limiter, key, 'channel', points);
 
   return {
     async receive(channel: string, body: z.output<typeof ingestBody>, query: z.output<typeof ingestQuery>): Promise<HandlerResult> {
@@ -97,16 +97,28 @@ export function createIngestGateway(deps: {
         throw new AppError(400, 'channel_adapter_unavailable', 'Bad request', `The ${def.id} channel has no adapter yet; messages cannot be ingested.`);
       }
       const { tenantId, tokenHash, cacheKey } = await resolveTenant(def, body, query.token);
-      const throttleKey = `${tenantId}:${def.id}`;
-      await consume(throttleKey);
+      // Parsed (pure) before the workspace is charged: a payload nobody can read costs the workspace nothing
+      // (its refusal is charged to the sender's address, see chargeRefusals on the route).
       const parsed = def.adapter.parse(body.payload);
       if (!parsed.ok) {
         throw new AppError(400, 'channel_payload_invalid', 'Bad request', `The ${def.id} adapter cannot read this payload: ${parsed.reason}.`);
       }
       if (parsed.messages.length === 0) {
-        await limiter.reward(throttleKey).catch(() => {});
         return { body: { channel: def.id, ignored: true, reason: 'the payload holds no customer message (e.g. delivery receipts)' } };
       }
+      if (parsed.messages.length > config.INGEST_MAX_MESSAGES_PER_REQUEST) {
+        throw payloadTooComplex([
+          {
+            path: 'body.payload',
+            message: `the payload carries ${parsed.messages.length} messages; at most ${config.INGEST_MAX_MESSAGES_PER_REQUEST} are accepted per request`,
+          },
+        ]);
+      }
+      // One point per message: a request carrying N messages writes up to N tickets.
+      const throttleKey = `${tenantId}:${def.id}`;
+      const charged = parsed.messages.length;
+      await consume(throttleKey, charged);
+      const refund = (points: number) => (points > 0 ? limiter.reward(throttleKey, points).catch(() => {}) : undefined);
       await bus.ready().catch(() => {
         throw dependencyUnavailable('Redis');
       });
@@ -123,16 +135,16 @@ export function createIngestGateway(deps: {
       const failed = results.find((r) => !r.ok);
       if (failed?.error?.status === 404) {
         // The worker found the connection gone (disabled or token rotated since the cache saw it): nothing
-        // was written, so the throttle point goes back, and the answer is the edge's own 404.
-        await limiter.reward(throttleKey).catch(() => {});
+        // was written, so the throttle points go back, and the answer is the edge's own 404.
+        await refund(charged);
         if (cacheKey) connected?.delete(cacheKey);
         throw notFound('channel connection');
       }
+      // Exactly what was not written goes back: refused items and deliveries we already had.
+      await refund(results.filter((r) => !r.ok || (r.value as IngestResult).was_duplicate).length);
       if (failed) throw refusalOf(failed, 'Ingest refused');
       const values = results.map((r) => r.value as IngestResult);
-      // A delivery we already had costs the provider nothing against the throttle.
       const duplicate = values.every((v) => v.was_duplicate);
-      if (duplicate) await limiter.reward(throttleKey).catch(() => {});
       const [first] = values;
       return { body: values.length === 1 ? first : { ...first, messages: values }, duplicate };
     },

@@ -143,6 +143,8 @@ function header(headers: WebhookHeaders, name: string): string | undefined {
 const bodyHash = (eventName: string, raw: Buffer): string =>
   `sha256:${createHash('sha256').update(`${eventName}\n`, 'utf8').update(raw).digest('hex')}`;
 
+const rawBodyHash = (raw: Buffer): string => `sha256:${createHash('sha256').update(raw).digest('hex')}`;
+
 // ----------------------------------------------------------------------------------------- signatures
 
 const fail = (reason: string): SignatureCheck => ({ ok: false, reason });
@@ -336,7 +338,9 @@ function classifyHelpScout(headers: WebhookHeaders, body: Rec, raw: Buffer): Cla
   return ticketEvent(
     idOf(body.id),
     {
-      dedupeKey: bodyHash(event, raw),
+      // The event name travels in an unsigned header: keyed on the signed body alone, so a replay with another
+      // header value is the same delivery (the first delivery's event name is what gets recorded).
+      dedupeKey: rawBodyHash(raw),
       providerEventId: null,
       type: event,
       occurredAt: firstOf(isoFromDate, body.updatedAt, body.userUpdatedAt, body.createdAt) ?? null,

@@ -21,10 +21,11 @@ export const webhookOperations = [
     method: 'post',
     path: '/v1/integrations',
     summary: 'Connect a Zendesk, Front or Help Scout account: returns the webhook URL to configure there',
-    description: 'webhook_url contains the integration id, which selects the workspace: keep the URL secret. The signing secret is stored encrypted and never returned.',
+    description: 'webhook_url contains the integration id, which selects the workspace: keep the URL secret. The signing secret is stored encrypted and never returned. A workspace holds at most MAX_INTEGRATIONS_PER_WORKSPACE integrations (409 integration_limit_reached beyond).',
     access: { floor: 'admin', tag: 'admin-resources', action: 'write' },
     body: createIntegrationBody,
     response: { status: 201, description: 'The integration', schema: integration },
+    errors: ['integration_limit_reached'],
     handler: async ({ principal, body }, s) => ({ status: 201, body: await s.webhooks.createIntegration(principal, body) }),
   }),
   defineOperation({
@@ -66,7 +67,7 @@ export const webhookOperations = [
     path: '/v1/webhooks/{provider}/{integration_id}',
     summary: 'Provider ticket events (no credential: the integration id selects the workspace)',
     description:
-      'Content-Type must be application/json. With a signing secret set, the provider signature (and its timestamp window) is verified over the raw body. A valid payload that is not a ticket event answers {"status":"ignored"} and writes nothing. A redelivered event returns the same transcript and adds nothing. 429 carries Retry-After; a throttled delivery was not recorded and is accepted when replayed.',
+      'Content-Type must be application/json. With a signing secret set, the provider signature (and its timestamp window) is verified over the raw body. A valid payload that is not a ticket event answers {"status":"ignored"} and writes nothing. A redelivered event returns the same transcript and adds nothing. 429 carries Retry-After; a throttled delivery was not recorded and is accepted when replayed. Refusals (unknown integration, bad signature, unreadable payload) cost the integration nothing; they are charged per client address, and past INGEST_REFUSAL_RATE_POINTS answer 429.',
     access: 'public',
     params: webhookParams,
     body: webhookBody,
@@ -80,6 +81,7 @@ export const webhookOperations = [
       },
     ],
     errors: ['signature_invalid', 'signature_required', 'webhook_payload_invalid', 'throttled'],
+    chargeRefusals: true,
     example: {
       request: EXAMPLE_ZENDESK_EVENT,
       response: { status: 'ok', transcript_id: '215670dc-b708-4c27-9393-0b9ca7d8935d', external_ticket_id: '35436' },

@@ -96,7 +96,8 @@ const transcriptFields = {
 };
 export const transcript = z.object({
   ...transcriptFields,
-  integration_id: z.string().meta({ examples: [INTEGRATION_ID] }),
+  // The secret half of the webhook URL: only admins (who may list integrations) get it.
+  integration_id: z.string().optional().meta({ examples: [INTEGRATION_ID] }),
   provider: z.string().meta({ examples: ['zendesk'] }),
   limit: z.number().int().meta({ examples: [50] }),
   offset: z.number().int(),

@@ -4,7 +4,7 @@ import { consumeOrRefuse } from '../../http/throttle';
 import type { Config } from '../../config';
 import { isDataError, type Db, type Executor } from '../../db';
 import type { IntegrationRow, TranscriptEventRow } from '../../db/types';
-import { AppError, dependencyUnavailable, notFound, validationFailed } from '../../http/errors';
+import { AppError, conflict, dependencyUnavailable, notFound, validationFailed } from '../../http/errors';
 import { inspectJson, jsonTooComplex, scanJson } from '../../http/input-guard';
 import type { HandlerResult } from '../../http/result';
 import type { Principal } from '../../http/principal';
@@ -16,6 +16,9 @@ import type { QueueHub } from '../../queue/hub';
 import type { JobData } from '../../queue/jobs';
 import { refusalOf, TIMED_OUT, type ItemResult, type ResultBus } from '../../queue/results';
 import type { AuditService } from '../audit/service';
+import { roleAtLeast } from '../identity/roles';
+import { scopesCover } from '../identity/scopes';
+import { lockTenant } from '../workspaces/store';
 import { classify, verifySignature, type WebhookHeaders, type WebhookProviderId } from './providers';
 import * as store from './store';
 
@@ -38,6 +41,8 @@ function withoutTrailingSlashes(url: string): string {
   while (end > 0 && url[end - 1] === '/') end--;
   return url.slice(0, end);
 }
+
+const mayListIntegrations = (actor: Principal) => roleAtLeast(actor.role, 'admin') && (!actor.scopes || scopesCover(actor.scopes, 'admin-resources', 'read'));
 
 const signatureInvalid = () => new AppError(401, 'signature_invalid', 'Unauthorized', 'The webhook signature is missing, does not match the body, or is outside the accepted time window.');
 
@@ -175,6 +180,12 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
     async createIntegration(actor: Principal, input: { provider: WebhookProviderId; name: string; signing_secret?: string }) {
       const id = newId();
       const row = await db.transaction().execute(async (tx) => {
+        // Each integration carries its own webhook budget, so their number is capped; the tenant row lock
+        // makes concurrent creations count one after another.
+        await lockTenant(tx, actor.tenantId);
+        if ((await store.countIntegrations(tx, actor.tenantId)) >= config.MAX_INTEGRATIONS_PER_WORKSPACE) {
+          throw conflict('integration_limit_reached', `A workspace can hold at most ${config.MAX_INTEGRATIONS_PER_WORKSPACE} integrations; delete one first.`);
+        }
         const created = await store.insertIntegration(tx, actor.tenantId, { id, provider: input.provider, name: input.name, signing_secret_sealed: sealed(actor.tenantId, id, input.signing_secret) });
         await audit.record(tx, actor, 'integration.created', { type: 'integration', id }, { provider: input.provider, name: input.name, signing_secret_set: Boolean(input.signing_secret) });
         return created;
@@ -274,7 +285,9 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
       const events = await store.listEvents(db, actor.tenantId, id, page);
       return {
         id: t.id,
-        integration_id: t.integration_id,
+        // The integration id selects the workspace on the public webhook route: only a caller who may list
+        // integrations (admin, and a key scoped for admin-resources:read) sees it.
+        ...(mayListIntegrations(actor) ? { integration_id: t.integration_id } : {}),
         provider: t.provider,
         external_ticket_id: t.external_ticket_id,
         event_count: t.event_count,

@@ -6,6 +6,11 @@ export async function insertIntegration(db: Executor, tenantId: string, i: { id:
   return db.insertInto('integrations').values({ ...i, tenant_id: tenantId }).returningAll().executeTakeFirstOrThrow();
 }
 
+export async function countIntegrations(db: Executor, tenantId: string): Promise<number> {
+  const row = await db.selectFrom('integrations').select((eb) => eb.fn.countAll<string>().as('n')).where('tenant_id', '=', tenantId).executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
 export async function listIntegrations(db: Executor, tenantId: string) {
   return db.selectFrom('integrations').selectAll().where('tenant_id', '=', tenantId).orderBy('created_at', 'desc').orderBy('id', 'desc').execute();
 }

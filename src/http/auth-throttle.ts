@@ -1,0 +1,58 @@
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
+import type { Config } from '../config';
+import { AppError } from './errors';
+import type { Principal } from './principal';
+
+/** The answer while an address is over its failed-authentication budget. */
+export const authFailuresThrottled = (retryAfterSeconds: number) =>
+  new AppError(429, 'throttled', 'Too many requests', 'Too many failed authentications from this address; retry later.', {
+    headers: { 'Retry-After': String(Math.max(1, retryAfterSeconds)) },
+  });
+
+/**
+ * Failed authentication per client address. Every presented credential that fails (401, or the 404 of a
+ * token without membership) spends a point; while an address has spent its budget, every request from it that
+ * presents a credential is answered 429 without looking at the credential, so guessing learns nothing.
+ * Successes spend nothing. Redis unreachable: authentication goes on as without the throttle (logged), so an
+ * outage of the counter never turns into refusals of valid keys.
+ */
+export function createAuthThrottle(deps: { redis: Redis; config: Config; logger: Logger }) {
+  const { config, logger } = deps;
+  const limiter = new RateLimiterRedis({
+    storeClient: deps.redis,
+    keyPrefix: `${config.REDIS_PREFIX}:throttle:auth-failures`,
+    points: config.AUTH_FAILURE_RATE_POINTS,
+    duration: config.AUTH_FAILURE_WINDOW_SECONDS,
+  });
+  const unavailable = (err: unknown) => logger.warn({ err_code: 'auth_throttle_unavailable', cause: (err as Error)?.message }, 'auth failure throttle unavailable; not applied');
+
+  return {
+    async authenticate(address: string | undefined, authorization: string | undefined, check: (authorization: string | undefined) => Promise<Principal>): Promise<Principal> {
+      // No credential: nothing to guess, and the 401 costs nothing to compute.
+      if (!authorization) return check(authorization);
+      const key = address ?? 'unknown';
+      const spent = await limiter.get(key).catch((err: unknown) => {
+        unavailable(err);
+        return null;
+      });
+      if (spent && spent.consumedPoints >= config.AUTH_FAILURE_RATE_POINTS) {
+        throw authFailuresThrottled(Math.ceil(spent.msBeforeNext / 1000));
+      }
+      try {
+        return await check(authorization);
+      } catch (err) {
+        if (err instanceof AppError && (err.status === 401 || err.status === 404)) {
+          // Rejections past the budget are expected here (concurrent failures); only an outage is worth a line.
+          await limiter.consume(key).catch((res: unknown) => {
+            if (res instanceof Error) unavailable(res);
+          });
+        }
+        throw err;
+      }
+    },
+  };
+}
+
+export type AuthThrottle = ReturnType<typeof createAuthThrottle>;
