@@ -277,7 +277,7 @@ test('WhatsApp: a text becomes a ticket, a reply with context joins the conversa
   expect((await ticketDetail(ctx, ws, bsuid.ticket_id)).customer_name).toBe('Sheena Nelson');
 });
 
-test('Telegram: a message becomes a ticket, a reply in the same chat joins it, redelivery is a duplicate; edits, queries and membership updates write nothing', async () => {
+test('Telegram: a message becomes a ticket, a reply and a document in the same chat join it (the file named), redelivery is a duplicate; edits, queries and membership updates write nothing', async () => {
   const ws = await workspaceWith('telegram');
   const r = await accepted(ws, 'telegram', fixture('telegram', 'message-text'));
   expect(await ticketDetail(ctx, ws, r.ticket_id)).toMatchObject({ source: 'telegram', subject: '/start', customer_name: 'Test Firstname Test Lastname' });
@@ -290,8 +290,12 @@ test('Telegram: a message becomes a ticket, a reply in the same chat joins it, r
   expect(reply).toMatchObject({ ticket_id: r.ticket_id, was_created: false, was_duplicate: false });
   await expectDuplicate(ws, 'telegram', fixture('telegram', 'message-text'), r.ticket_id);
 
+  const documentUpdate = fixture('telegram', 'message-document');
+  (documentUpdate.message as Json).message_id = 1367;
+  expect(await accepted(ws, 'telegram', documentUpdate)).toMatchObject({ ticket_id: r.ticket_id, was_created: false });
+
   for (const name of ['edited-message', 'inline-query', 'chosen-inline-result', 'callback-query', 'my-chat-member-blocked']) {
     await expectIgnored(ws, 'telegram', fixture('telegram', name));
   }
-  expect((await ticketDetail(ctx, ws, r.ticket_id)).events.map((e) => e.body)).toEqual(['/start', 'It still logs me out']);
+  expect((await ticketDetail(ctx, ws, r.ticket_id)).events.map((e) => e.body)).toEqual(['/start', 'It still logs me out', '[document: Testfile.pdf]']);
 });
