@@ -134,6 +134,13 @@ describe('WhatsApp Cloud API messages webhook (reference samples)', () => {
     ]);
   });
 
+  test('a message in a group belongs to the group conversation, not to the member\'s own chat', () => {
+    const p = fixture('whatsapp', 'text');
+    const value = ((p.entry as Json[])[0]!.changes as Json[])[0]!.value as { messages: Json[] };
+    value.messages[0]!.group_id = 'Y2FwaV9ncm91cDoxNjUwNTU1MTIzNDpHcm91cA';
+    expect(parsed(whatsappAdapter, p)[0]).toMatchObject({ sender: { handle: WA_USER }, conversationKey: `${WA_PNID}|group:Y2FwaV9ncm91cDoxNjUwNTU1MTIzNDpHcm91cA` });
+  });
+
   test('a user known only by business-scoped id (no phone number) is still the sender', () => {
     const [m] = parsed(whatsappAdapter, fixture('whatsapp', 'text-bsuid-without-phone'));
     expect(m).toMatchObject({
