@@ -16,6 +16,8 @@ const inboundEmail = z.object({
   FromName: str,
   FromFull: address.nullish(),
   ToFull: z.array(address).nullish(),
+  CcFull: z.array(address).nullish(),
+  BccFull: z.array(address).nullish(),
   Subject: str,
   Date: str,
   MessageID: str,
@@ -34,6 +36,8 @@ const ADDRESS = /^[^\s@<>,;"]+@[^\s@<>,;"]+$/;
 const MAX_ADDRESS = 254;
 /** RFC 5322's longest line, in bytes: a longer "message id" is not one, and is ignored rather than stored as a key. */
 const MAX_MESSAGE_ID = 998;
+/** Attachment names written into the body; the rest are counted ("and 3 more"). */
+const MAX_LISTED_ATTACHMENTS = 20;
 /** In-Reply-To and References ids kept for threading: a real thread quotes a few dozen at most. */
 const MAX_THREAD_IDS = 100;
 
@@ -191,13 +195,22 @@ function parseEmail(payload: unknown): ParseResult {
 
   const firstTo = p.ToFull?.[0];
   const plusPart = emailAddress(firstTo?.Email)?.split('@')[0]?.split('+').slice(1).join('+');
-  const mailboxHash = nonBlank(p.MailboxHash) ?? nonBlank(firstTo?.MailboxHash) ?? nonBlank(plusPart);
+  // Postmark sets MailboxHash per recipient too: a reply-all can carry our support+<hash> address in Cc.
+  const recipientHash = [...(p.ToFull ?? []), ...(p.CcFull ?? []), ...(p.BccFull ?? [])].map((a) => nonBlank(a.MailboxHash)).find(Boolean);
+  const mailboxHash = nonBlank(p.MailboxHash) ?? recipientHash ?? nonBlank(plusPart);
 
-  let body = nonBlank(p.StrippedTextReply) ?? nonBlank(p.TextBody) ?? nonBlank(p.HtmlBody ? htmlToText(p.HtmlBody) : undefined);
-  if (!body) {
-    const names = attachmentNames(p.Attachments);
-    body = names.length > 0 ? `[${plural(names.length, 'attachment')}: ${names.join(', ')}]` : '[empty message]';
-  }
+  // StrippedTextReply is Postmark's reply parsing ("the text of a reply, with the quoted history removed"):
+  // right for a reply, but for a first message it may hold only part of what the customer wrote, so a
+  // message that replies to nothing keeps its whole text.
+  const isReply = inReplyTo.length > 0 || mailboxHash !== undefined;
+  const fullText = nonBlank(p.TextBody) ?? nonBlank(p.HtmlBody ? htmlToText(p.HtmlBody) : undefined);
+  let body = (isReply ? nonBlank(p.StrippedTextReply) : undefined) ?? fullText ?? nonBlank(p.StrippedTextReply);
+  const names = attachmentNames(p.Attachments);
+  // Attachments are named in the body: the agent must know a file came with the message.
+  const listed = names.slice(0, MAX_LISTED_ATTACHMENTS).join(', ') + (names.length > MAX_LISTED_ATTACHMENTS ? ` and ${names.length - MAX_LISTED_ATTACHMENTS} more` : '');
+  const attached = names.length > 0 ? `[${plural(names.length, 'attachment')}: ${listed}]` : undefined;
+  if (!body) body = attached ?? '[empty message]';
+  else if (attached) body = `${body}\n\n${attached}`;
 
   const message: InboundMessage = {
     providerMessageId,

@@ -4,7 +4,8 @@ import type { ChannelAdapter, InboundMessage, ParseResult } from './types';
 
 /**
  * Telegram Bot API Update. Only `message` carries a new customer message; `edited_message`, `channel_post`,
- * `callback_query` and the other update kinds are valid payloads with nothing to ingest.
+ * `callback_query`, `my_chat_member` and the other update kinds are valid payloads with nothing to ingest
+ * (the table, with sources, is in docs/decisions.md "Channel adapters").
  */
 const user = z.object({
   id: z.number().int(),
@@ -79,11 +80,46 @@ const SERVICE_KEYS = [
 
 type TgMessage = z.infer<typeof message>;
 
+const str = (obj: unknown, key: string): string | undefined => {
+  const v = isRecord(obj) ? obj[key] : undefined;
+  return typeof v === 'string' ? nonBlank(v) : undefined;
+};
+
+/** The name Telegram gives a media item, where it has one: a document's file name, an audio's title. */
+function mediaDetail(kind: (typeof MEDIA_KINDS)[number], item: unknown): string | undefined {
+  switch (kind) {
+    case 'document':
+    case 'video':
+    case 'animation':
+      return str(item, 'file_name');
+    case 'audio':
+      return str(item, 'title') ?? str(item, 'file_name');
+    case 'venue':
+      return str(item, 'title');
+    case 'contact':
+      return [str(item, 'first_name'), str(item, 'last_name')].filter(Boolean).join(' ') || undefined;
+    case 'poll':
+      return str(item, 'question');
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * Text as written; media as `[photo] caption`, `[document: Testfile.pdf]`: the marker says something is
+ * attached (a caption alone hid the photo from the agent), the caption is what the customer said about it.
+ */
 function body(m: TgMessage): string | undefined {
-  const t = nonBlank(m.text) ?? nonBlank(m.caption);
+  const t = nonBlank(m.text);
   if (t) return t;
+  const caption = nonBlank(m.caption);
   const kind = MEDIA_KINDS.find((k) => m[k] !== undefined && m[k] !== null);
-  if (kind) return `[${kind}]`;
+  if (kind) {
+    const detail = mediaDetail(kind, m[kind]);
+    const head = detail ? `[${kind}: ${detail}]` : `[${kind}]`;
+    return caption ? `${head} ${caption}` : head;
+  }
+  if (caption) return caption;
   if (SERVICE_KEYS.some((k) => m[k] !== undefined && m[k] !== null)) return undefined;
   return '[unsupported message]';
 }

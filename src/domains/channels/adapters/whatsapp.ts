@@ -1,15 +1,20 @@
 import { z } from 'zod';
-import { describeType, fail, formatIssues, isRecord, MAX_ID_LENGTH, nonBlank, ok, unixToIso } from './common';
+import { describeType, fail, formatIssues, isRecord, MAX_ID_LENGTH, nonBlank, ok, plural, unixToIso } from './common';
 import type { ChannelAdapter, InboundMessage, ParseResult } from './types';
 
 /**
  * WhatsApp Cloud API webhook: `{object: "whatsapp_business_account", entry: [{changes: [{field, value}]}]}`.
  * Only `field: "messages"` changes are read; in them `value.messages[]` are customer messages and
  * `value.statuses[]` are receipts for messages we sent (no inbound message). Other fields (templates,
- * account updates…) are valid payloads with nothing to ingest.
+ * account updates, smb_message_echoes…) are valid payloads with nothing to ingest. Which message types
+ * become a ticket message is tabled in docs/decisions.md ("Channel adapters"), from Meta's webhook reference.
  */
 const waMessage = z.looseObject({
-  from: z.string().trim().min(1).max(MAX_ID_LENGTH),
+  // Meta's business-scoped user ids (2026): a user with a username may arrive without `from` (the phone
+  // number) and with only `from_user_id` / the contact's `user_id`; the sender is then resolved below.
+  from: z.string().trim().min(1).max(MAX_ID_LENGTH).nullish(),
+  from_user_id: z.string().trim().min(1).max(MAX_ID_LENGTH).nullish(),
+  group_id: z.string().trim().min(1).max(MAX_ID_LENGTH).nullish(),
   id: z.string().trim().min(1).max(MAX_ID_LENGTH),
   timestamp: z.union([z.string(), z.number()]).nullish(),
   type: z.string().nullish(),
@@ -17,7 +22,9 @@ const waMessage = z.looseObject({
 
 const messagesValue = z.object({
   metadata: z.object({ phone_number_id: z.string().trim().min(1).max(MAX_ID_LENGTH), display_phone_number: z.string().nullish() }).nullish(),
-  contacts: z.array(z.object({ wa_id: z.string().nullish(), profile: z.object({ name: z.string().nullish() }).nullish() })).nullish(),
+  contacts: z
+    .array(z.object({ wa_id: z.string().nullish(), user_id: z.string().nullish(), profile: z.object({ name: z.string().nullish() }).nullish() }))
+    .nullish(),
   messages: z.array(waMessage).nullish(),
   statuses: z.array(z.unknown()).nullish(),
 });
@@ -31,6 +38,13 @@ type WaMessage = z.infer<typeof waMessage>;
 
 const text = (v: unknown): string | undefined => (typeof v === 'string' ? nonBlank(v) : undefined);
 const field = (obj: unknown, key: string): unknown => (isRecord(obj) ? obj[key] : undefined);
+
+/**
+ * Message types that are not something the customer said to support (Meta's messages webhook reference):
+ * `reaction` is an emoji on one of our messages (or its removal, without `emoji`), `system` reports a
+ * changed number or user id. They are acknowledged and ignored: a ticket that reads "👍" helps nobody.
+ */
+const NOT_A_MESSAGE = new Set(['reaction', 'system']);
 
 /** What the agent reads for a non-text message: `[image] caption`, `[document: invoice.pdf]`, `[location] …`. */
 function describe(m: WaMessage): string {
@@ -64,15 +78,21 @@ function describe(m: WaMessage): string {
       return tag(names.join(', ') || undefined);
     }
     case 'interactive': {
-      const reply = field(content, 'button_reply') ?? field(content, 'list_reply');
-      return tag(text(field(reply, 'title')));
+      const reply = field(content, 'button_reply') ?? field(content, 'list_reply') ?? field(content, 'nfm_reply');
+      return tag(text(field(reply, 'title')) ?? text(field(reply, 'body')));
     }
     case 'button':
       return tag(text(field(content, 'text')));
-    case 'reaction':
-      return tag(text(field(content, 'emoji')));
-    case 'system':
-      return tag(text(field(content, 'body')));
+    case 'order': {
+      const items = field(content, 'product_items');
+      const count = Array.isArray(items) ? items.length : 0;
+      const head = count > 0 ? `[order: ${plural(count, 'item')}]` : '[order]';
+      const note = text(field(content, 'text'));
+      return note ? `${head} ${note}` : head;
+    }
+    case 'unsupported':
+      // Meta could not deliver the content (an unknown type, a view-once message…): the customer did write.
+      return '[unsupported message]';
     default:
       return tag();
   }
@@ -102,16 +122,27 @@ function parseWhatsapp(payload: unknown): ParseResult {
       if (messages.length === 0) continue; // statuses (receipts) or errors only
       const phoneNumberId = value.metadata?.phone_number_id;
       if (!phoneNumberId) return fail(`whatsapp payload has messages without metadata.phone_number_id (entry.${e}.changes.${c})`);
-      for (const m of messages) {
+      const contacts = value.contacts ?? [];
+      for (const [i, m] of messages.entries()) {
         if (seen.has(m.id)) continue;
         seen.add(m.id);
+        if (NOT_A_MESSAGE.has(nonBlank(m.type) ?? '')) continue;
+        // The contact that sent it: by phone (wa_id) or by business-scoped id; a one-contact change is its sender.
+        const contact =
+          contacts.find((k) => (m.from && k.wa_id === m.from) || (m.from_user_id && k.user_id === m.from_user_id)) ??
+          (contacts.length === 1 ? contacts[0] : undefined);
+        const handle = m.from ?? m.from_user_id ?? nonBlank(contact?.wa_id) ?? nonBlank(contact?.user_id);
+        if (!handle || handle.length > MAX_ID_LENGTH) {
+          return fail(`whatsapp payload has a message without a sender (from, from_user_id or contacts) at entry.${e}.changes.${c}.value.messages.${i}`);
+        }
         const message: InboundMessage = {
           providerMessageId: m.id,
-          sender: { handle: m.from },
-          conversationKey: `${phoneNumberId}|${m.from}`,
+          sender: { handle },
+          // A group message belongs to the group's conversation, not to the member's one-to-one chat.
+          conversationKey: m.group_id ? `${phoneNumberId}|group:${m.group_id}` : `${phoneNumberId}|${handle}`,
           body: describe(m),
         };
-        const name = nonBlank(value.contacts?.find((k) => k.wa_id === m.from)?.profile?.name);
+        const name = nonBlank(contact?.profile?.name);
         if (name) message.sender.name = name;
         const sentAt = unixToIso(m.timestamp);
         if (sentAt) message.sentAt = sentAt;
