@@ -750,6 +750,25 @@ describe('classification', () => {
     });
   });
 
+  test('front: application-webhook envelopes (inbound_received, outbound_sent, conversation_archived) and rule webhooks are recorded by their event type', async () => {
+    const conversationId = KITS.front.newTicketId();
+    for (const type of ['inbound', 'outbound', 'archive']) {
+      const body = frontEvent({ type, conversationId });
+      expect(body.type).not.toBe(type);
+      const r = await recorded(ctx, signed.front, delivery(body));
+      expect(r.external_ticket_id).toBe(conversationId);
+    }
+    // A rule webhook posts the event object itself, with no envelope.
+    const rule = frontEvent({ type: 'tag', conversationId }).payload as Record<string, unknown>;
+    const r = await recorded(ctx, signed.front, delivery(rule));
+    expect(r.external_ticket_id).toBe(conversationId);
+    const t = await getTranscript(ctx, ws.ownerKey, r.transcript_id);
+    expect(t.events.map((e: { type: string }) => e.type).sort()).toEqual(['archive', 'inbound', 'outbound', 'tag']);
+    // An application event whose event object is not a conversation event is still ignored.
+    const mention = await deliver(ctx, signed.front, delivery(frontEvent({ type: 'mention', envelopeType: 'mention_added' })));
+    expect(mention.body).toEqual({ status: 'ignored' });
+  });
+
   test('helpscout: a delivery without X-HelpScout-Event is refused (400), nothing written', async () => {
     const d = KITS.helpscout.ticket(KITS.helpscout.newTicketId());
     await expectNothingWritten(ctx, async () => {

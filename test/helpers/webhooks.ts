@@ -160,9 +160,14 @@ export function zendeskUserEvent(opts: { eventId?: string; userId?: string; type
 export const newFrontEventId = () => `evt_${base36(6)}`;
 export const newFrontConversationId = () => `cnv_${base36(6)}`;
 
-export interface FrontEventOptions {
-  /** `type` and `payload.type`; default `inbound`. */
+export /** Application-webhook envelope types for the event types they carry, as a captured real delivery shows. */
+const FRONT_APP_EVENTS: Record<string, string> = { inbound: 'inbound_received', outbound: 'outbound_sent', archive: 'conversation_archived' };
+
+interface FrontEventOptions {
+  /** `payload.type`, the event's own type; default `inbound`. */
   type?: string;
+  /** The envelope's top-level `type`; default the application event for `type` (`inbound` → `inbound_received`). */
+  envelopeType?: string;
   /** `payload.id` (the dedupe key); default random `evt_…`. */
   eventId?: string;
   /** `payload.conversation.id`; default random `cnv_…`. */
@@ -199,7 +204,8 @@ export function frontEvent(opts: FrontEventOptions = {}): Record<string, unknown
     });
   }
   return {
-    type,
+    // The envelope names the application event; the event object's own type is inside `payload`.
+    type: opts.envelopeType ?? FRONT_APP_EVENTS[type] ?? type,
     authorization: { id: 'cmp_3kd8' },
     payload: {
       _links: { self: `${api}/events/${eventId}` },

@@ -296,12 +296,17 @@ function classifyZendesk(body: Rec, raw: Buffer): Classified {
 }
 
 function classifyFront(headers: WebhookHeaders, body: Rec, raw: Buffer): Classified {
-  // Application webhooks wrap the event in `payload`; rule webhooks post the event itself.
-  const payload = isRecord(body.payload) ? body.payload : body;
-  const type = firstOf(text, body.type, at(payload, 'type'));
+  // Application webhooks wrap the event in an envelope: the top-level `type` names the application event
+  // (`inbound_received`, `outbound_sent`, …) and `payload` is Front's event object, whose own `type`
+  // (`inbound`, `outbound`, `archive`, …) is what says whether it is a conversation event. Rule webhooks post
+  // the event object itself. Reading the envelope's type first dropped every real application delivery.
+  const envelope = isRecord(body.payload);
+  const payload = envelope ? (body.payload as Rec) : body;
+  const envelopeType = firstOf(text, body.type);
+  const type = envelope ? (firstOf(text, at(payload, 'type')) ?? envelopeType) : envelopeType;
   const headerChallenge = header(headers, HEADER.frontChallenge);
   // The validation request: `type: "sync"` (a challenge header on an untyped body is read the same way).
-  if (type?.toLowerCase() === 'sync' || (type === undefined && headerChallenge !== undefined)) {
+  if (envelopeType?.toLowerCase() === 'sync' || type?.toLowerCase() === 'sync' || (type === undefined && headerChallenge !== undefined)) {
     const challenge = headerChallenge ?? firstOf(text, body.challenge, at(payload, 'challenge'));
     return challenge === undefined ? IGNORED : { kind: 'ignored', challenge };
   }
