@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { startMailProviderDouble, type MailProviderDouble } from './helpers/mail-provider-double';
 
 /** The double itself, driven with plain fetch the way the real clients will drive the providers. */
@@ -179,7 +180,7 @@ describe('Gmail', () => {
 
   test('messages.send records the decoded message and its headers, threaded into the mailbox as SENT', async () => {
     const { access_token: token } = await connect('google', 'fay@example.com');
-    const inbound = double.deliver('google', 'fay@example.com', { from: 'c@acme.test', subject: 'Question', text: '?', messageId: '<q1@acme.test>' });
+    const inbound = double.deliver('google', 'fay@example.com', { from: 'c@acme.test', subject: 'Question ✓', text: '?', messageId: '<q1@acme.test>' });
     const rfc822 = [
       'From: fay@example.com',
       'To: c@acme.test',
@@ -199,9 +200,11 @@ describe('Gmail', () => {
     expect(res.status).toBe(200);
     const body = (await res.json()) as Record<string, unknown>;
     expect(body).toEqual({ id: expect.any(String), threadId: inbound, labelIds: ['SENT'] });
+    expect(double.threadOf('google', 'fay@example.com', inbound)).toBe(inbound);
 
     const sent = double.sent('google', 'fay@example.com');
     expect(sent).toHaveLength(1);
+    expect(sent[0]!.threadId).toBe(inbound);
     expect(sent[0]!.raw).toBe(rfc822);
     expect(sent[0]!.headers).toMatchObject({ to: 'c@acme.test', subject: 'Re: Question ✓', 'in-reply-to': '<q1@acme.test>', references: '<q1@acme.test>', 'message-id': '<r1@helpdesk.test>' });
     expect(sent[0]!.text).toBe('Answer.');
@@ -213,6 +216,31 @@ describe('Gmail', () => {
 
     const missingRaw = await fetch(gmail('/messages/send'), { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{}' });
     expect(missingRaw.status).toBe(400);
+  });
+
+  test('messages.send files a reply in the named thread only when it meets Gmail\'s conditions: threadId named, headers answering the thread, subject matching', async () => {
+    const { access_token: token } = await connect('google', 'gus@example.com');
+    const thread = double.deliver('google', 'gus@example.com', { from: 'c@acme.test', subject: 'Broken lamp', text: '?', messageId: '<lamp@acme.test>' });
+    const reply = (subject: string, inReplyTo: string) =>
+      ['From: gus@example.com', 'To: c@acme.test', `Subject: ${subject}`, `In-Reply-To: ${inReplyTo}`, `References: ${inReplyTo}`, `Message-ID: <${randomUUID()}@helpdesk.test>`, '', 'Answer.'].join('\r\n');
+    const sendRaw = async (rfc822: string, threadId?: string) => {
+      const res = await fetch(gmail('/messages/send'), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ raw: Buffer.from(rfc822).toString('base64url'), ...(threadId ? { threadId } : {}) }),
+      });
+      return { status: res.status, body: (await res.json()) as { id: string; threadId: string } };
+    };
+    const joined = await sendRaw(reply('RE: Broken lamp', '<lamp@acme.test>'), thread);
+    expect(joined.body.threadId).toBe(thread);
+    const noThreadId = await sendRaw(reply('Re: Broken lamp', '<lamp@acme.test>'));
+    expect(noThreadId.body.threadId).not.toBe(thread);
+    const otherSubject = await sendRaw(reply('Re: Something else', '<lamp@acme.test>'), thread);
+    expect(otherSubject.body.threadId).not.toBe(thread);
+    const notAnswering = await sendRaw(reply('Re: Broken lamp', '<unrelated@acme.test>'), thread);
+    expect(notAnswering.body.threadId).not.toBe(thread);
+    expect((await sendRaw(reply('Re: Broken lamp', '<lamp@acme.test>'), 'ffffffffffffffff')).status).toBe(404);
+    expect(double.sent('google', 'gus@example.com').map((m) => m.threadId)).toEqual([thread, noThreadId.body.threadId, otherSubject.body.threadId, notAnswering.body.threadId]);
   });
 });
 
@@ -298,6 +326,23 @@ describe('Graph', () => {
       body: JSON.stringify({ message: { subject: 'x', toRecipients: [{ emailAddress: { address: 'd@acme.test' } }], internetMessageHeaders: [{ name: 'In-Reply-To', value: '<x@y>' }] } }),
     });
     expect(badHeader.status).toBe(400);
+  });
+
+  test('message reply with a base64 MIME body → 202, filed in the original\'s conversation; an unknown message → 404 ErrorItemNotFound', async () => {
+    const { access_token: token } = await connect('microsoft', 'ida@contoso.com');
+    const original = double.deliver('microsoft', 'ida@contoso.com', { from: 'c@acme.test', subject: 'Three', text: '?', messageId: 'three@acme.test' });
+    const mime = ['From: ida@contoso.com', 'To: c@acme.test', 'Subject: Re: Three', 'In-Reply-To: <three@acme.test>', 'References: <three@acme.test>', 'Content-Type: text/plain', '', 'Done.'].join('\r\n');
+    const post = (id: string) =>
+      fetch(graph(`/me/messages/${encodeURIComponent(id)}/reply`), { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'text/plain' }, body: Buffer.from(mime).toString('base64') });
+    const res = await post(original);
+    expect(res.status).toBe(202);
+    const sent = double.sent('microsoft', 'ida@contoso.com');
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatchObject({ raw: mime, repliedTo: original, conversationId: double.threadOf('microsoft', 'ida@contoso.com', original) });
+    const missing = await post('AAMkADnope');
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as { error: { code: string } }).error.code).toBe('ErrorItemNotFound');
+    expect(double.sent('microsoft', 'ida@contoso.com')).toHaveLength(1);
   });
 });
 

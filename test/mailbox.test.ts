@@ -187,12 +187,12 @@ function helpers(get: () => TestContext) {
       const messageId = o.messageId ?? `${tag()}.${Date.now()}@mail.customer.test`;
       const subject = o.subject ?? `Parcel ${tag()} never arrived`;
       if (!(await h.row(ws.tenantId))?.inbound_cursor) await h.poll(ws.tenantId);
-      double.deliver(provider, mailbox, { from: customer, fromName: 'Ada Lovelace', subject, text: 'Where is my parcel?', messageId });
+      const providerId = double.deliver(provider, mailbox, { from: customer, fromName: 'Ada Lovelace', subject, text: 'Where is my parcel?', messageId });
       const before = new Set((await h.tickets(ws.tenantId)).map((t) => t.id));
       await h.poll(ws.tenantId);
       const ticket = (await h.tickets(ws.tenantId)).find((t) => !before.has(t.id));
       if (!ticket) throw new Error('the delivered message made no ticket');
-      return { ticketId: ticket.id, customer, messageId, subject };
+      return { ticketId: ticket.id, customer, messageId, subject, providerId };
     },
   };
   return h;
@@ -734,7 +734,7 @@ describe('Connected mailbox, workers running', () => {
   describe.each(PROVIDERS)('%s outbound replies', (p) => {
     let ws: Workspace;
     let mailbox: string;
-    let mail: { ticketId: string; customer: string; messageId: string; subject: string };
+    let mail: { ticketId: string; customer: string; messageId: string; subject: string; providerId: string };
     let replyEventId: string;
     const replyText = 'We have found your parcel; it ships today.';
 
@@ -803,6 +803,74 @@ describe('Connected mailbox, workers running', () => {
       const m = double.sent(p, mailbox)[before]!;
       expect(m.headers['in-reply-to']).toBe(`<${messageId}>`);
       expect(m.headers.references?.split(/\s+/)).toContain(`<${messageId}>`);
+    });
+  });
+
+  describe.each(PROVIDERS)('%s replies join the customer\'s conversation in the mailbox', (p) => {
+    let ws: Workspace;
+    let mailbox: string;
+    beforeAll(async () => {
+      ws = await createWorkspace(ctx);
+      mailbox = (await h.connect(ws, p)).email;
+    });
+    const sentReply = async (ticketId: string, body: string) => {
+      const before = double.sent(p, mailbox).length;
+      const { eventId } = await h.reply(ws, ticketId, body);
+      await eventually(async () => ((await h.outbound(ws.tenantId, eventId))?.state === 'sent' ? true : undefined), 10_000, 'the reply to be sent');
+      const all = double.sent(p, mailbox);
+      expect(all).toHaveLength(before + 1);
+      return { eventId, sent: all[before]! };
+    };
+
+    test(p === 'google'
+      ? 'the reply names the polled message\'s Gmail threadId and is filed in the customer\'s thread; the delivery event says which thread'
+      : 'the reply goes through the polled message\'s reply endpoint and is filed in its conversation; the delivery event says which conversation', async () => {
+      const mail = await h.emailTicket(ws, p, mailbox);
+      const thread = double.threadOf(p, mailbox, mail.providerId)!;
+      expect(thread).toEqual(expect.any(String));
+      const { sent } = await sentReply(mail.ticketId, 'Found it, shipping today.');
+      if (p === 'google') {
+        expect(sent.threadId).toBe(thread);
+      } else {
+        expect(sent.repliedTo).toBe(mail.providerId);
+        expect(sent.conversationId).toBe(thread);
+      }
+      expect(sent.headers['in-reply-to']).toBe(`<${mail.messageId}>`);
+      const deliveries = await h.deliveries(ws, mail.ticketId);
+      expect(deliveries.at(-1)!.meta).toMatchObject({ state: 'sent', provider_thread_id: thread });
+    });
+
+    test('the reply answers the customer\'s latest message under the customer\'s own subject, even when the ticket\'s subject differs', async () => {
+      const mail = await h.emailTicket(ws, p, mailbox);
+      await ctx.db.updateTable('tickets').set({ subject: 'Renamed by the team' }).where('tenant_id', '=', ws.tenantId).where('id', '=', mail.ticketId).execute();
+      const followUpId = `${tag()}@mail.customer.test`;
+      const followUp = double.deliver(p, mailbox, { from: mail.customer, subject: `Re: ${mail.subject}`, text: 'Any news?', messageId: followUpId, inReplyTo: mail.messageId, references: [mail.messageId] });
+      expect(await h.poll(ws.tenantId)).toMatchObject({ ingested: 1 });
+      const { sent } = await sentReply(mail.ticketId, 'Still looking.');
+      expect(sent.headers.subject).toBe(`Re: ${mail.subject}`);
+      expect(sent.headers['in-reply-to']).toBe(`<${followUpId}>`);
+      if (p === 'google') expect(sent.threadId).toBe(double.threadOf(p, mailbox, mail.providerId));
+      else expect(sent.repliedTo).toBe(followUp);
+    });
+
+    test('a ticket whose email was pushed to the ingest route (never polled) is answered by headers alone, as a new message', async () => {
+      if (!(await h.row(ws.tenantId))?.inbound_cursor) await h.poll(ws.tenantId);
+      const messageId = `${tag()}@mail.customer.test`;
+      const res = await ingest(ctx, 'email', emailPayload({ from: `pushed.${tag()}@customer.test`, subject: 'Pushed, not polled', text: 'Hello?', messageId }), ws.tenantId);
+      expect(res.status).toBe(200);
+      const { sent } = await sentReply(res.body.ticket_id, 'Hello back.');
+      expect(sent.headers['in-reply-to']).toBe(`<${messageId}>`);
+      if (p === 'google') expect(double.threadOf(p, mailbox, sent.threadId!)).toBe(sent.threadId);
+      else expect(sent.repliedTo).toBeUndefined();
+    });
+
+    test('when the customer\'s message was deleted from the mailbox after polling, the reply still goes out, threaded by its headers', async () => {
+      const mail = await h.emailTicket(ws, p, mailbox);
+      double.remove(p, mailbox, mail.providerId);
+      const { eventId, sent } = await sentReply(mail.ticketId, 'Replying anyway.');
+      expect(sent.headers['in-reply-to']).toBe(`<${mail.messageId}>`);
+      if (p === 'microsoft') expect(sent.repliedTo).toBeUndefined();
+      expect(await h.outbound(ws.tenantId, eventId)).toMatchObject({ state: 'sent', attempts: 1 });
     });
   });
 });

@@ -13,6 +13,12 @@ import type { AddressInfo } from 'node:net';
  *   `internetMessageHeaders` only when `$select` names it; `$select` restricts the properties to id plus those
  *   named (unknown names → 400). nextLink/deltaLink are absolute URLs on the double, to be followed verbatim.
  * - Graph's JSON sendMail accepts only X- headers in internetMessageHeaders (In-Reply-To there → 400).
+ * - Gmail messages.send joins an existing thread only as its reference documents ("Adding drafts and messages
+ *   to threads"): the request names the `threadId`, the message's In-Reply-To/References name a message of
+ *   that thread, and its Subject matches the thread's (Re:/Fwd: prefixes aside). Anything less starts a new
+ *   thread in the sender's mailbox, which is what `sent()[i].threadId` shows. An unknown threadId → 404.
+ * - Graph message: reply (POST /me/messages/{id}/reply, JSON or base64 MIME as text/plain) answers 202 and
+ *   files the reply in the original message's conversation; an unknown id → 404 ErrorItemNotFound.
  *
  * Control happens through the returned object's methods, never over HTTP.
  */
@@ -53,6 +59,12 @@ export interface SentMessage {
   headers: Record<string, string>;
   /** The decoded first text/plain part ('' when there is none). */
   text: string;
+  /** Gmail: the thread the sent message was filed in (a new one unless it met the threading rules). */
+  threadId?: string;
+  /** Graph: the conversation the sent message was filed in (the original's when sent through reply). */
+  conversationId?: string;
+  /** Graph: the id of the message answered through POST /me/messages/{id}/reply; absent for sendMail. */
+  repliedTo?: string;
 }
 
 export interface ProviderRequest {
@@ -96,8 +108,12 @@ export interface MailProviderDouble {
   expireAccessTokens(provider: MailProvider, email?: string): void;
   /** A new inbound message; returns the provider's message id (Gmail id / Graph id). */
   deliver(provider: MailProvider, email: string, msg: DeliverOptions): string;
-  /** What the account sent (Gmail messages.send / Graph sendMail), oldest first. */
+  /** What the account sent (Gmail messages.send / Graph sendMail and message reply), oldest first. */
   sent(provider: MailProvider, email: string): SentMessage[];
+  /** The Gmail threadId / Graph conversationId of a message in the account's mailbox (by provider id). */
+  threadOf(provider: MailProvider, email: string, providerMessageId: string): string | undefined;
+  /** Deletes a message from the mailbox for good (as a user emptying the trash would); Gmail drops an emptied thread. */
+  remove(provider: MailProvider, email: string, providerMessageId: string): void;
   /** Gmail: startHistoryId before now → 404. Graph: existing delta/skip tokens → 410 syncStateNotFound. */
   forgetHistory(provider: MailProvider, email: string): void;
   /** Every request that reached a /google or /microsoft path, in order (a live array; splice(0) to clear). */
@@ -254,6 +270,19 @@ function headerRecord(headers: Header[]): Record<string, string> {
 function toSentMessage(raw: string): SentMessage {
   const root = parseMime(raw);
   return { raw, headers: headerRecord(root.headers), text: partText(findPart(root, 'text/plain')) ?? '' };
+}
+
+const NEW_THREAD = '\u0000new-thread';
+
+/** A subject without its reply/forward prefixes, for Gmail's "the Subject headers must match". */
+function baseSubject(subject: string): string {
+  let s = subject.trim();
+  for (;;) {
+    const lower = s.toLowerCase();
+    const prefix = ['re:', 'fwd:', 'fw:'].find((p) => lower.startsWith(p));
+    if (!prefix) return s.toLowerCase();
+    s = s.slice(prefix.length).trim();
+  }
 }
 
 const normalizeMessageId = (id: string) => {
@@ -640,6 +669,16 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
     return box;
   }
 
+  /** Gmail's documented conditions for a sent message to join `threadId`: it answers a message of that thread (In-Reply-To or References) and its subject matches. */
+  function joinsThread(box: GmailMailbox, threadId: string, headers: Header[]): boolean {
+    const members = [...box.messages.values()].filter((m) => m.threadId === threadId);
+    const related = [...messageIdsIn(headerValue(headers, 'in-reply-to')), ...messageIdsIn(headerValue(headers, 'references'))];
+    if (!members.some((m) => m.messageId !== undefined && related.includes(m.messageId))) return false;
+    const subject = baseSubject(decodeEncodedWords(headerValue(headers, 'subject') ?? ''));
+    return members.some((m) => baseSubject(decodeEncodedWords(headerValue(m.root.headers, 'subject') ?? '')) === subject);
+  }
+
+  /** `threadId` NEW_THREAD files the message in a thread of its own; undefined threads it by its headers (inbound mail). */
   function gmailAdd(email: string, raw: string, labelIds: string[], threadId?: string, date = new Date()): GmailMessage {
     const box = gmailBox(email);
     const root = parseMime(raw);
@@ -649,7 +688,7 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
     while (box.messages.has(id)) id = hex(8);
     const parent = [...box.messages.values()].find((m) => m.messageId !== undefined && related.includes(m.messageId));
     box.historyId += 1 + Math.floor(Math.random() * 5);
-    const msg: GmailMessage = { id, threadId: threadId ?? parent?.threadId ?? id, labelIds, historyId: box.historyId, internalDate: date.getTime(), raw, root, messageId };
+    const msg: GmailMessage = { id, threadId: threadId === NEW_THREAD ? id : (threadId ?? parent?.threadId ?? id), labelIds, historyId: box.historyId, internalDate: date.getTime(), raw, root, messageId };
     box.messages.set(id, msg);
     box.history.push(msg);
     return msg;
@@ -664,9 +703,9 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
     return box;
   }
 
-  function recordSent(provider: MailProvider, email: string, raw: string): void {
+  function recordSent(provider: MailProvider, email: string, raw: string, filed: Pick<SentMessage, 'threadId' | 'conversationId' | 'repliedTo'> = {}): void {
     const list = state[provider].sent.get(key(email)) ?? [];
-    list.push(toSentMessage(raw));
+    list.push({ ...toSentMessage(raw), ...filed });
     state[provider].sent.set(key(email), list);
   }
 
@@ -933,8 +972,10 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
     }
     const headers = parseMime(raw).headers;
     if (!hasRecipient(headers)) return googleApiError(ctx.res, 400, 'Recipient address required', 'INVALID_ARGUMENT', 'invalidArgument');
-    recordSent('google', grant.email, raw);
-    const msg = gmailAdd(grant.email, raw, ['SENT'], threadId);
+    const filed = threadId !== undefined && joinsThread(box, threadId, headers) ? threadId : undefined;
+    // No thread (or one the message does not qualify for): a thread of its own, as Gmail files it.
+    const msg = gmailAdd(grant.email, raw, ['SENT'], filed ?? NEW_THREAD);
+    recordSent('google', grant.email, raw, { threadId: msg.threadId });
     send(ctx.res, 200, { id: msg.id, threadId: msg.threadId, labelIds: ['SENT'] });
   }
 
@@ -1086,7 +1127,48 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
     } else {
       return graphError(ctx.res, 415, 'UnsupportedMediaType', `Content-Type '${ct}' is not supported; use application/json or text/plain (base64 MIME).`);
     }
-    recordSent('microsoft', grant.email, raw);
+    recordSent('microsoft', grant.email, raw, { conversationId: `AAQkAD${rand(30)}AQA${rand(12)}=` });
+    send(ctx.res, 202, undefined);
+  }
+
+  /** message: reply. MIME (base64, text/plain) as our client sends it, or JSON with a comment; filed in the original's conversation. */
+  function graphReply(ctx: Ctx, id: string): void {
+    const grant = authenticate('microsoft', ctx);
+    if (!grant || !hasScope('microsoft', ctx, grant, ['Mail.Send'])) return;
+    const original = graphBox(grant.email).messages.find((m) => m.id === id);
+    if (!original) return graphError(ctx.res, 404, 'ErrorItemNotFound', 'The specified object was not found in the store.');
+    const account = ensureAccount('microsoft', grant.email);
+    const ct = contentType(ctx.req);
+    let raw: string;
+    if (ct === 'application/json') {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(ctx.body.toString('utf8'));
+      } catch {
+        return graphError(ctx.res, 400, 'BadRequest', 'Unable to read JSON request payload. Please ensure Content-Type header is set and payload is of valid JSON format.');
+      }
+      const comment = (parsed as { comment?: unknown } | null)?.comment;
+      if (typeof comment !== 'string') return graphError(ctx.res, 400, 'ErrorInvalidRequest', 'The comment parameter is required.');
+      raw = [
+        `Date: ${rfc2822Date(new Date())}`,
+        `From: ${formatAddress(account.email, account.name)}`,
+        `To: ${formatAddress(original.from.address, original.from.name)}`,
+        `Subject: ${encodeWord(`RE: ${original.subject}`)}`,
+        `Message-ID: <${hex(16)}@double.prod.outlook.com>`,
+        `In-Reply-To: ${original.internetMessageId}`,
+        `References: ${original.internetMessageId}`,
+        'MIME-Version: 1.0',
+        ...mimeLeaf('text/plain', comment),
+      ].join('\r\n');
+    } else if (ct === 'text/plain' || ct === '') {
+      const b64 = ctx.body.toString('latin1').trim();
+      if (b64 === '' || !/^[A-Za-z0-9+/=\r\n]+$/.test(b64)) return graphError(ctx.res, 400, 'ErrorMimeContentInvalidBase64String', 'Invalid base64 string for MIME content.');
+      raw = Buffer.from(b64, 'base64').toString('utf8');
+      if (parseMime(raw).headers.length === 0) return graphError(ctx.res, 400, 'ErrorMimeContentInvalid', 'The MIME content is invalid.');
+    } else {
+      return graphError(ctx.res, 415, 'UnsupportedMediaType', `Content-Type '${ct}' is not supported; use application/json or text/plain (base64 MIME).`);
+    }
+    recordSent('microsoft', grant.email, raw, { conversationId: original.conversationId, repliedTo: original.id });
     send(ctx.res, 202, undefined);
   }
 
@@ -1117,6 +1199,7 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
       { method: 'GET', re: new RegExp(`${M}${INBOX}/messages/delta(?:\\(\\))?$`, 'i'), handle: (ctx) => graphDelta(ctx) },
       { method: 'GET', re: new RegExp(`${M}(?:${INBOX})?/messages/([^/]+)$`, 'i'), handle: (ctx, m) => graphGetMessage(ctx, m[1]!) },
       { method: 'POST', re: new RegExp(`${M}/sendmail$`, 'i'), handle: (ctx) => graphSendMail(ctx) },
+      { method: 'POST', re: new RegExp(`${M}(?:${INBOX})?/messages/([^/]+)/reply$`, 'i'), handle: (ctx, m) => graphReply(ctx, decodeURIComponent(m[1]!)) },
     ],
   };
 
@@ -1255,7 +1338,15 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
       return id;
     },
     sent(provider, email) {
-      return (state[provider].sent.get(key(email)) ?? []).map((s) => ({ raw: s.raw, headers: { ...s.headers }, text: s.text }));
+      return (state[provider].sent.get(key(email)) ?? []).map((s) => ({ ...s, headers: { ...s.headers } }));
+    },
+    remove(provider, email, providerMessageId) {
+      if (provider === 'google') gmailBox(email).messages.delete(providerMessageId);
+      else graphBox(email).messages = graphBox(email).messages.filter((m) => m.id !== providerMessageId);
+    },
+    threadOf(provider, email, providerMessageId) {
+      if (provider === 'google') return gmailBox(email).messages.get(providerMessageId)?.threadId;
+      return graphBox(email).messages.find((m) => m.id === providerMessageId)?.conversationId;
     },
     forgetHistory(provider, email) {
       if (provider === 'google') {

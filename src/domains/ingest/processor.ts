@@ -54,6 +54,9 @@ const eventMeta = (m: InboundMessage) => ({
   ...(m.messageIdHeader ? { message_id: m.messageIdAsWritten ?? m.messageIdHeader } : {}),
   ...(m.subject ? { subject: m.subject } : {}),
   ...(m.sentAt ? { sent_at: m.sentAt } : {}),
+  ...(m.mailbox
+    ? { mailbox: { provider: m.mailbox.provider, address: m.mailbox.address, message_id: m.mailbox.messageId, ...(m.mailbox.threadId ? { thread_id: m.mailbox.threadId } : {}) } }
+    : {}),
 });
 
 /**

@@ -22,6 +22,8 @@ export class ProviderError extends Error {
   constructor(
     readonly kind: 'unavailable' | 'revoked' | 'refused' | 'unauthorized',
     message: string,
+    /** The provider's HTTP status, when it answered. */
+    readonly status?: number,
   ) {
     super(message);
   }
@@ -38,6 +40,16 @@ export interface FetchedMail {
   text?: string;
   html?: string;
   receivedAt?: string;
+  /** The provider's conversation: Gmail `threadId`, Graph `conversationId`. A reply names it to join the thread. */
+  threadId?: string;
+}
+
+/** The customer's message a reply answers, as the mailbox that polled it knows it. */
+export interface ReplyTarget {
+  /** The provider's id of the customer's message (Gmail message id, Graph message id). */
+  messageId: string;
+  /** Gmail `threadId` / Graph `conversationId`. */
+  threadId?: string;
 }
 
 export interface MailPage {
@@ -64,8 +76,12 @@ export interface MailProvider {
    * longer honours) it returns none and a cursor for "now": connecting a mailbox does not import its past.
    */
   listSince(accessToken: string, cursor: string | null): Promise<MailPage>;
-  /** Sends one RFC 5322 message as written (our headers, including the threading ones, are kept). */
-  send(accessToken: string, rfc822: string): Promise<{ providerId: string | null }>;
+  /**
+   * Sends one RFC 5322 message as written (our headers, including the threading ones, are kept). With a
+   * target, the provider files it in the customer's conversation: Gmail by `threadId` (with the matching
+   * In-Reply-To, References and subject we write), Graph through the message's reply endpoint.
+   */
+  send(accessToken: string, rfc822: string, target?: ReplyTarget): Promise<{ providerId: string | null; threadId: string | null }>;
 }
 
 async function call(name: string, url: string, init: RequestInit, timeoutMs: number): Promise<Record<string, unknown>> {
@@ -86,12 +102,12 @@ async function call(name: string, url: string, init: RequestInit, timeoutMs: num
   if (res.status >= 500 || res.status === 429) throw new ProviderError('unavailable', `${name} answered ${res.status}`);
   // OAuth errors carry a code; API errors an object. Only the code is kept: descriptions may echo input.
   const code = typeof body.error === 'string' ? body.error : typeof (body.error as { status?: unknown })?.status === 'string' ? String((body.error as { status: string }).status) : '';
-  if (code === 'invalid_grant') throw new ProviderError('revoked', `${name} refused the grant (${res.status} ${code})`);
+  if (code === 'invalid_grant') throw new ProviderError('revoked', `${name} refused the grant (${res.status} ${code})`, res.status);
   // A wrong client secret is 401 invalid_client: the deployment's fault, not a lost grant.
   if (res.status === 401 && code !== 'invalid_client' && code !== 'unauthorized_client') {
-    throw new ProviderError('unauthorized', `${name} did not accept the access token (401)`);
+    throw new ProviderError('unauthorized', `${name} did not accept the access token (401)`, 401);
   }
-  throw new ProviderError('refused', `${name} refused the request (${res.status}${code ? ` ${code}` : ''})`);
+  throw new ProviderError('refused', `${name} refused the request (${res.status}${code ? ` ${code}` : ''})`, res.status);
 }
 
 const form = (fields: Record<string, string | undefined>) =>
@@ -199,7 +215,7 @@ function google(config: Config): MailProvider {
           page = await call(name, u.toString(), auth, t);
         } catch (err) {
           // Gmail keeps history for about a week; an older cursor is answered 404: start again from now.
-          if (err instanceof ProviderError && err.kind === 'refused' && /\b404\b/.test(err.message)) return now();
+          if (err instanceof ProviderError && err.status === 404) return now();
           throw err;
         }
         for (const h of (page.history as { messagesAdded?: { message?: { id?: string } }[] }[] | undefined) ?? []) {
@@ -210,7 +226,7 @@ function google(config: Config): MailProvider {
       } while (pageToken);
       const messages: FetchedMail[] = [];
       for (const id of ids) {
-        const m = (await call(name, `${api}/messages/${encodeURIComponent(id)}?format=full`, auth, t)) as { id: string; internalDate?: string; payload?: GmailPart };
+        const m = (await call(name, `${api}/messages/${encodeURIComponent(id)}?format=full`, auth, t)) as { id: string; threadId?: string; internalDate?: string; payload?: GmailPart };
         const headers: Record<string, string> = {};
         for (const h of m.payload?.headers ?? []) headers[h.name.toLowerCase()] = h.value;
         messages.push({
@@ -221,18 +237,22 @@ function google(config: Config): MailProvider {
           text: gmailPart(m.payload, 'text/plain'),
           html: gmailPart(m.payload, 'text/html'),
           ...(m.internalDate ? { receivedAt: new Date(Number(m.internalDate)).toISOString() } : {}),
+          ...(typeof m.threadId === 'string' && m.threadId ? { threadId: m.threadId } : {}),
         });
       }
       return { messages, cursor: next };
     },
 
-    async send(accessToken, rfc822) {
+    async send(accessToken, rfc822, target) {
+      // Gmail files a sent message in a thread only when the request names the threadId and the message's
+      // In-Reply-To, References and Subject match (users.messages reference, "threadId"); without it the
+      // agent's reply starts a new conversation in the connected mailbox.
       const body = await call(name, `${config.GOOGLE_GMAIL_API_URL}/gmail/v1/users/me/messages/send`, {
         method: 'POST',
         headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ raw: Buffer.from(rfc822, 'utf8').toString('base64url') }),
+        body: JSON.stringify({ raw: Buffer.from(rfc822, 'utf8').toString('base64url'), ...(target?.threadId ? { threadId: target.threadId } : {}) }),
       }, t);
-      return { providerId: typeof body.id === 'string' ? body.id : null };
+      return { providerId: typeof body.id === 'string' ? body.id : null, threadId: typeof body.threadId === 'string' ? body.threadId : null };
     },
   };
 }
@@ -272,7 +292,7 @@ function microsoft(config: Config): MailProvider {
 
     async listSince(accessToken, cursor) {
       const auth = { headers: { authorization: `Bearer ${accessToken}`, prefer: 'outlook.body-content-type="text"' } };
-      const select = 'id,internetMessageId,subject,from,body,receivedDateTime,internetMessageHeaders';
+      const select = 'id,internetMessageId,conversationId,subject,from,body,receivedDateTime,internetMessageHeaders';
       // A stored delta link is only followed on the configured Graph host: a cursor never sends a token elsewhere.
       const start = cursor && new URL(cursor).origin === new URL(config.MICROSOFT_GRAPH_API_URL).origin
         ? cursor
@@ -296,6 +316,7 @@ function microsoft(config: Config): MailProvider {
             subject: typeof m.subject === 'string' ? m.subject : '',
             ...(body?.contentType?.toLowerCase() === 'html' ? { html: body.content ?? '' } : { text: body?.content ?? '' }),
             ...(typeof m.receivedDateTime === 'string' ? { receivedAt: m.receivedDateTime } : {}),
+            ...(typeof m.conversationId === 'string' && m.conversationId ? { threadId: m.conversationId } : {}),
           });
         }
         url = typeof page['@odata.nextLink'] === 'string' ? page['@odata.nextLink'] : undefined;
@@ -305,14 +326,19 @@ function microsoft(config: Config): MailProvider {
       return { messages: start === cursor ? messages : [], cursor: deltaLink };
     },
 
-    async send(accessToken, rfc822) {
-      // Graph's MIME send: the RFC 5322 text, base64, as a text/plain body; answered 202 with no id.
-      await call(name, `${config.MICROSOFT_GRAPH_API_URL}/v1.0/me/sendMail`, {
+    async send(accessToken, rfc822, target) {
+      // MIME format: the RFC 5322 text, base64, as a text/plain body; answered 202 with no id. A reply goes
+      // through the customer's message's reply endpoint (message: reply), which files it in that message's
+      // conversation; sendMail (our In-Reply-To and References headers alone) is for mail we never polled.
+      const url = target
+        ? `${config.MICROSOFT_GRAPH_API_URL}/v1.0/me/messages/${encodeURIComponent(target.messageId)}/reply`
+        : `${config.MICROSOFT_GRAPH_API_URL}/v1.0/me/sendMail`;
+      await call(name, url, {
         method: 'POST',
         headers: { authorization: `Bearer ${accessToken}`, 'content-type': 'text/plain' },
         body: Buffer.from(rfc822, 'utf8').toString('base64'),
       }, t);
-      return { providerId: null };
+      return { providerId: null, threadId: target?.threadId ?? null };
     },
   };
 }

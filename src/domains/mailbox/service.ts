@@ -15,7 +15,7 @@ import type { IngestItem, IngestProcessor } from '../ingest/processor';
 import * as ingestStore from '../ingest/store';
 import type { OutboundSink, TicketService } from '../tickets/service';
 import { eventFor } from '../tickets/service';
-import { createMailProviders, MAIL_PROVIDERS, ProviderError, type FetchedMail, type MailProvider, type MailProviderId, type TokenSet } from './providers';
+import { createMailProviders, MAIL_PROVIDERS, ProviderError, type FetchedMail, type MailProvider, type MailProviderId, type ReplyTarget, type TokenSet } from './providers';
 import * as store from './store';
 
 const STATE_TTL_MS = 10 * 60 * 1000;
@@ -89,6 +89,14 @@ export function createOutboundSink(deps: { queues: QueueHub; logger: Logger; att
 }
 
 const header = (mail: FetchedMail, name: string) => mail.headers[name.toLowerCase()];
+
+/** The customer's message to answer in the mailbox, when the connected mailbox is the one that polled it. */
+function replyTarget(m: MailboxRow, ref: store.StoredMailboxRef | null): ReplyTarget | undefined {
+  if (!ref || typeof ref.message_id !== 'string' || ref.message_id === '') return undefined;
+  // A reconnected mailbox of another account or provider does not hold the message: plain headers then.
+  if (ref.provider !== m.provider || typeof ref.address !== 'string' || ref.address.toLowerCase() !== m.email_address.toLowerCase()) return undefined;
+  return { messageId: ref.message_id, ...(typeof ref.thread_id === 'string' && ref.thread_id ? { threadId: ref.thread_id } : {}) };
+}
 
 export function createMailboxService(deps: {
   db: Db;
@@ -238,7 +246,7 @@ export function createMailboxService(deps: {
   };
 
   /** A fetched message in the email channel's inbound format, parsed by the same adapter as a push delivery. */
-  function toItem(tenantId: string, mail: FetchedMail): IngestItem | undefined {
+  function toItem(tenantId: string, m: MailboxRow, mail: FetchedMail): IngestItem | undefined {
     const headers = ['Message-ID', 'In-Reply-To', 'References', 'To']
       .map((name) => ({ Name: name, Value: header(mail, name) }))
       .filter((h): h is { Name: string; Value: string } => typeof h.Value === 'string');
@@ -253,9 +261,10 @@ export function createMailboxService(deps: {
       Headers: headers,
     });
     if (!parsed.ok || parsed.messages.length === 0) return undefined;
+    const mailbox = { provider: m.provider, address: m.email_address, messageId: mail.providerId, ...(mail.threadId ? { threadId: mail.threadId } : {}) };
     // The correlation id is the provider's message id: a poll repeated after a crash is the same delivery
     // (same answer, no duplicate counted); a push of the same mail to the ingest route is a duplicate.
-    return { id: `poll:${mail.providerId}`, tenant_id: tenantId, channel: 'email', message: parsed.messages[0]! };
+    return { id: `poll:${mail.providerId}`, tenant_id: tenantId, channel: 'email', message: { ...parsed.messages[0]!, mailbox } };
   }
 
   /** The `mailbox.poll` job: new inbox mail through the email ingest path, then the cursor moves on. */
@@ -271,7 +280,7 @@ export function createMailboxService(deps: {
       }
       const page = await withToken(m, p, (token) => p.listSince(token, m.inbound_cursor));
       const own = m.email_address.toLowerCase();
-      const items = page.messages.filter((mail) => mail.from.address.toLowerCase() !== own).map((mail) => toItem(tenantId, mail)).filter((i): i is IngestItem => i !== undefined);
+      const items = page.messages.filter((mail) => mail.from.address.toLowerCase() !== own).map((mail) => toItem(tenantId, m, mail)).filter((i): i is IngestItem => i !== undefined);
       const results = items.length > 0 ? await ingest.processBatch(items) : [];
       if (results.some((r) => !r.ok)) {
         // Refused (the email channel is disabled): the cursor stays, so nothing is skipped once it is enabled.
@@ -335,7 +344,11 @@ export function createMailboxService(deps: {
       const domain = m.email_address.split('@')[1] ?? 'mail.invalid';
       const messageId = `${eventId}@${domain}`;
       const references = ctxRow.thread.slice(-20);
-      const subject = /^re:/i.test(ctxRow.subject) ? ctxRow.subject : `Re: ${ctxRow.subject}`;
+      // The customer's own subject (the ticket's may have been renamed): Gmail threads a reply only when the
+      // subjects match, and every mail client shows the answer under the customer's words.
+      const base = ctxRow.lastInboundSubject ?? ctxRow.subject;
+      const subject = /^re:/i.test(base) ? base : `Re: ${base}`;
+      const target = replyTarget(m, ctxRow.lastInboundMailbox);
       const raw = await new MailComposer({
         from: m.email_address,
         to: { name: ctxRow.display_name, address: ctxRow.email },
@@ -348,7 +361,17 @@ export function createMailboxService(deps: {
         .compile()
         .build();
       try {
-        const result = await withToken(m, p, (token) => p.send(token, raw.toString('utf8')));
+        const text = raw.toString('utf8');
+        const result = await withToken(m, p, async (token) => {
+          try {
+            return await p.send(token, text, target);
+          } catch (err) {
+            // The customer's message or thread is gone from the mailbox since it was polled (deleted, moved):
+            // the reply still goes out, threaded for the customer by its In-Reply-To and References.
+            if (target && err instanceof ProviderError && err.status === 404) return p.send(token, text);
+            throw err;
+          }
+        });
         await store.updateOutbound(tx, tenantId, eventId, { state: 'sent', message_id: messageId, provider_message_id: result.providerId, attempts: attempt, last_error: null, sent: true });
         // The customer's answer to this reply threads back into the ticket by its Message-ID.
         await ingestStore.rememberMessageIds(tx, tenantId, [{ message_id: messageId, ticket_id: ctxRow.ticket_id }]);
@@ -358,6 +381,7 @@ export function createMailboxService(deps: {
             state: 'sent',
             message_id: messageId,
             attempts: attempt,
+            ...(result.threadId ? { provider_thread_id: result.threadId } : {}),
           }),
         ]);
         await store.setCheck(tx, tenantId, quotaCheck(sent + 1));

@@ -153,6 +153,14 @@ export async function staleOutbound(db: Executor, olderThanSeconds: number): Pro
 }
 
 /** What a reply email needs: the reply, its ticket, the customer, and the Message-IDs of the thread (oldest first). */
+/** Where a polled customer message sits in the connected mailbox (ticket event meta `mailbox`). */
+export interface StoredMailboxRef {
+  provider: string;
+  address: string;
+  message_id: string;
+  thread_id?: string;
+}
+
 export async function replyContext(db: Executor, tenantId: string, eventId: string) {
   const row = await db
     .selectFrom('ticket_events as e')
@@ -164,17 +172,24 @@ export async function replyContext(db: Executor, tenantId: string, eventId: stri
     .executeTakeFirst();
   if (!row) return undefined;
   // The thread as written: the customers' Message-IDs (case kept, from their events) and ours, oldest first.
-  const { rows: thread } = await sql<{ message_id: string; inbound: boolean }>`
-    select message_id, inbound from (
-      select meta->>'message_id' as message_id, true as inbound, created_at, seq
+  // A customer's message also says its subject and, when the connected mailbox polled it, where it sits there.
+  const { rows: thread } = await sql<{ message_id: string; inbound: boolean; subject: string | null; mailbox: StoredMailboxRef | null }>`
+    select message_id, inbound, subject, mailbox from (
+      select meta->>'message_id' as message_id, true as inbound, meta->>'subject' as subject, meta->'mailbox' as mailbox, created_at, seq
       from ticket_events
       where tenant_id = ${tenantId} and ticket_id = ${row.ticket_id} and kind = 'inbound_email' and meta ? 'message_id'
       union all
-      select o.message_id, false, o.sent_at, 0
+      select o.message_id, false, null, null, o.sent_at, 0
       from outbound_emails o
       where o.tenant_id = ${tenantId} and o.ticket_id = ${row.ticket_id} and o.state = 'sent' and o.message_id is not null
     ) t
     order by created_at, seq`.execute(db);
-  const lastInbound = [...thread].reverse().find((t) => t.inbound)?.message_id ?? null;
-  return { ...row, thread: thread.map((t) => t.message_id), lastInbound };
+  const last = [...thread].reverse().find((t) => t.inbound);
+  return {
+    ...row,
+    thread: thread.map((t) => t.message_id),
+    lastInbound: last?.message_id ?? null,
+    lastInboundSubject: last?.subject ?? null,
+    lastInboundMailbox: last?.mailbox ?? null,
+  };
 }

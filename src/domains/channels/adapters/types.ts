@@ -22,6 +22,11 @@ export interface InboundMessage {
   subject?: string;
   body: string;
   sentAt?: string;
+  /**
+   * Email polled from the connected mailbox only (never read from a caller's payload): where the message sits
+   * in that mailbox, so a reply can be filed in the customer's conversation there.
+   */
+  mailbox?: { provider: string; address: string; messageId: string; threadId?: string };
 }
 
 export type ParseResult = { ok: true; messages: InboundMessage[] } | { ok: false; reason: string };
