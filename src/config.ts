@@ -86,6 +86,8 @@ const schema = z
     // Mail providers (connected mailbox). Every base URL is configurable so a deployment can point at a
     // regional endpoint and the tests at a provider double on loopback.
     OAUTH_REDIRECT_URL: z.url().optional(),
+    // How long a minted OAuth state may be completed. Providers' own codes live about ten minutes.
+    OAUTH_STATE_TTL_SECONDS: int(1, 86400).default(600),
     GOOGLE_CLIENT_ID: optionalString,
     GOOGLE_CLIENT_SECRET: optionalString,
     GOOGLE_AUTH_URL: z.url().default('https://accounts.google.com/o/oauth2/v2/auth'),

@@ -806,6 +806,58 @@ describe('Connected mailbox, workers running', () => {
     });
   });
 
+  describe('what the workers did, seen from outside', () => {
+    test.each(PROVIDERS)('%s: five scheduled sweeps at once and an admin\'s refresh ask the provider once; every check it makes carries that one check\'s time', async (p) => {
+      const ws = await createWorkspace(ctx);
+      await h.connect(ws, p);
+      const stale = new Date(Date.now() - 2 * ctx.config.MAILBOX_REFRESH_SECONDS * 1000);
+      await ctx.db.updateTable('mailboxes').set({ last_checked_at: stale }).where('tenant_id', '=', ws.tenantId).execute();
+      const mark = double.requests.length;
+      const [refreshed] = await Promise.all([h.refreshOk(ws), ...Array.from({ length: 5 }, () => ctx.services.mailbox.sweep())]);
+      expect(refreshed.connected).toBe(true);
+      const q = ctx.runtime.queues.queue('mailbox');
+      await eventually(async () => {
+        const c = await q.getJobCounts('waiting', 'active', 'delayed', 'prioritized');
+        return Object.values(c).every((n) => n === 0) ? true : undefined;
+      }, 10_000, 'the mailbox queue to drain');
+      // Each check refreshes the token first (that is where the provider says which scopes it grants now).
+      expect(tokenCalls(mark, p)).toHaveLength(1);
+      const s = await h.statusOk(ws);
+      // inbound_polling is the last poll's own result, kept by a refresh; every other check is the refresh's.
+      const times = new Set(s.checks.filter((c) => c.check !== 'inbound_polling').map((c) => c.last_checked_at));
+      expect(times.size).toBe(1);
+      expect(new Date([...times][0]!).getTime()).toBeGreaterThan(stale.getTime());
+      // A sweep right after finds nothing due and asks nothing.
+      await ctx.services.mailbox.sweep();
+      await new Promise((r) => setTimeout(r, 300));
+      expect(tokenCalls(mark, p)).toHaveLength(1);
+    });
+
+    test.each(PROVIDERS)('%s: a reply sent while the provider is down is retried with backoff by the worker, and the ticket says so before it is sent', async (p) => {
+      const ws = await createWorkspace(ctx);
+      const { email: mailbox } = await h.connect(ws, p);
+      const mail = await h.emailTicket(ws, p, mailbox);
+      double.setDown(p, true);
+      let eventId: string;
+      try {
+        ({ eventId } = await h.reply(ws, mail.ticketId, 'Sent once the provider is back.'));
+        await eventually(async () => ((await h.deliveries(ws, mail.ticketId)).some((d) => d.meta.state === 'retrying') ? true : undefined), 10_000, 'a retrying delivery event');
+        expect(double.sent(p, mailbox)).toEqual([]);
+      } finally {
+        double.setDown(p, false);
+      }
+      const row = await eventually(async () => {
+        const o = await h.outbound(ws.tenantId, eventId);
+        return o?.state === 'sent' ? o : undefined;
+      }, 20_000, 'the retried reply to be sent');
+      expect(row.attempts).toBeGreaterThanOrEqual(2);
+      const states = (await h.deliveries(ws, mail.ticketId)).map((d) => d.meta.state);
+      expect(states.at(-1)).toBe('sent');
+      expect(states.slice(0, -1).every((st) => st === 'retrying')).toBe(true);
+      expect(double.sent(p, mailbox)).toHaveLength(1);
+    });
+  });
+
   describe.each(PROVIDERS)('%s replies join the customer\'s conversation in the mailbox', (p) => {
     let ws: Workspace;
     let mailbox: string;
@@ -935,8 +987,12 @@ describe('Connected mailbox, no worker running', () => {
     double.setDown(p, true);
     try {
       await expect(ctx.services.mailbox.send(ws.tenantId, eventId, 1)).rejects.toThrow();
-      expect(await h.outbound(ws.tenantId, eventId)).toMatchObject({ state: 'queued' });
-      expect(await h.deliveries(ws, mail.ticketId)).toEqual([]);
+      expect(await h.outbound(ws.tenantId, eventId)).toMatchObject({ state: 'queued', attempts: 1 });
+      // The early failure is on the ticket, committed even though the job failed for its retry.
+      const early = await h.deliveries(ws, mail.ticketId);
+      expect(early).toHaveLength(1);
+      expect(early[0]!.meta).toMatchObject({ state: 'retrying', reply_event_id: eventId, attempts: 1 });
+      expect(early[0]!.body).toMatch(new RegExp(`Attempt 1 of ${last}; retrying`));
 
       expect(await ctx.services.mailbox.send(ws.tenantId, eventId, last)).toEqual({ state: 'failed' });
     } finally {
@@ -946,14 +1002,23 @@ describe('Connected mailbox, no worker running', () => {
     expect(row).toMatchObject({ state: 'failed', attempts: last, sent_at: null });
     expect(row!.last_error).toEqual(expect.any(String));
     const deliveries = await h.deliveries(ws, mail.ticketId);
-    expect(deliveries).toHaveLength(1);
-    expect(deliveries[0]!.meta).toMatchObject({ state: 'failed', reply_event_id: eventId, attempts: last });
-    expect(deliveries[0]!.body).not.toBe('');
+    expect(deliveries.map((d) => d.meta.state)).toEqual(['retrying', 'failed']);
+    expect(deliveries[1]!.meta).toMatchObject({ state: 'failed', reply_event_id: eventId, attempts: last });
+    expect(deliveries[1]!.body).not.toBe('');
 
     // Once failed it stays failed: a late run with the provider back sends nothing.
     expect(await ctx.services.mailbox.send(ws.tenantId, eventId, last)).toEqual({ state: 'failed' });
     expect(double.sent(p, mailbox)).toEqual([]);
     expect((await h.statusOk(ws)).sent_today).toBe(0);
+  });
+
+  test('the OAuth state lives OAUTH_STATE_TTL_SECONDS: ten minutes unless configured', async () => {
+    const ws = await createWorkspace(ctx);
+    const before = Date.now();
+    const { expires_at } = await h.startOk(ws, 'google');
+    expect(ctx.config.OAUTH_STATE_TTL_SECONDS).toBe(600);
+    expect(new Date(expires_at).getTime()).toBeGreaterThanOrEqual(before + 600_000 - 1000);
+    expect(new Date(expires_at).getTime()).toBeLessThanOrEqual(Date.now() + 600_000 + 1000);
   });
 
   test('the outbound.send job is queued with OUTBOUND_ATTEMPTS attempts, so the last attempt (the one that records a failure) actually runs', async () => {
@@ -1044,5 +1109,37 @@ describe('A deployment with only Google configured', () => {
     expect(complete.body.code).toBe('mail_provider_not_configured');
     expect(await h.count('oauth_states', ws.tenantId)).toBe(0);
     expect((await h.start(ws.ownerKey, 'google')).status).toBe(200);
+  });
+});
+
+// =========================================================================================================
+
+describe('A deployment with OAUTH_STATE_TTL_SECONDS=2', () => {
+  let ctx: TestContext;
+  const h = helpers(() => ctx);
+  beforeAll(async () => {
+    ctx = await startTestApp({ env: providerEnv({ OAUTH_STATE_TTL_SECONDS: '2' }) });
+  });
+  afterAll(async () => {
+    await ctx.close();
+  });
+
+  test('a state completes within its two seconds; one completed after them is 400 oauth_state_invalid and its code is not exchanged', async () => {
+    const ws = await createWorkspace(ctx);
+    const before = Date.now();
+    const early = await h.startOk(ws, 'google');
+    expect(new Date(early.expires_at).getTime()).toBeLessThanOrEqual(Date.now() + 2000 + 1000);
+    expect(new Date(early.expires_at).getTime()).toBeGreaterThanOrEqual(before + 2000 - 1000);
+    const late = await h.startOk(ws, 'microsoft');
+    const ok = await h.complete(ws.ownerKey, 'google', { code: h.code('google', `early-${tag()}@acme.test`), state: early.state });
+    expect(ok.status).toBe(200);
+
+    await new Promise((r) => setTimeout(r, Math.max(0, new Date(late.expires_at).getTime() - Date.now()) + 100));
+    const mark = double.requests.length;
+    const res = await h.complete(ws.ownerKey, 'microsoft', { code: h.code('microsoft', `late-${tag()}@acme.test`), state: late.state });
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('oauth_state_invalid');
+    expect(tokenCalls(mark, 'microsoft')).toEqual([]);
+    expect((await h.statusOk(ws)).provider).toBe('google');
   });
 });

@@ -18,7 +18,6 @@ import { eventFor } from '../tickets/service';
 import { createMailProviders, MAIL_PROVIDERS, ProviderError, type FetchedMail, type MailProvider, type MailProviderId, type ReplyTarget, type TokenSet } from './providers';
 import * as store from './store';
 
-const STATE_TTL_MS = 10 * 60 * 1000;
 // An access token this close to expiry is refreshed before use rather than failing mid-call.
 const REFRESH_MARGIN_MS = 60 * 1000;
 
@@ -212,9 +211,12 @@ export function createMailboxService(deps: {
    * Asks the provider what the grant allows now and stores the answer as checks. Never throws for the
    * provider. `fresh` skips the token refresh when the tokens were just issued (OAuth completion).
    */
-  async function check(tenantId: string, fresh = false): Promise<void> {
+  async function check(tenantId: string, fresh = false, requestedAt?: Date): Promise<{ checked: boolean }> {
     const m = await store.getMailbox(db, tenantId);
-    if (!m) return;
+    if (!m) return { checked: false };
+    // A check that finished after this one was asked for already answered it: sweeps on several worker
+    // processes, or an admin's refresh, racing with a refresh that just completed, do not ask the provider twice.
+    if (requestedAt && m.last_checked_at && m.last_checked_at.getTime() >= requestedAt.getTime()) return { checked: false };
     const p = providers[m.provider as MailProviderId];
     try {
       // A refresh is forced: the token response is where the provider says which scopes it grants now.
@@ -227,6 +229,7 @@ export function createMailboxService(deps: {
         healthy: checks.every((c) => c.status === 'ok' || c.status === 'unknown'),
         email_address: address,
       });
+      return { checked: true };
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
       logger.warn({ tenant_id: tenantId, provider: p.id, kind: err.kind }, 'mailbox check failed');
@@ -237,6 +240,7 @@ export function createMailboxService(deps: {
         checks: checksFor(p, m.scopes, { ok: false, err }, m.polling, { sent: 0 }),
         healthy: false,
       });
+      return { checked: true };
     }
   }
 
@@ -317,7 +321,7 @@ export function createMailboxService(deps: {
    * retries it) until the last attempt, which records the failure.
    */
   async function send(tenantId: string, eventId: string, attempt: number) {
-    return db.transaction().execute(async (tx) => {
+    const outcome = await db.transaction().execute(async (tx): Promise<{ state: string; retry?: ProviderError }> => {
       const row = await store.lockOutbound(tx, tenantId, eventId);
       if (row === undefined || row === 'busy' || row.state !== 'queued') return { state: row === undefined ? 'missing' : row === 'busy' ? 'busy' : row.state };
       const ctxRow = await store.replyContext(tx, tenantId, eventId);
@@ -388,17 +392,28 @@ export function createMailboxService(deps: {
         return { state: 'sent' };
       } catch (err) {
         if (!(err instanceof ProviderError)) throw err;
-        if (err.kind === 'unavailable' && attempt < config.OUTBOUND_ATTEMPTS) throw err;
+        if (err.kind === 'unavailable' && attempt < config.OUTBOUND_ATTEMPTS) {
+          // Said on the ticket before the job fails for its retry, so an agent sees why the reply waits.
+          const detail = `Not sent yet: ${err.message}. Attempt ${attempt} of ${config.OUTBOUND_ATTEMPTS}; retrying with backoff.`;
+          await store.updateOutbound(tx, tenantId, eventId, { attempts: attempt, last_error: detail });
+          await tickets.internals.recordEvents(tx, tenantId, [
+            eventFor({ actor_type: 'system', actor_user_id: null, actor_name: 'Mailbox' }, ctxRow.ticket_id, 'email_delivery', detail, { reply_event_id: eventId, state: 'retrying', attempts: attempt }),
+          ]);
+          return { state: 'retrying', retry: err };
+        }
         return finish('failed', `Not sent: ${err.message}${err.kind === 'revoked' ? '; reconnect the mailbox, then send the reply again' : ''}.`);
       }
     });
+    // Thrown after the commit: BullMQ retries the job with backoff, and the retrying event stays recorded.
+    if (outcome.retry) throw outcome.retry;
+    return { state: outcome.state };
   }
 
   return {
     async start(actor: Principal, providerId: string) {
       const p = providerFor(providerId);
       const state = randomBytes(32).toString('base64url');
-      const expiresAt = new Date(Date.now() + STATE_TTL_MS);
+      const expiresAt = new Date(Date.now() + config.OAUTH_STATE_TTL_SECONDS * 1000);
       await store.insertState(db, actor.tenantId, { hash: stateHash(state), userId: actor.userId, provider: p.id, expiresAt });
       return { authorize_url: p.authorizeUrl(state, redirectUri(p.id)), state, expires_at: iso(expiresAt) };
     },
@@ -408,7 +423,7 @@ export function createMailboxService(deps: {
       const hash = stateHash(input.state);
       // The state row stays locked while the code is exchanged and is consumed only with the mailbox it
       // yields, in one transaction: a concurrent completion of the same state waits and then finds it used,
-      // and a provider that is down leaves the state usable for a retry within its ten minutes. A state of
+      // and a provider that is down leaves the state usable for a retry within its lifetime (OAUTH_STATE_TTL_SECONDS). A state of
       // another workspace is refused and left as it was.
       await db.transaction().execute(async (tx) => {
         const row = await store.lockState(tx, hash);
