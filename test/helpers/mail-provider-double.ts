@@ -273,6 +273,7 @@ function toSentMessage(raw: string): SentMessage {
 }
 
 const NEW_THREAD = '\u0000new-thread';
+const NO_BODY = Symbol('no body');
 
 /** A subject without its reply/forward prefixes, for Gmail's "the Subject headers must match". */
 function baseSubject(subject: string): string {
@@ -1071,21 +1072,53 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
     send(ctx.res, 200, { '@odata.context': `${baseUrl}/microsoft/graph/v1.0/$metadata#users('${grant.email}')/messages/$entity`, ...graphMessageJson(msg, select, type, false) }, applied);
   }
 
+  /** The JSON body, or NO_BODY after answering Graph's 400. */
+  function graphJson(ctx: Ctx): unknown {
+    try {
+      return JSON.parse(ctx.body.toString('utf8'));
+    } catch {
+      graphError(ctx.res, 400, 'BadRequest', 'Unable to read JSON request payload. Please ensure Content-Type header is set and payload is of valid JSON format.');
+      return NO_BODY;
+    }
+  }
+
+  /** A MIME-format body (base64 RFC 5322) decoded, or undefined after answering Graph's 400. */
+  function graphMime(ctx: Ctx): string | undefined {
+    const b64 = ctx.body.toString('latin1').trim();
+    if (b64 === '' || !/^[A-Za-z0-9+/=\r\n]+$/.test(b64)) {
+      graphError(ctx.res, 400, 'ErrorMimeContentInvalidBase64String', 'Invalid base64 string for MIME content.');
+      return undefined;
+    }
+    const raw = Buffer.from(b64, 'base64').toString('utf8');
+    if (parseMime(raw).headers.length === 0) {
+      graphError(ctx.res, 400, 'ErrorMimeContentInvalid', 'The MIME content is invalid.');
+      return undefined;
+    }
+    return raw;
+  }
+
+  /**
+   * The message a send or reply carries, as RFC 5322 text: JSON (built by `fromJson`, which answers its own
+   * 400s and returns undefined) or MIME format (base64 as text/plain). Undefined once an error was answered.
+   */
+  function graphOutgoing(ctx: Ctx, fromJson: (parsed: unknown) => string | undefined): string | undefined {
+    const ct = contentType(ctx.req);
+    if (ct === 'application/json') {
+      const parsed = graphJson(ctx);
+      return parsed === NO_BODY ? undefined : fromJson(parsed);
+    }
+    if (ct === 'text/plain' || ct === '') return graphMime(ctx);
+    graphError(ctx.res, 415, 'UnsupportedMediaType', `Content-Type '${ct}' is not supported; use application/json or text/plain (base64 MIME).`);
+    return undefined;
+  }
+
   function graphSendMail(ctx: Ctx): void {
     const grant = authenticate('microsoft', ctx);
     if (!grant || !hasScope('microsoft', ctx, grant, ['Mail.Send'])) return;
     const account = ensureAccount('microsoft', grant.email);
-    const ct = contentType(ctx.req);
-    let raw: string;
-    if (ct === 'application/json') {
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(ctx.body.toString('utf8'));
-      } catch {
-        return graphError(ctx.res, 400, 'BadRequest', 'Unable to read JSON request payload. Please ensure Content-Type header is set and payload is of valid JSON format.');
-      }
+    const raw = graphOutgoing(ctx, (parsed) => {
       const message = (parsed as { message?: unknown } | null)?.message;
-      if (!message || typeof message !== 'object') return graphError(ctx.res, 400, 'ErrorInvalidRequest', 'The message parameter is required.');
+      if (!message || typeof message !== 'object') return void graphError(ctx.res, 400, 'ErrorInvalidRequest', 'The message parameter is required.');
       const m = message as {
         subject?: unknown;
         body?: { contentType?: unknown; content?: unknown };
@@ -1102,12 +1135,12 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
       const extra = Array.isArray(m.internetMessageHeaders) ? (m.internetMessageHeaders as Array<{ name?: unknown; value?: unknown }>) : [];
       const bad = extra.find((h) => typeof h?.name !== 'string' || !/^x-/i.test(h.name) || typeof h.value !== 'string');
       if (bad) {
-        return graphError(ctx.res, 400, 'InvalidInternetMessageHeader', `The internet message header name '${String(bad?.name)}' should start with 'x-' or 'X-'.`);
+        return void graphError(ctx.res, 400, 'InvalidInternetMessageHeader', `The internet message header name '${String(bad?.name)}' should start with 'x-' or 'X-'.`);
       }
       const to = addresses(m.toRecipients);
       const cc = addresses(m.ccRecipients);
       const bcc = addresses(m.bccRecipients);
-      if (to.length + cc.length + bcc.length === 0) return graphError(ctx.res, 400, 'ErrorInvalidRecipients', 'At least one recipient is required, but none were found.');
+      if (to.length + cc.length + bcc.length === 0) return void graphError(ctx.res, 400, 'ErrorInvalidRecipients', 'At least one recipient is required, but none were found.');
       const html = typeof m.body?.contentType === 'string' && m.body.contentType.toLowerCase() === 'html';
       const lines = [`Date: ${rfc2822Date(new Date())}`, `From: ${formatAddress(account.email, account.name)}`];
       if (to.length) lines.push(`To: ${to.join(', ')}`);
@@ -1116,17 +1149,10 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
       lines.push(`Subject: ${encodeWord(typeof m.subject === 'string' ? m.subject : '')}`, `Message-ID: <${hex(16)}@double.prod.outlook.com>`);
       for (const h of extra) lines.push(`${String(h.name)}: ${String(h.value)}`);
       lines.push('MIME-Version: 1.0', ...mimeLeaf(html ? 'text/html' : 'text/plain', typeof m.body?.content === 'string' ? m.body.content : ''));
-      raw = lines.join('\r\n');
-    } else if (ct === 'text/plain' || ct === '') {
-      const b64 = ctx.body.toString('latin1').trim();
-      if (b64 === '' || !/^[A-Za-z0-9+/=\r\n]+$/.test(b64)) return graphError(ctx.res, 400, 'ErrorMimeContentInvalidBase64String', 'Invalid base64 string for MIME content.');
-      raw = Buffer.from(b64, 'base64').toString('utf8');
-      const root = parseMime(raw);
-      if (root.headers.length === 0) return graphError(ctx.res, 400, 'ErrorMimeContentInvalid', 'The MIME content is invalid.');
-      if (!hasRecipient(root.headers)) return graphError(ctx.res, 400, 'ErrorInvalidRecipients', 'At least one recipient is required, but none were found.');
-    } else {
-      return graphError(ctx.res, 415, 'UnsupportedMediaType', `Content-Type '${ct}' is not supported; use application/json or text/plain (base64 MIME).`);
-    }
+      return lines.join('\r\n');
+    });
+    if (raw === undefined) return;
+    if (!hasRecipient(parseMime(raw).headers)) return graphError(ctx.res, 400, 'ErrorInvalidRecipients', 'At least one recipient is required, but none were found.');
     recordSent('microsoft', grant.email, raw, { conversationId: `AAQkAD${rand(30)}AQA${rand(12)}=` });
     send(ctx.res, 202, undefined);
   }
@@ -1138,18 +1164,10 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
     const original = graphBox(grant.email).messages.find((m) => m.id === id);
     if (!original) return graphError(ctx.res, 404, 'ErrorItemNotFound', 'The specified object was not found in the store.');
     const account = ensureAccount('microsoft', grant.email);
-    const ct = contentType(ctx.req);
-    let raw: string;
-    if (ct === 'application/json') {
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(ctx.body.toString('utf8'));
-      } catch {
-        return graphError(ctx.res, 400, 'BadRequest', 'Unable to read JSON request payload. Please ensure Content-Type header is set and payload is of valid JSON format.');
-      }
+    const raw = graphOutgoing(ctx, (parsed) => {
       const comment = (parsed as { comment?: unknown } | null)?.comment;
-      if (typeof comment !== 'string') return graphError(ctx.res, 400, 'ErrorInvalidRequest', 'The comment parameter is required.');
-      raw = [
+      if (typeof comment !== 'string') return void graphError(ctx.res, 400, 'ErrorInvalidRequest', 'The comment parameter is required.');
+      return [
         `Date: ${rfc2822Date(new Date())}`,
         `From: ${formatAddress(account.email, account.name)}`,
         `To: ${formatAddress(original.from.address, original.from.name)}`,
@@ -1160,14 +1178,8 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
         'MIME-Version: 1.0',
         ...mimeLeaf('text/plain', comment),
       ].join('\r\n');
-    } else if (ct === 'text/plain' || ct === '') {
-      const b64 = ctx.body.toString('latin1').trim();
-      if (b64 === '' || !/^[A-Za-z0-9+/=\r\n]+$/.test(b64)) return graphError(ctx.res, 400, 'ErrorMimeContentInvalidBase64String', 'Invalid base64 string for MIME content.');
-      raw = Buffer.from(b64, 'base64').toString('utf8');
-      if (parseMime(raw).headers.length === 0) return graphError(ctx.res, 400, 'ErrorMimeContentInvalid', 'The MIME content is invalid.');
-    } else {
-      return graphError(ctx.res, 415, 'UnsupportedMediaType', `Content-Type '${ct}' is not supported; use application/json or text/plain (base64 MIME).`);
-    }
+    });
+    if (raw === undefined) return;
     recordSent('microsoft', grant.email, raw, { conversationId: original.conversationId, repliedTo: original.id });
     send(ctx.res, 202, undefined);
   }
