@@ -123,6 +123,25 @@ describe('verifySignature', () => {
     });
   });
 
+  describe('front rule webhooks (dev.frontapp.com/docs/rule-webhooks)', () => {
+    const raw = rawOf((frontEvent() as { payload: Record<string, unknown> }).payload);
+
+    test('accepts base64(HMAC-SHA1(secret, body)) with no timestamp header', () => {
+      expect(verifySignature('front', SECRET, signedHeaders('front', SECRET, raw, { frontRule: true }), buf(raw), NOW)).toEqual({ ok: true });
+    });
+
+    test('rejects it under another secret or over another body', () => {
+      const headers = signedHeaders('front', SECRET, raw, { frontRule: true });
+      expect(verifySignature('front', 'another-secret', headers, buf(raw), NOW).ok).toBe(false);
+      expect(verifySignature('front', SECRET, headers, buf(`${raw} `), NOW).ok).toBe(false);
+    });
+
+    test('an SHA-1 signature presented with a timestamp header is checked as an application webhook, and fails', () => {
+      const headers = { ...signedHeaders('front', SECRET, raw, { frontRule: true }), 'x-front-request-timestamp': String(NOW.getTime()) };
+      expect(verifySignature('front', SECRET, headers, buf(raw), NOW).ok).toBe(false);
+    });
+  });
+
   describe.each(['zendesk', 'front'] as const)('%s timestamp window', (provider) => {
     const raw = rawOf(provider === 'zendesk' ? zendeskEvent() : frontEvent());
     const timestampHeader = provider === 'zendesk' ? 'x-zendesk-webhook-signature-timestamp' : 'x-front-request-timestamp';
@@ -228,14 +247,16 @@ describe('classify: zendesk', () => {
     });
   });
 
+  // Every ticket event type of the "Ticket events" reference, and the messaging event on a ticket.
   test.each([
-    'zen:event-type:ticket.status_changed',
-    'zen:event-type:ticket.comment_added',
-    'zen:event-type:ticket.priority_changed',
-    'zen:event-type:ticket.agent_assignment_changed',
-    'zen:event-type:ticket.merged',
-    'zen:event-type:ticket.soft_deleted',
-  ])('%s is a ticket event', (type) => {
+    'agent_assignment_changed', 'attachment_linked_to_comment', 'attachment_redacted_from_comment', 'brand_changed',
+    'comment_added', 'comment_made_private', 'comment_redacted', 'custom_field_changed', 'custom_status_changed',
+    'description_changed', 'external_id_changed', 'email_ccs_changed', 'followers_changed', 'form_changed',
+    'group_assignment_changed', 'organization_changed', 'priority_changed', 'problem_link_changed', 'requester_changed',
+    'status_changed', 'subject_changed', 'submitter_changed', 'tags_changed', 'task_due_at_changed', 'created',
+    'marked_as_spam', 'merged', 'permanently_deleted', 'soft_deleted', 'type_changed', 'undeleted',
+    'next_sla_breach_changed', 'schedule_changed', 'sla_policy_changed', 'ola_policy_changed',
+  ].map((t) => `zen:event-type:ticket.${t}`).concat('zen:event-type:messaging_ticket.message_added'))('%s is a ticket event', (type) => {
     expect(eventOf(classifyObj('zendesk', zendeskEvent({ type }))).type).toBe(type);
   });
 
@@ -264,6 +285,9 @@ describe('classify: zendesk', () => {
     'zen:event-type:article.published',
     'zen:event-type:community_post.created',
     'zen:event-type:agent.state_changed',
+    'zen:event-type:user.active_changed',
+    'zen:event-type:organization.name_changed',
+    'zen:event-type:omnichannel_config.group_capacity_changed',
   ])('%s is ignored', (type) => {
     expect(classifyObj('zendesk', zendeskUserEvent({ type }))).toEqual({ kind: 'ignored' });
   });
@@ -362,15 +386,48 @@ describe('classify: front', () => {
     });
   });
 
-  test.each(['inbound', 'outbound', 'out_reply', 'assign', 'unassign', 'archive', 'reopen', 'trash', 'restore', 'tag', 'untag', 'move', 'comment', 'conversations_merged'])(
-    '%s is a ticket event',
-    (type) => {
-      expect(eventOf(classifyObj('front', frontEvent({ type }))).type).toBe(type);
-    },
-  );
+  // Every value of the Core API Event `type` enum (dev.frontapp.com/reference/events), decided one by one
+  // (docs/decisions.md, "Front event types").
+  test.each([
+    'inbound', 'outbound', 'out_reply', 'forward', 'assign', 'unassign', 'archive', 'reopen', 'reminder', 'trash', 'restore',
+    'tag', 'untag', 'move', 'comment', 'conversations_merged', 'sending_error', 'message_bounce_error', 'custom_field_updated',
+    'ticket_status_update', 'call_missed', 'call_voicemail_transcript_added',
+  ])('%s is a ticket event', (type) => {
+    expect(eventOf(classifyObj('front', frontEvent({ type }))).type).toBe(type);
+  });
 
-  test.each(['mention', 'link_added', 'link_removed', 'sending_error', 'message_bounce_error', 'reminder'])('%s is ignored', (type) => {
+  test.each([
+    'mention', 'link_added', 'link_removed', 'macro_triggered', 'topic_identified', 'call_started', 'call_abandoned', 'call_queued',
+    'call_on_hold', 'call_parked', 'call_resumed', 'call_connected', 'call_hangup', 'call_transferred', 'call_transcript_added',
+  ])('%s is ignored', (type) => {
     expect(classifyObj('front', frontEvent({ type }))).toEqual({ kind: 'ignored' });
+  });
+
+  test.each([
+    ['inbound_received', 'inbound'],
+    ['outbound_sent', 'outbound'],
+    ['message_delivery_failed', 'sending_error'],
+    ['conversation_moved', 'move'],
+    ['conversation_archived', 'archive'],
+    ['conversation_reopened', 'reopen'],
+    ['conversation_deleted', 'trash'],
+    ['conversation_restored', 'restore'],
+    ['conversation_snoozed', 'archive'],
+    ['conversation_snooze_expired', 'reminder'],
+    ['new_comment_added', 'comment'],
+    ['assignee_changed', 'assign'],
+    ['tag_added', 'tag'],
+    ['tag_removed', 'untag'],
+  ])('an application envelope %s whose preview has no type of its own is read as %s', (envelopeType, type) => {
+    const body = frontEvent({ envelopeType }) as { payload: Record<string, unknown> };
+    delete body.payload.type;
+    expect(eventOf(classifyObj('front', body)).type).toBe(type);
+  });
+
+  test.each(['link_added', 'link_removed'])('an application envelope %s without a payload type is ignored', (envelopeType) => {
+    const body = frontEvent({ envelopeType }) as { payload: Record<string, unknown> };
+    delete body.payload.type;
+    expect(classifyObj('front', body)).toEqual({ kind: 'ignored' });
   });
 
   test('sync is ignored and echoes the X-Front-Challenge header', () => {
@@ -449,6 +506,15 @@ describe('classify: helpscout', () => {
     expect(eventOf(classifyObj('helpscout', body, helpscoutHeaders('convo.assigned'))).requester).toBe('987654');
   });
 
+  test('without a primary customer, the creator is the requester only when the creator is a customer', () => {
+    const body = helpscoutConversation();
+    delete body.primaryCustomer;
+    body.createdBy = { id: 12, type: 'customer', email: 'bear@acme.com' };
+    expect(eventOf(classifyObj('helpscout', body, helpscoutHeaders('convo.created'))).requester).toBe('bear@acme.com');
+    body.createdBy = { id: 256, type: 'user', email: 'agent@acme.test' };
+    expect(eventOf(classifyObj('helpscout', body, helpscoutHeaders('convo.created'))).requester).toBeNull();
+  });
+
   test('convo.deleted with only {id} is recorded with what it has', () => {
     const body = helpscoutDeleted(123);
     expect(eventOf(classifyObj('helpscout', body, helpscoutHeaders('convo.deleted')))).toEqual({
@@ -475,11 +541,18 @@ describe('classify: helpscout', () => {
     'convo.agent.reply.created',
     'convo.note.created',
     'convo.custom-fields',
+    'convo.created',
+    'convo.ai-answers.created',
   ])('%s is a ticket event', (event) => {
     expect(eventOf(classifyObj('helpscout', helpscoutConversation(), helpscoutHeaders(event))).type).toBe(event);
   });
 
-  test.each(['customer.created', 'customer.updated', 'satisfaction.ratings', 'beacon.chat.created', 'tag.created', 'message.survey.response.received'])(
+  // The rest of the Webhooks page's list (developer.helpscout.com/webhooks and the Create Webhook endpoint's events).
+  test.each([
+    'customer.created', 'customer.updated', 'customer.deleted', 'satisfaction.ratings', 'beacon.chat.created',
+    'beacon.chat.customer.replied', 'tag.created', 'tag.updated', 'tag.deleted', 'message.survey.response.received',
+    'organization.created', 'organization.updated', 'organization.deleted', 'user.status.changed', 'helpscout.test',
+  ])(
     '%s is ignored',
     (event) => {
       const customer = { id: 29418, firstName: 'Ada', lastName: 'Lovelace', emails: [{ id: 1, value: 'ada@example.com', type: 'work' }] };

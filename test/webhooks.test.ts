@@ -119,7 +119,7 @@ const KITS: Record<WebhookProvider, Kit> = {
         },
       });
     },
-    nonTicket: () => [delivery(frontEvent({ type: 'mention' })), delivery(frontEvent({ type: 'link_added' })), delivery(frontEvent({ type: 'reminder' }))],
+    nonTicket: () => [delivery(frontEvent({ type: 'mention' })), delivery(frontEvent({ type: 'link_added' })), delivery(frontEvent({ type: 'macro_triggered' }))],
     partial(conversationId) {
       const body = frontEvent({ conversationId, preview: true });
       const payload = body.payload as { id: string };

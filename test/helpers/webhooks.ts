@@ -296,12 +296,15 @@ export interface SignOptions {
   event?: string;
   /** Front's X-Front-Challenge (sent with `sync`). */
   challenge?: string;
+  /** Front rule webhook: base64(HMAC-SHA1(secret, body)) and no timestamp header (dev.frontapp.com/docs/rule-webhooks). */
+  frontRule?: boolean;
 }
 
 /**
  * The headers the provider sends with `rawBody`, lower-case names, content-type included:
  * - zendesk: X-Zendesk-Webhook-Signature = base64(HMAC-SHA256(secret, timestamp + body)), timestamp ISO 8601;
- * - front: X-Front-Signature = base64(HMAC-SHA256(secret, timestamp + ":" + body)), timestamp in ms;
+ * - front: X-Front-Signature = base64(HMAC-SHA256(secret, timestamp + ":" + body)), timestamp in ms
+ *   (application webhooks), or base64(HMAC-SHA1(secret, body)) with no timestamp (rule webhooks, `frontRule`);
  * - helpscout: X-HelpScout-Signature = base64(HMAC-SHA1(secret, body)) and X-HelpScout-Event.
  */
 export function signedHeaders(
@@ -326,6 +329,9 @@ export function signedHeaders(
       };
     }
     case 'front': {
+      if (opts.frontRule) {
+        return { 'content-type': 'application/json', 'x-front-signature': createHmac('sha1', secret).update(raw).digest('base64') };
+      }
       const timestamp = String(now.getTime());
       const headers: Record<string, string> = {
         'content-type': 'application/json',

@@ -42,14 +42,24 @@ const HEADER = {
   helpscoutEvent: 'x-helpscout-event',
 } as const;
 
+/**
+ * Front's event types (the Core API Event `type` enum, dev.frontapp.com/reference/events), sorted into those
+ * that change a conversation's messages, state, assignment, tags or fields (recorded) and the rest (answered
+ * ignored): teammate notifications (`mention`), links to other systems, automation bookkeeping
+ * (`macro_triggered`, `topic_identified`) and call-progress telemetry. A missed call and a voicemail transcript
+ * are a customer waiting on an answer, so they are recorded. docs/decisions.md has the table with reasons.
+ */
 const FRONT_TICKET_EVENTS: ReadonlySet<string> = new Set([
   'inbound',
   'outbound',
   'out_reply',
+  'outbound_reply', // the spelling in Front's generated SDK enums
+  'forward',
   'assign',
   'unassign',
   'archive',
   'reopen',
+  'reminder', // "a conversation is reopened by a reminder"
   'trash',
   'restore',
   'tag',
@@ -57,7 +67,37 @@ const FRONT_TICKET_EVENTS: ReadonlySet<string> = new Set([
   'move',
   'comment',
   'conversations_merged',
+  'sending_error',
+  'message_bounce_error',
+  'custom_field_updated',
+  'ticket_status_update',
+  'call_missed',
+  'call_voicemail_transcript_added',
 ]);
+
+/**
+ * Application-webhook envelope types (dev.frontapp.com/docs/application-webhooks) and the event type each
+ * carries, for an envelope whose payload preview lacks its own `type`. `link_added` / `link_removed` map to
+ * themselves and stay ignored.
+ */
+const FRONT_APPLICATION_EVENTS: Readonly<Record<string, string>> = {
+  inbound_received: 'inbound',
+  outbound_sent: 'outbound',
+  message_delivery_failed: 'sending_error',
+  conversation_moved: 'move',
+  conversation_archived: 'archive',
+  conversation_reopened: 'reopen',
+  conversation_deleted: 'trash',
+  conversation_restored: 'restore',
+  conversation_snoozed: 'archive', // Front snoozes by archiving until a reminder
+  conversation_snooze_expired: 'reminder',
+  new_comment_added: 'comment',
+  assignee_changed: 'assign',
+  tag_added: 'tag',
+  tag_removed: 'untag',
+  link_added: 'link_added',
+  link_removed: 'link_removed',
+};
 
 // ------------------------------------------------------------------------------------------- readers
 
@@ -179,7 +219,13 @@ function verifyFront(secret: string, headers: WebhookHeaders, raw: Buffer, now: 
   const signature = header(headers, HEADER.frontSignature);
   if (signature === undefined) return fail('missing X-Front-Signature header');
   const timestamp = header(headers, HEADER.frontTimestamp);
-  if (timestamp === undefined) return fail('missing X-Front-Request-Timestamp header');
+  // Rule webhooks (dev.frontapp.com/docs/rule-webhooks) carry no timestamp: base64(HMAC-SHA1(secret, body)).
+  // Without a timestamp there is no replay window; a replayed body is the same event id, so the ledger makes
+  // it a duplicate.
+  if (timestamp === undefined) {
+    const expected = createHmac('sha1', secret).update(raw).digest();
+    return macMatches(signature, expected) ? { ok: true } : fail('signature mismatch (no X-Front-Request-Timestamp: checked as a rule webhook)');
+  }
   if (!/^\d{1,16}$/.test(timestamp)) return fail('malformed request timestamp');
   if (!withinWindow(Number(timestamp), now)) return fail('request timestamp outside the 5-minute window');
   const expected = createHmac('sha256', secret).update(`${timestamp}:`, 'utf8').update(raw).digest();
@@ -240,9 +286,11 @@ function zendeskSubjectTicketId(value: unknown): string | undefined {
 function classifyZendesk(body: Rec, raw: Buffer): Classified {
   const type = text(body.type);
   if (type !== undefined && type.toLowerCase().startsWith('zen:')) {
-    // Event subscription envelope. Only ticket events are recorded: user.*, organization.*, article.*,
-    // community_post.*, availability and routing events are acknowledged and dropped.
-    if (!type.toLowerCase().startsWith('zen:event-type:ticket.')) return IGNORED;
+    // Event subscription envelope. Ticket events (`ticket.*`) and messaging events on a ticket
+    // (`messaging_ticket.message_added`, subject `zen:ticket:<id>`) are recorded: user.*, organization.*,
+    // article.*, community_post.*, agent availability and omnichannel routing events are acknowledged and dropped.
+    const domain = type.toLowerCase();
+    if (!domain.startsWith('zen:event-type:ticket.') && !domain.startsWith('zen:event-type:messaging_ticket.')) return IGNORED;
     const detail = at(body, 'detail');
     const eventId = idOf(at(body, 'id'));
     return ticketEvent(
@@ -303,7 +351,11 @@ function classifyFront(headers: WebhookHeaders, body: Rec, raw: Buffer): Classif
   const envelope = isRecord(body.payload);
   const payload = envelope ? (body.payload as Rec) : body;
   const envelopeType = firstOf(text, body.type);
-  const type = envelope ? (firstOf(text, at(payload, 'type')) ?? envelopeType) : envelopeType;
+  // The event object's own type decides; an envelope whose preview lacks one is read by the application
+  // event it names (`conversation_archived` → `archive`).
+  const type = envelope
+    ? (firstOf(text, at(payload, 'type')) ?? (envelopeType !== undefined ? (FRONT_APPLICATION_EVENTS[envelopeType.toLowerCase()] ?? envelopeType) : undefined))
+    : envelopeType;
   const headerChallenge = header(headers, HEADER.frontChallenge);
   // The validation request: `type: "sync"` (a challenge header on an untyped body is read the same way).
   if (envelopeType?.toLowerCase() === 'sync' || type?.toLowerCase() === 'sync' || (type === undefined && headerChallenge !== undefined)) {
@@ -339,7 +391,10 @@ function classifyHelpScout(headers: WebhookHeaders, body: Rec, raw: Buffer): Cla
   if (event === undefined) return invalid('missing X-HelpScout-Event header');
   // Only conversation events are tickets: customer.*, satisfaction.ratings, beacon.*, tag.*, surveys are not.
   if (!event.toLowerCase().startsWith('convo.')) return IGNORED;
-  const customer = firstOf((v) => (isRecord(v) ? v : undefined), body.primaryCustomer, body.customer);
+  // The requester is the primary customer; a conversation object without one (older payloads) names the
+  // customer who created it in `createdBy` (type `customer`). A `createdBy` user (an agent) is not the requester.
+  const creator = at(body, 'createdBy', 'type') === 'customer' ? body.createdBy : undefined;
+  const customer = firstOf((v) => (isRecord(v) ? v : undefined), body.primaryCustomer, body.customer, creator);
   return ticketEvent(
     idOf(body.id),
     {
