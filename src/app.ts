@@ -7,9 +7,10 @@ import { pinoHttp } from 'pino-http';
 import { sql } from 'kysely';
 import type { Config } from './config';
 import type { Db } from './db';
-import { AppError, dependencyUnavailable, notFound } from './http/errors';
+import { AppError, problemOf, toProblem } from './http/errors';
 import { buildOpenApi } from './http/openapi';
-import { asDependencyError, sendProblem } from './http/problem';
+import { sendProblem } from './http/problem';
+import { asDependencyError, dependencyUnavailable, notFound } from './lib/errors';
 import { createOpsMetrics, mountOps } from './http/ops';
 import { expressPath, mountOperations } from './http/router';
 import { serializeError } from './lib/logger';
@@ -97,7 +98,7 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
       return;
     }
     const down = [pg.status === 'rejected' ? 'PostgreSQL' : null, rd.status === 'rejected' ? 'Redis' : null].filter(Boolean);
-    const err = dependencyUnavailable(down.join(' and '));
+    const err = toProblem(dependencyUnavailable(down.join(' and ')));
     res.setHeader('Retry-After', '5');
     res
       .status(503)
@@ -146,7 +147,7 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
   });
 
   app.use((err: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const known = err instanceof AppError ? err : asDependencyError(err);
+    const known = problemOf(err) ?? problemOf(asDependencyError(err));
     if (known) {
       if (known.status >= 500) req.log.warn({ err_code: known.code, cause: (err as Error)?.message }, 'dependency unavailable');
       sendProblem(res, known, String(req.id));

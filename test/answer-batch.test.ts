@@ -6,6 +6,7 @@
 import type { Job } from 'bullmq';
 import IORedis from 'ioredis';
 import { jobOptions } from '../src/queue/jobs';
+import { toProblem } from '../src/http/errors';
 import { answerBatch, refusalOf, type ItemResult } from '../src/queue/results';
 
 const lostBackend = () => Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
@@ -34,8 +35,8 @@ describe('answerBatch', () => {
   test('on the last attempt, a lost PostgreSQL backend answers every item 503 and the job still fails (kept for retry)', async () => {
     await expect(answerBatch(pub, channel, [{ id: 'a' }, { id: 'b' }], jobAt(11, 12), () => Promise.reject(lostBackend()))).rejects.toThrow(/administrator command/);
     await settle();
-    expect(received).toEqual([[expect.objectContaining({ id: 'a', ok: false, error: expect.objectContaining({ status: 503, code: 'dependency_unavailable' }) }), expect.objectContaining({ id: 'b', ok: false })]]);
-    const refusal = refusalOf(received[0]![0]!, 'Ingest refused');
+    expect(received).toEqual([[expect.objectContaining({ id: 'a', ok: false, error: expect.objectContaining({ code: 'dependency_unavailable' }) }), expect.objectContaining({ id: 'b', ok: false })]]);
+    const refusal = toProblem(refusalOf(received[0]![0]!));
     expect(refusal.status).toBe(503);
     expect(refusal.extra.headers?.['Retry-After']).toMatch(/^\d+$/);
   });

@@ -8,8 +8,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createAuthThrottle } from '../src/http/auth-throttle';
-import { unauthenticated } from '../src/http/errors';
-import type { Principal } from '../src/http/principal';
+import { statusOf } from '../src/http/errors';
+import { unauthenticated } from '../src/lib/errors';
+import type { Principal } from '../src/domains/identity/principal';
 import { createLogger } from '../src/lib/logger';
 import { LogCapture, startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
@@ -269,7 +270,8 @@ describe('the failed-authentication throttle with Redis unreachable', () => {
     try {
       for (let i = 0; i < 3; i++) {
         await expect(throttle.authenticate('10.9.9.9', `Bearer ${secret}`, async () => principal)).resolves.toBe(principal);
-        await expect(throttle.authenticate('10.9.9.9', `Bearer ${secret}`, async () => Promise.reject(unauthenticated()))).rejects.toMatchObject({ status: 401 });
+        await expect(throttle.authenticate('10.9.9.9', `Bearer ${secret}`, async () => Promise.reject(unauthenticated()))).rejects.toMatchObject({ code: 'unauthenticated' });
+        expect(statusOf('unauthenticated')).toBe(401);
       }
     } finally {
       redis.disconnect();

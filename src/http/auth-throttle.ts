@@ -2,14 +2,13 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import type { Config } from '../config';
-import { AppError } from './errors';
-import type { Principal } from './principal';
+import { DomainError } from '../lib/errors';
+import { problemOf } from './errors';
+import type { Principal } from '../domains/identity/principal';
 
 /** The answer while an address is over its failed-authentication budget. */
 export const authFailuresThrottled = (retryAfterSeconds: number) =>
-  new AppError(429, 'throttled', 'Too many requests', 'Too many failed authentications from this address; retry later.', {
-    headers: { 'Retry-After': String(Math.max(1, retryAfterSeconds)) },
-  });
+  new DomainError('throttled', 'Too many failed authentications from this address; retry later.', { retryAfterSeconds: Math.max(1, retryAfterSeconds) });
 
 /**
  * Failed authentication per client address. Every presented credential that fails (401, or the 404 of a
@@ -43,7 +42,8 @@ export function createAuthThrottle(deps: { redis: Redis; config: Config; logger:
       try {
         return await check(authorization);
       } catch (err) {
-        if (err instanceof AppError && (err.status === 401 || err.status === 404)) {
+        const refused = problemOf(err);
+        if (refused && (refused.status === 401 || refused.status === 404)) {
           // Rejections past the budget are expected here (concurrent failures); only an outage is worth a line.
           await limiter.consume(key).catch((res: unknown) => {
             if (res instanceof Error) unavailable(res);

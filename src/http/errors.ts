@@ -1,13 +1,13 @@
 /**
- * Every refusal the service makes, mapped to its status in one place (RFC 9457 problem details).
- * Handlers throw these; the error middleware renders them. `code` is the stable, machine-readable name.
+ * The HTTP face of every refusal (RFC 9457 problem details): a domain code's status and title come from its
+ * kind, here and nowhere else. Services throw `DomainError`s (src/lib/errors.ts); `problemOf` turns them
+ * into the `AppError` the error handler renders. `AppError` itself is built only for what exists at the HTTP
+ * layer alone (a wrong method, an internal error, a draining process).
  */
 import type { z } from 'zod';
+import { DomainError, ERRORS, kindOf, type ErrorCode, type ErrorKind, type FieldError } from '../lib/errors';
 
-export interface FieldError {
-  path: string;
-  message: string;
-}
+export type { FieldError } from '../lib/errors';
 
 /** A zod error as the `errors` list of a problem body: dotted paths under `prefix` (body, query…). */
 export const toFieldErrors = (error: z.ZodError, prefix = ''): FieldError[] =>
@@ -29,97 +29,62 @@ export class AppError extends Error {
   }
 }
 
-export const validationFailed = (errors: FieldError[], detail = 'The request did not match its schema.') =>
-  new AppError(400, 'validation_failed', 'Validation failed', detail, { errors });
+/** Each kind's status and title: the one place a domain refusal becomes HTTP. */
+const KIND_HTTP: Record<ErrorKind, { status: number; title: string }> = {
+  invalid: { status: 400, title: 'Bad request' },
+  unauthenticated: { status: 401, title: 'Unauthorized' },
+  forbidden: { status: 403, title: 'Forbidden' },
+  not_found: { status: 404, title: 'Not found' },
+  conflict: { status: 409, title: 'Conflict' },
+  too_large: { status: 413, title: 'Payload too large' },
+  unsupported_media: { status: 415, title: 'Unsupported media type' },
+  unprocessable: { status: 422, title: 'Unprocessable content' },
+  throttled: { status: 429, title: 'Too many requests' },
+  upstream: { status: 502, title: 'Bad gateway' },
+  unavailable: { status: 503, title: 'Service unavailable' },
+};
 
-export const unauthenticated = (detail = 'A valid bearer credential is required.') =>
-  new AppError(401, 'unauthenticated', 'Unauthenticated', detail, {
-    headers: { 'WWW-Authenticate': 'Bearer realm="helpdesk"' },
+/** Codes whose title says more than their kind's. */
+const TITLES: Partial<Record<ErrorCode, string>> = {
+  validation_failed: 'Validation failed',
+  payload_too_complex: 'Payload too complex',
+  unauthenticated: 'Unauthenticated',
+  insufficient_role: 'Insufficient role',
+  insufficient_scope: 'Insufficient scope',
+};
+
+export const statusOf = (code: ErrorCode): number => KIND_HTTP[kindOf(code)].status;
+export const titleOf = (code: ErrorCode): string => TITLES[code] ?? KIND_HTTP[kindOf(code)].title;
+/** The OpenAPI example detail of a code. */
+export const exampleOf = (code: ErrorCode): string => ERRORS[code][1];
+
+/** Every domain code with its status: what `Operation.errors` may name and the OpenAPI document lists. */
+export const DOMAIN_ERRORS = Object.fromEntries(Object.keys(ERRORS).map((c) => [c, statusOf(c as ErrorCode)])) as Record<ErrorCode, number>;
+export type DomainErrorCode = ErrorCode;
+
+function headersOf(err: DomainError): Record<string, string> | undefined {
+  if (kindOf(err.code) === 'unauthenticated' && err.code === 'unauthenticated') return { 'WWW-Authenticate': 'Bearer realm="helpdesk"' };
+  return err.extra.retryAfterSeconds !== undefined ? { 'Retry-After': String(err.extra.retryAfterSeconds) } : undefined;
+}
+
+/** A domain refusal as the problem the HTTP layer answers. */
+export function toProblem(err: DomainError): AppError {
+  const headers = headersOf(err);
+  return new AppError(statusOf(err.code), err.code, titleOf(err.code), err.detail, {
+    ...(err.extra.errors ? { errors: err.extra.errors } : {}),
+    ...(headers ? { headers } : {}),
   });
+}
 
-export const insufficientRole = (floor: string) =>
-  new AppError(403, 'insufficient_role', 'Insufficient role', `This operation requires the ${floor} role or above.`);
-
-export const insufficientScope = (needed: string) =>
-  new AppError(403, 'insufficient_scope', 'Insufficient scope', `This API key lacks a scope covering ${needed}.`);
-
-export const notFound = (what = 'resource') =>
-  new AppError(404, 'not_found', 'Not found', `No such ${what}.`);
-
-export const conflict = (code: string, detail: string) => new AppError(409, code, 'Conflict', detail);
-
-/** An explicit limit on size, nesting or count was passed: `errors` names each field and its limit. */
-export const payloadTooComplex = (errors: FieldError[]) =>
-  new AppError(400, 'payload_too_complex', 'Payload too complex', errors.map((e) => e.message).join('; '), { errors });
-
-export const unprocessable = (code: string, detail: string, errors?: FieldError[]) =>
-  new AppError(422, code, 'Unprocessable content', detail, errors ? { errors } : {});
-
-export const forbidden = (code: string, detail: string) => new AppError(403, code, 'Forbidden', detail);
-
-export const dependencyUnavailable = (which: string, retryAfterSeconds = 5) =>
-  new AppError(503, 'dependency_unavailable', 'Service unavailable', `${which} is unreachable; retry later.`, {
-    headers: { 'Retry-After': String(retryAfterSeconds) },
-  });
+/** The problem an error is answered with, when it is a refusal (an `AppError` or a `DomainError`). */
+export function problemOf(err: unknown): AppError | null {
+  if (err instanceof AppError) return err;
+  if (err instanceof DomainError) return toProblem(err);
+  return null;
+}
 
 /** A process draining after SIGTERM: another process (or this service after its restart) will answer. */
 export const shuttingDown = () =>
   new AppError(503, 'shutting_down', 'Service unavailable', 'This API process is shutting down; retry (another process will answer).', {
     headers: { 'Retry-After': '1' },
   });
-
-/**
- * Every domain code an operation may answer, with its status: the OpenAPI document lists them per operation
- * from this table, and `Operation.errors` can only name codes that are here.
- */
-export const DOMAIN_ERRORS = {
-  scope_invalid: 422,
-  agent_unknown: 422,
-  member_exists: 409,
-  realm_subject_taken: 409,
-  member_invited: 409,
-  last_owner: 409,
-  member_deactivated: 403,
-  customer_exists: 409,
-  customer_unknown: 422,
-  assignee_unknown: 422,
-  team_unknown: 422,
-  illegal_transition: 409,
-  ticket_merged: 409,
-  merge_self: 400,
-  reopen_not_allowed: 409,
-  member_unknown: 422,
-  team_member_exists: 409,
-  no_eligible_member: 409,
-  filter_unknown: 422,
-  filter_invalid: 422,
-  macro_disabled: 409,
-  channel_credential_misplaced: 400,
-  channel_payload_invalid: 400,
-  channel_adapter_unavailable: 400,
-  oauth_state_invalid: 400,
-  oauth_state_mismatch: 403,
-  oauth_code_invalid: 400,
-  mail_provider_not_configured: 409,
-  mail_provider_unavailable: 502,
-  signature_invalid: 401,
-  signature_required: 401,
-  webhook_payload_invalid: 400,
-  cap_order: 422,
-  brand_key_unknown: 422,
-  brand_value_invalid: 422,
-  brand_key_duplicate: 422,
-  help_centre_required: 400,
-  subdomain_taken: 409,
-  subdomain_reserved: 422,
-  no_conflict: 409,
-  payload_too_complex: 400,
-  throttled: 429,
-  integration_limit_reached: 409,
-  payload_too_large: 413,
-  unsupported_media_type: 415,
-  /** Answered by the operator dashboard (/admin/queues), not by an API operation. */
-  cross_site_request: 403,
-} as const;
-
-export type DomainErrorCode = keyof typeof DOMAIN_ERRORS;

@@ -1,4 +1,4 @@
-import { payloadTooComplex, validationFailed, type AppError, type FieldError } from './errors';
+import { payloadTooComplex, validationFailed, type DomainError, type FieldError } from '../lib/errors';
 
 /**
  * Edge rules for caller text, applied to every operation before any schema or handler sees the input:
@@ -21,7 +21,7 @@ const MAX_REPORTED = 10;
 export const MAX_JSON_VALUES = 20_000;
 
 /** The refusal for a body the scan or the walk found over a structural limit. */
-export function jsonTooComplex(reason: 'too_deep' | 'too_many'): AppError {
+export function jsonTooComplex(reason: 'too_deep' | 'too_many'): DomainError {
   return payloadTooComplex([
     reason === 'too_deep'
       ? { path: 'body', message: `JSON objects and arrays may nest at most ${MAX_JSON_DEPTH} levels deep` }

@@ -1,16 +1,16 @@
 import { sample } from 'openapi-sampler';
 import { z } from 'zod';
 import {
-  AppError,
   dependencyUnavailable,
-  DOMAIN_ERRORS,
   insufficientRole,
   insufficientScope,
   notFound,
   unauthenticated,
   validationFailed,
-  type DomainErrorCode,
-} from './errors';
+  type DomainError,
+  type ErrorCode,
+} from '../lib/errors';
+import { DOMAIN_ERRORS, exampleOf, titleOf, toProblem, type AppError } from './errors';
 import type { Operation } from './operation';
 import { authFailuresThrottled } from './auth-throttle';
 import { toFieldErrors } from './errors';
@@ -26,7 +26,7 @@ const GUARD_ERRORS: Record<number, string[]> = {
 };
 
 /** What the body parser answers before any operation runs, for every operation that takes a body. */
-const BODY_ERRORS: DomainErrorCode[] = ['payload_too_large', 'payload_too_complex', 'unsupported_media_type'];
+const BODY_ERRORS: ErrorCode[] = ['payload_too_large', 'payload_too_complex', 'unsupported_media_type'];
 
 
 const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
@@ -116,75 +116,16 @@ const problem = {
   },
 };
 
-/** The detail each domain code is answered with (as the services word it; placeholders filled in). */
-const DOMAIN_DETAILS: Record<DomainErrorCode, string> = {
-  scope_invalid: 'One or more scopes cannot be granted by this deployment.',
-  agent_unknown: 'No agent 5b0e4c1d-8a7f-4e2b-9c3d-1f6a2b7c8d9e exists in this workspace.',
-  member_exists: 'This workspace already has a member with this email.',
-  realm_subject_taken: 'This realm subject is already bound to another member of this workspace.',
-  member_invited: 'This member has not signed in yet; only their role can be changed.',
-  last_owner: 'The workspace must keep at least one active owner.',
-  member_deactivated: 'Your membership in this workspace is deactivated.',
-  customer_exists: 'A customer with this email already exists in the workspace.',
-  customer_unknown: 'No such customer in this workspace.',
-  assignee_unknown: 'The assignee is not an active member of this workspace.',
-  team_unknown: 'No such team in this workspace.',
-  illegal_transition: 'A solved ticket cannot move to pending; allowed: none.',
-  ticket_merged: 'Ticket 3f2b8c4e-6a1d-4e7f-9b2c-5d8e1a4f7c3b is merged; merged tickets are terminal.',
-  merge_self: 'A ticket cannot be merged into itself.',
-  reopen_not_allowed: 'Only a solved or closed ticket can be reopened; this one is open.',
-  member_unknown: 'The user is not a member of this workspace.',
-  team_member_exists: 'The user is already in this team.',
-  no_eligible_member: 'No member of this team can take the ticket now; it was not assigned.',
-  filter_unknown: 'GET /v1/tickets does not understand the filter(s) assignee.',
-  filter_invalid: 'One or more filter values are not valid for GET /v1/tickets.',
-  macro_disabled: 'This macro is disabled; enable it before applying it.',
-  channel_credential_misplaced:
-    'An OAuth token does not belong in a channel config (found at config.access_token); connect the mailbox with POST /v1/channels/email/oauth/{mailprovider}/complete, which stores tokens encrypted.',
-  channel_payload_invalid: 'The web_chat adapter cannot read this payload: web_chat payload is invalid: text must not be blank.',
-  channel_adapter_unavailable: 'The instagram channel has no adapter yet; messages cannot be ingested.',
-  oauth_state_invalid: 'The state is unknown, expired or already used; start the connection again.',
-  oauth_state_mismatch: 'This state was minted for another workspace; complete the connection from the workspace that started it.',
-  oauth_code_invalid: 'invalid_grant; the code may be expired or already used — start the connection again.',
-  mail_provider_not_configured: 'This deployment has no google OAuth client configured; an operator must set its client id and secret.',
-  mail_provider_unavailable: 'google token endpoint answered 503; the state is still valid, retry the same completion shortly.',
-  signature_invalid: 'The webhook signature is missing, does not match the body, or is outside the accepted time window.',
-  signature_required: 'This deployment accepts only signed webhooks; set a signing secret on the integration and in the provider.',
-  webhook_payload_invalid: 'Not a readable zendesk ticket event: ticket event without a ticket id.',
-  cap_order: 'The daily cap may not exceed the monthly cap.',
-  brand_key_unknown: '"logoURL" is not a branding key; the keys are logo_url, logoUrl, logo, favicon_url, faviconUrl, favicon, brand_color, brandColor, brand_colour, color, colour, primary_color, title, site_title, siteTitle, tagline, tag_line, tagLine.',
-  brand_value_invalid: '"brand_color" must be a hex colour: #rgb or #rrggbb.',
-  brand_key_duplicate: '"logo" and "logo_url" both set the logo; send one of them.',
-  help_centre_required: 'This workspace has several help centres: name one with help_centre_id.',
-  subdomain_taken: 'northwind.help.example.com is already in use; choose another label.',
-  subdomain_reserved: 'www.help.example.com is reserved for the platform; choose another label.',
-  no_conflict: 'This translation has no conflict: no source update arrived after a local edit.',
-  payload_too_complex: 'body_html has elements nested more than 100 deep.',
-  throttled: 'This channel is receiving more than its rate; retry later.',
-  integration_limit_reached: 'A workspace can hold at most 20 integrations; delete one first.',
-  payload_too_large: 'The request body exceeds the size limit.',
-  unsupported_media_type: 'Send the body as application/json.',
-  cross_site_request: 'State-changing requests to the operator dashboard must come from the dashboard itself.',
-};
-
-/** Titles the services give domain codes, by status (guard codes carry their own, from errors.ts). */
-const DOMAIN_TITLES: Record<number, string> = {
-  400: 'Bad request',
-  401: 'Unauthorized',
-  403: 'Forbidden',
-  409: 'Conflict',
-  413: 'Payload too large',
-  415: 'Unsupported media type',
-  422: 'Unprocessable content',
-  429: 'Too many requests',
-  502: 'Bad gateway',
-};
-
 const EXAMPLE_REQUEST_ID = '7c9e6679-7425-40de-944b-e07fc1f90ae7';
 const noQuery = z.strictObject({});
 
 /** The guard's own refusal for `code`, built with the same factories the service throws. */
 function guardProblem(op: Operation, code: string): AppError | undefined {
+  const refusal = guardRefusal(op, code);
+  return refusal ? toProblem(refusal) : undefined;
+}
+
+function guardRefusal(op: Operation, code: string): DomainError | undefined {
   const access = op.access === 'public' ? null : op.access;
   switch (code) {
     case 'validation_failed': {
@@ -220,9 +161,9 @@ function problemExample(op: Operation, status: number, codes: Set<string>) {
   const err = own ? undefined : guardProblem(op, code);
   return {
     type: 'about:blank',
-    title: err?.title ?? DOMAIN_TITLES[status] ?? 'Error',
+    title: err?.title ?? titleOf(code as ErrorCode),
     status,
-    detail: err?.detail ?? DOMAIN_DETAILS[code as DomainErrorCode],
+    detail: err?.detail ?? exampleOf(code as ErrorCode),
     code,
     ...(err?.extra.errors ? { errors: err.extra.errors } : {}),
     request_id: EXAMPLE_REQUEST_ID,

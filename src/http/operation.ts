@@ -2,7 +2,7 @@ import type { z } from 'zod';
 import type { DomainErrorCode } from './errors';
 import type { Role } from '../db/types';
 import type { ScopeAction, ScopeTag } from '../domains/identity/scopes';
-import type { Principal } from './principal';
+import type { Principal } from '../domains/identity/principal';
 import type { Services } from '../services';
 import type { HandlerResult } from './result';
 

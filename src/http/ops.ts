@@ -9,7 +9,7 @@ import type { Express, NextFunction, Request, Response } from 'express';
 import type { Logger } from 'pino';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Config } from '../config';
-import { forbidden } from './errors';
+import { refuse } from '../lib/errors';
 import { sendProblem } from './problem';
 import type { QueueHub } from '../queue/hub';
 import { readWorkerMetrics } from '../queue/job-metrics';
@@ -83,7 +83,7 @@ function refuseCrossSite(req: Request, res: Response, next: NextFunction) {
     }
   }
   if (sameSite) return next();
-  sendProblem(res, forbidden('cross_site_request', 'State-changing requests to the operator dashboard must come from the dashboard itself.'), String(req.id));
+  sendProblem(res, refuse('cross_site_request', 'State-changing requests to the operator dashboard must come from the dashboard itself.'), String(req.id));
 }
 
 /**

@@ -1,9 +1,10 @@
 import type { ServerResponse } from 'node:http';
-import { types } from 'node:util';
-import { AppError, dependencyUnavailable } from './errors';
+import type { DomainError } from '../lib/errors';
+import { AppError, toProblem } from './errors';
 
 /** Writes `err` as problem+json. Plain node:http, so the drain can answer outside Express too. */
-export function sendProblem(res: ServerResponse, err: AppError, requestId: string): void {
+export function sendProblem(res: ServerResponse, refusal: AppError | DomainError, requestId: string): void {
+  const err = refusal instanceof AppError ? refusal : toProblem(refusal);
   const body = JSON.stringify({
     type: 'about:blank',
     title: err.title,
@@ -20,31 +21,3 @@ export function sendProblem(res: ServerResponse, err: AppError, requestId: strin
   res.end(body);
 }
 
-const PG_UNAVAILABLE_CODES = new Set(['57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006']);
-const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
-
-/**
- * Recognises a lost PostgreSQL or Redis so the caller gets a 503 with Retry-After instead of a 500.
- * Transactions roll back on these errors, so nothing is half-written.
- */
-export function asDependencyError(err: unknown): AppError | null {
-  // isNativeError also recognises errors made in another realm (Node's own, seen from a vm context such as jest's).
-  if (!(err instanceof Error) && !types.isNativeError(err)) return null;
-  const code = (err as { code?: unknown }).code;
-  const message = err.message ?? '';
-  if (typeof code === 'string' && (PG_UNAVAILABLE_CODES.has(code) || NET_CODES.has(code))) {
-    return dependencyUnavailable('A backing service');
-  }
-  if (
-    /timeout exceeded when trying to connect|Connection terminated|Client has encountered a connection error/i.test(message)
-  ) {
-    return dependencyUnavailable('PostgreSQL');
-  }
-  if (
-    err.name === 'MaxRetriesPerRequestError' ||
-    /Stream isn't writeable|Connection is closed|enableOfflineQueue/i.test(message)
-  ) {
-    return dependencyUnavailable('Redis');
-  }
-  return null;
-}

@@ -4,10 +4,11 @@ import { z } from 'zod';
 import { roleAtLeast } from '../domains/identity/roles';
 import { scopesCover } from '../domains/identity/scopes';
 import type { Services } from '../services';
-import { AppError, insufficientRole, insufficientScope, notFound, toFieldErrors, validationFailed } from './errors';
+import { insufficientRole, insufficientScope, notFound, refuse, validationFailed, type DomainError } from '../lib/errors';
+import { toFieldErrors } from './errors';
 import { assertStorableJson, bodyScannedClean, jsonTooComplex, scanJsonBody, TOO_COMPLEX, unstorableText } from './input-guard';
 import type { Operation } from './operation';
-import type { Principal } from './principal';
+import type { Principal } from '../domains/identity/principal';
 
 const noQuery = z.strictObject({});
 
@@ -36,13 +37,13 @@ function runMiddleware(mw: RequestHandler, req: Request, res: Response): Promise
   return new Promise((resolve, reject) => mw(req, res, (err?: unknown) => (err ? reject(err) : resolve())));
 }
 
-function bodyParserError(err: unknown): AppError | null {
+function bodyParserError(err: unknown): DomainError | null {
   const type = (err as { type?: string })?.type;
   if (type === TOO_COMPLEX) return jsonTooComplex((err as { reason: 'too_deep' | 'too_many' }).reason);
   if (type === 'entity.parse.failed') return validationFailed([{ path: '(body)', message: 'malformed JSON' }], 'The body is not valid JSON.');
-  if (type === 'entity.too.large') return new AppError(413, 'payload_too_large', 'Payload too large', 'The request body exceeds the size limit.');
+  if (type === 'entity.too.large') return refuse('payload_too_large', 'The request body exceeds the size limit.');
   if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
-    return new AppError(415, 'unsupported_media_type', 'Unsupported media type', 'The body encoding is not supported.');
+    return refuse('unsupported_media_type', 'The body encoding is not supported.');
   }
   // Corrupt compressed bodies, aborted uploads, wrong lengths: the client's fault, never a 500.
   const status = (err as { status?: number })?.status;
@@ -89,7 +90,7 @@ export function mountOperations(router: Router, ops: Operation[], services: Serv
         } else if (op.body) {
           const hasBody = req.headers['content-length'] !== '0' && (req.headers['content-length'] || req.headers['transfer-encoding']);
           if (hasBody && !req.is('application/json') && !req.is('application/*+json')) {
-            throw new AppError(415, 'unsupported_media_type', 'Unsupported media type', 'Send the body as application/json.');
+            throw refuse('unsupported_media_type', 'Send the body as application/json.');
           }
           if (hasBody) {
             try {

@@ -2,29 +2,15 @@ import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { RateLimiterRes, RateLimiterRedis } from 'rate-limiter-flexible';
 import type { Config } from '../config';
-import { AppError, dependencyUnavailable } from './errors';
-
-const retryAfter = (res: RateLimiterRes) => ({ 'Retry-After': String(Math.max(1, Math.ceil(res.msBeforeNext / 1000))) });
-
-/**
- * Takes `points` (one per message the request would write) for `key`: over the rate → 429 with an integer
- * Retry-After; Redis unreachable → 503. A refused request wrote nothing, so its points go back: only what is
- * accepted counts against the budget. `what` names the thing throttled in the detail ("channel", "integration").
- */
-export async function consumeOrRefuse(limiter: RateLimiterRedis, key: string, what: string, points = 1): Promise<void> {
-  try {
-    await limiter.consume(key, points);
-  } catch (res) {
-    if (res instanceof RateLimiterRes) {
-      await limiter.reward(key, points).catch(() => {});
-      throw new AppError(429, 'throttled', 'Too many requests', `This ${what} is receiving more than its rate; retry later.`, { headers: retryAfter(res) });
-    }
-    throw dependencyUnavailable('Redis');
-  }
-}
+import { DomainError } from '../lib/errors';
+import { retryAfterSeconds } from '../lib/rate';
+import { problemOf } from './errors';
 
 /** A 4xx the caller caused (not a throttle answer): what the refusal budget counts. */
-const isRefusal = (err: unknown): err is AppError => err instanceof AppError && err.status >= 400 && err.status < 500 && err.status !== 429;
+const isRefusal = (err: unknown): boolean => {
+  const p = problemOf(err);
+  return p !== null && p.status >= 400 && p.status < 500 && p.status !== 429;
+};
 
 /**
  * The public intake routes' refusals (unknown connection or integration, bad signature, unreadable payload)
@@ -49,7 +35,7 @@ export function createRefusalBudget(deps: { redis: Redis; config: Config; logger
         return err;
       } catch (res) {
         if (res instanceof RateLimiterRes) {
-          return new AppError(429, 'throttled', 'Too many requests', 'This address sends too many refused requests; retry later.', { headers: retryAfter(res) });
+          return new DomainError('throttled', 'This address sends too many refused requests; retry later.', { retryAfterSeconds: retryAfterSeconds(res) });
         }
         // Redis unreachable: the refusal is still the right answer, so it goes out as it is.
         logger.warn({ err_code: 'refusal_budget_unavailable', cause: (res as Error)?.message }, 'refusal budget unavailable');

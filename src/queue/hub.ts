@@ -1,6 +1,6 @@
 import { Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { dependencyUnavailable } from '../http/errors';
+import { dependencyUnavailable } from '../lib/errors';
 import { withTimeout } from '../lib/time';
 import { JOBS, jobOptions, QUEUE_NAMES, type EnqueueOptions, type JobData, type JobName, type QueueName } from './jobs';
 

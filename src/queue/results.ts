@@ -1,8 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { AppError, dependencyUnavailable } from '../http/errors';
-import { asDependencyError } from '../http/problem';
+import { asDependencyError, dependencyUnavailable, DomainError, type ErrorCode } from '../lib/errors';
 
 /**
  * A lean reply channel for enqueue-and-await: each API process subscribes to one pub/sub channel of its own,
@@ -14,7 +13,8 @@ export interface ItemResult {
   id: string;
   ok: boolean;
   value?: unknown;
-  error?: { status: number; code: string; detail: string };
+  /** A refusal, by its domain code; the HTTP tier gives it its status. */
+  error?: { code: ErrorCode; detail: string };
 }
 
 export const TIMED_OUT = Symbol('timed out');
@@ -74,7 +74,7 @@ export function createResultBus(connection: Redis, prefix: string): ResultBus {
       });
     },
     async close() {
-      for (const resolve of waiting.values()) resolve({ id: '', ok: false, error: { status: 503, code: 'dependency_unavailable', detail: 'shutting down' } });
+      for (const resolve of waiting.values()) resolve({ id: '', ok: false, error: { code: 'dependency_unavailable', detail: 'shutting down' } });
       waiting.clear();
       if (subscriber) await (subscriber as Redis).quit().catch(() => (subscriber as Redis).disconnect());
     },
@@ -105,7 +105,7 @@ export async function answerBatch(
     const lastAttempt = (job?.attemptsMade ?? 0) + 1 >= (job?.opts.attempts ?? 1);
     const lost = asDependencyError(err);
     if (lastAttempt && lost) {
-      const refusal = { status: 503, code: lost.code, detail: lost.detail };
+      const refusal = { code: lost.code, detail: lost.detail };
       await publishResults(redis, replyTo, items.map((i) => ({ id: i.id, ok: false, error: refusal }))).catch(() => {});
     }
     throw err;
@@ -114,8 +114,8 @@ export async function answerBatch(
   return { items: results.length };
 }
 
-/** The HTTP answer for an item the worker refused: its own status and code; a 503 carries Retry-After. */
-export function refusalOf(result: ItemResult, title: string): AppError {
-  const { status, code, detail } = result.error!;
-  return status === 503 ? dependencyUnavailable('A backing service') : new AppError(status, code, title, detail);
+/** The refusal a worker answered for an item, to throw at the caller: its own code; a lost dependency says retry. */
+export function refusalOf(result: ItemResult): DomainError {
+  const { code, detail } = result.error!;
+  return code === 'dependency_unavailable' ? dependencyUnavailable('A backing service') : new DomainError(code, detail);
 }

@@ -1,5 +1,5 @@
 import type { Db } from '../../db';
-import type { Principal } from '../../http/principal';
+import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import type { AuditService } from '../audit/service';

@@ -1,8 +1,8 @@
 import type { Config } from '../../config';
 import type { Db, Executor } from '../../db';
 import type { ApiKeyRow } from '../../db/types';
-import { forbidden, insufficientScope, notFound, unauthenticated, unprocessable, type FieldError } from '../../http/errors';
-import type { Principal } from '../../http/principal';
+import { type FieldError, insufficientScope, notFound, refuse, unauthenticated } from '../../lib/errors';
+import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { hashApiKeySecret, mintApiKeySecret } from '../../lib/secrets';
 import { addDays, iso, isoOrNull } from '../../lib/time';
@@ -54,12 +54,12 @@ export function createApiKeyService(deps: { db: Db; config: Config; audit: Audit
       else if (p.kind === 'agent') agentIds.push(p.agentId);
       return p;
     });
-    if (errors.length > 0) throw unprocessable('scope_invalid', 'One or more scopes cannot be granted by this deployment.', errors);
+    if (errors.length > 0) throw refuse('scope_invalid', 'One or more scopes cannot be granted by this deployment.', errors);
 
     const known = await store.existingAgentIds(tx, actor.tenantId, agentIds);
     const unknown = agentIds.filter((id) => !known.has(id));
     if (unknown.length > 0) {
-      throw unprocessable('agent_unknown', `No agent ${unknown.join(', ')} exists in this workspace.`, [
+      throw refuse('agent_unknown', `No agent ${unknown.join(', ')} exists in this workspace.`, [
         { path: input.agent_id && unknown.includes(input.agent_id) ? 'agent_id' : 'scopes', message: 'unknown agent' },
       ]);
     }
@@ -79,7 +79,7 @@ export function createApiKeyService(deps: { db: Db; config: Config; audit: Audit
     if (status === undefined) {
       throw actor.kind === 'api_key' ? unauthenticated('The API key is no longer valid: its creator is not an active member of the workspace.') : notFound('workspace');
     }
-    if (status !== 'active') throw forbidden('member_deactivated', 'Your membership in this workspace is deactivated.');
+    if (status !== 'active') throw refuse('member_deactivated', 'Your membership in this workspace is deactivated.');
     const scopes = await resolveScopes(tx, actor, input);
     const { secret, prefix } = mintApiKeySecret();
     const created = new Date();

@@ -1,6 +1,6 @@
 import type { Db, Executor } from '../../db';
 import type { AuditRow } from '../../db/types';
-import type { Principal } from '../../http/principal';
+import type { Principal } from '../identity/principal';
 import { iso } from '../../lib/time';
 import * as store from './store';
 import { listTenantIds } from '../workspaces/store';

@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import type { Config } from '../../config';
 import type { Db } from '../../db';
 import type { ChannelConnectionRow } from '../../db/types';
-import { AppError, notFound } from '../../http/errors';
-import type { Principal } from '../../http/principal';
+import { DomainError, notFound } from '../../lib/errors';
+import type { Principal } from '../identity/principal';
 import { hashApiKeySecret } from '../../lib/secrets';
 import { iso } from '../../lib/time';
 import { findMisplacedCredential, redactConfig } from './config';
@@ -60,13 +60,7 @@ export function createChannelService(deps: { db: Db; config: Config }) {
       const def = definition(channel);
       const misplaced = findMisplacedCredential(input.config);
       if (misplaced) {
-        throw new AppError(
-          400,
-          'channel_credential_misplaced',
-          'Bad request',
-          `An OAuth token does not belong in a channel config (found at ${misplaced}); connect the mailbox with POST /v1/channels/email/oauth/{mailprovider}/complete, which stores tokens encrypted.`,
-          { errors: [{ path: `body.${misplaced}`, message: 'OAuth token' }] },
-        );
+        throw new DomainError('channel_credential_misplaced', `An OAuth token does not belong in a channel config (found at ${misplaced}); connect the mailbox with POST /v1/channels/email/oauth/{mailprovider}/complete, which stores tokens encrypted.`, { errors: [{ path: `body.${misplaced}`, message: 'OAuth token' }] });
       }
       const token = newInboundToken();
       const row = await store.upsertConnection(db, actor.tenantId, {

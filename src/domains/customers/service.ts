@@ -1,7 +1,7 @@
 import type { Db, Executor } from '../../db';
 import type { CustomerRow } from '../../db/types';
-import { conflict, notFound } from '../../http/errors';
-import type { Principal } from '../../http/principal';
+import { notFound, refuse } from '../../lib/errors';
+import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import type { CreateCustomerInput } from './schemas';
@@ -47,7 +47,7 @@ export function createCustomerService(deps: { db: Db }) {
   return {
     async create(actor: Principal, input: CreateCustomerInput) {
       const row = await insert(db, actor.tenantId, input);
-      if (!row) throw conflict('customer_exists', 'A customer with this email already exists in the workspace.');
+      if (!row) throw refuse('customer_exists', 'A customer with this email already exists in the workspace.');
       return presentCustomer(row);
     },
 

@@ -1,8 +1,8 @@
 import type { Config } from '../../config';
 import type { Db, Executor } from '../../db';
 import type { HelpTranslationRow } from '../../db/types';
-import { conflict, notFound } from '../../http/errors';
-import type { Principal } from '../../http/principal';
+import { notFound, refuse } from '../../lib/errors';
+import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import type { ArticleLinkTarget, Rendered } from './render';
@@ -269,7 +269,7 @@ export function createArticleService(deps: { db: Db; config: Config; centres: He
     async conflict(actor: Principal, id: string) {
       const t = await store.getTranslation(db, actor.tenantId, id);
       if (!t) throw notFound('article translation');
-      if (!t.has_conflict || !t.pending) throw conflict('no_conflict', 'This translation has no conflict: no source update arrived after a local edit.');
+      if (!t.has_conflict || !t.pending) throw refuse('no_conflict', 'This translation has no conflict: no source update arrived after a local edit.');
       const p = t.pending as { title?: string; body_html?: string; incoming_sanitize_report?: unknown };
       return {
         translation_id: t.id,
@@ -289,7 +289,7 @@ export function createArticleService(deps: { db: Db; config: Config; centres: He
     async resolve(actor: Principal, id: string, keep: 'local' | 'incoming') {
       return db.transaction().execute(async (tx) => {
         const t = await locked(tx, actor, id);
-        if (!t.has_conflict || !t.pending) throw conflict('no_conflict', 'This translation has no conflict to resolve.');
+        if (!t.has_conflict || !t.pending) throw refuse('no_conflict', 'This translation has no conflict to resolve.');
         const { incoming_sanitize_report: _report, ...pending } = t.pending as Record<string, unknown>;
         void _report;
         const patch: Record<string, unknown> =

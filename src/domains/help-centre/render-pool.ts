@@ -2,7 +2,7 @@ import path from 'node:path';
 import { MessageChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { Config } from '../../config';
-import { dependencyUnavailable, payloadTooComplex } from '../../http/errors';
+import { dependencyUnavailable, payloadTooComplex } from '../../lib/errors';
 import { ARTICLE_LIMITS, type Rendered, type RenderOutcome, type RenderTask } from './render';
 
 

@@ -2,7 +2,7 @@ import { Parser } from 'htmlparser2';
 import MarkdownIt from 'markdown-it';
 import TurndownService from 'turndown';
 import type { MessagePort } from 'node:worker_threads';
-import type { FieldError } from '../../http/errors';
+import type { FieldError } from '../../lib/errors';
 import { sanitize, type SanitizeResult } from './sanitize';
 
 /**

@@ -1,7 +1,7 @@
 import type { Config } from '../../config';
 import type { Db, Executor } from '../../db';
-import { AppError, conflict, notFound, unprocessable } from '../../http/errors';
-import type { Principal } from '../../http/principal';
+import { DomainError, notFound, refuse } from '../../lib/errors';
+import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import { checkBrand } from './brand';
@@ -9,7 +9,7 @@ import { isReservedLabel } from './reserved-labels';
 import * as store from './store';
 
 const brandRefused = (r: Extract<ReturnType<typeof checkBrand>, { ok: false }>) =>
-  new AppError(422, r.code, 'Unprocessable', r.detail, { errors: [{ path: `body.${r.key}`, message: r.detail }] });
+  new DomainError(r.code, r.detail, { errors: [{ path: `body.${r.key}`, message: r.detail }] });
 
 /** Help centres, their hosts and branding (the help-centre-staff group). */
 export function createHelpCentreService(deps: { db: Db; config: Config }) {
@@ -26,7 +26,7 @@ export function createHelpCentreService(deps: { db: Db; config: Config }) {
     }
     const ids = await store.centreIds(exec, tenantId, 2);
     if (ids.length === 0) throw notFound('help centre');
-    if (ids.length > 1) throw new AppError(400, 'help_centre_required', 'Bad request', 'This workspace has several help centres: name one with help_centre_id.');
+    if (ids.length > 1) throw refuse('help_centre_required', 'This workspace has several help centres: name one with help_centre_id.');
     return ids[0]!;
   }
 
@@ -42,7 +42,7 @@ export function createHelpCentreService(deps: { db: Db; config: Config }) {
       const checked = checkBrand(input.brand ?? {});
       if (!checked.ok) throw brandRefused(checked);
       if (isReservedLabel(input.subdomain_label)) {
-        throw unprocessable('subdomain_reserved', `${input.subdomain_label}.${config.HELP_CENTRE_BASE_DOMAIN} is reserved for the platform; choose another label.`, [
+        throw refuse('subdomain_reserved', `${input.subdomain_label}.${config.HELP_CENTRE_BASE_DOMAIN} is reserved for the platform; choose another label.`, [
           { path: 'body.subdomain_label', message: 'reserved label' },
         ]);
       }
@@ -51,7 +51,7 @@ export function createHelpCentreService(deps: { db: Db; config: Config }) {
         await store.insertCentre(tx, actor.tenantId, { id, name: input.name, default_locale: input.default_locale, locales: [...new Set(input.locales)], brand: checked.brand as Record<string, string> });
         // The primary host is ours by construction (a label under our base domain), so it is verified at creation.
         const taken = !(await store.insertPrimaryHost(tx, actor.tenantId, { help_centre_id: id, subdomain_label: input.subdomain_label, full_host: `${input.subdomain_label}.${config.HELP_CENTRE_BASE_DOMAIN}` }));
-        if (taken) throw conflict('subdomain_taken', `${input.subdomain_label}.${config.HELP_CENTRE_BASE_DOMAIN} is already in use; choose another label.`);
+        if (taken) throw refuse('subdomain_taken', `${input.subdomain_label}.${config.HELP_CENTRE_BASE_DOMAIN} is already in use; choose another label.`);
       });
       return present((await store.listCentres(db, actor.tenantId)).find((c) => c.id === id)!);
     },

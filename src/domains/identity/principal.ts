@@ -1,4 +1,4 @@
-import type { Role } from '../db/types';
+import type { Role } from '../../db/types';
 
 /** Who is calling, resolved live from the database on every request. */
 export interface Principal {

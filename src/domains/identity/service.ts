@@ -3,8 +3,8 @@ import { types } from 'node:util';
 import type { Config } from '../../config';
 import type { Db } from '../../db';
 import type { AuditService } from '../audit/service';
-import { dependencyUnavailable, forbidden, notFound, unauthenticated } from '../../http/errors';
-import type { Principal } from '../../http/principal';
+import { dependencyUnavailable, notFound, refuse, unauthenticated } from '../../lib/errors';
+import type { Principal } from './principal';
 import { isUuid } from '../../lib/ids';
 import { API_KEY_MARK, apiKeyPrefixOf, hashApiKeySecret, sameHash } from '../../lib/secrets';
 import { agentIdsOf } from './scopes';
@@ -138,7 +138,7 @@ export function createIdentityService(deps: { db: Db; config: Config; audit: Aud
     const membership = (await store.findMembershipBySubject(db, tenantId, payload.sub)) ?? (await joinByEmail(tenantId, payload.sub, payload));
     if (!membership) throw notFound('workspace');
     if (membership.status !== 'active') {
-      throw forbidden('member_deactivated', 'Your membership in this workspace is deactivated.');
+      throw refuse('member_deactivated', 'Your membership in this workspace is deactivated.');
     }
     return {
       kind: 'user',

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../../config';
 import { isDataError, type Db, type Executor } from '../../db';
 import type { TicketRow } from '../../db/types';
-import { AppError, notFound } from '../../http/errors';
+import { DomainError, notFound, refuse } from '../../lib/errors';
 import { isUuid } from '../../lib/ids';
 import type { ItemResult } from '../../queue/results';
 import type { InboundMessage } from '../channels/adapters/types';
@@ -204,7 +204,7 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
    * transaction as the writes, so a delivery for a connection disabled (or a token rotated) meanwhile is
    * refused with nothing written.
    */
-  async function writeBatch(tx: Executor, tenantId: string, all: IngestItem[], outcomes: Map<string, Outcome>, refusals: Map<string, AppError>) {
+  async function writeBatch(tx: Executor, tenantId: string, all: IngestItem[], outcomes: Map<string, Outcome>, refusals: Map<string, DomainError>) {
     const connected = await channelStore.connectedDeliveries(tx, tenantId, all);
     const items = all.filter((i) => connected.has(i.id));
     for (const i of all) if (!connected.has(i.id)) refusals.set(i.id, notFound('channel connection'));
@@ -262,7 +262,7 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
   /** Every item in one transaction (one commit, one WAL flush), workspaces in id order. */
   async function write(items: IngestItem[]) {
     const outcomes = new Map<string, Outcome>();
-    const refusals = new Map<string, AppError>();
+    const refusals = new Map<string, DomainError>();
     const tenants = [...new Set(items.map((i) => i.tenant_id))].sort();
     await db.transaction().execute(async (tx) => {
       for (const tenantId of tenants) await writeBatch(tx, tenantId, items.filter((i) => i.tenant_id === tenantId), outcomes, refusals);
@@ -273,12 +273,12 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
 
   const answer = (id: string, w: Awaited<ReturnType<typeof write>>): ItemResult => {
     const refused = w.refusals.get(id);
-    if (refused) return { id, ok: false, error: { status: refused.status, code: refused.code, detail: refused.detail } };
+    if (refused) return { id, ok: false, error: { code: refused.code, detail: refused.detail } };
     return { id, ok: true, value: w.outcomes.get(id)!.result };
   };
 
   const unknownChannel = (item: IngestItem) =>
-    channelById(item.channel) ? undefined : new AppError(404, 'not_found', 'Not found', 'No such channel.');
+    channelById(item.channel) ? undefined : refuse('not_found', 'No such channel.');
 
   async function process(item: IngestItem): Promise<IngestResult> {
     const refused = unknownChannel(item);
@@ -291,7 +291,7 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
 
   /** Errors after which a whole-batch transaction is retried item by item instead of failing the job. */
   const retryAlone = (err: unknown) =>
-    err instanceof AppError || isDataError(err) || ['40P01', '40001', '23505'].includes(String((err as { code?: unknown })?.code));
+    err instanceof DomainError || isDataError(err) || ['40P01', '40001', '23505'].includes(String((err as { code?: unknown })?.code));
 
   return {
     process,
@@ -300,7 +300,7 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
       const refused = new Map(items.flatMap((i) => { const e = unknownChannel(i); return e ? [[i.id, e] as const] : []; }));
       const valid = items.filter((i) => !refused.has(i.id));
       const results = new Map<string, ItemResult>();
-      for (const [id, e] of refused) results.set(id, { id, ok: false, error: { status: e.status, code: e.code, detail: e.detail } });
+      for (const [id, e] of refused) results.set(id, { id, ok: false, error: { code: e.code, detail: e.detail } });
       let done = false;
       if (valid.length > 1) {
         try {
@@ -317,10 +317,10 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
           try {
             results.set(item.id, { id: item.id, ok: true, value: await process(item) });
           } catch (err) {
-            if (err instanceof AppError) results.set(item.id, { id: item.id, ok: false, error: { status: err.status, code: err.code, detail: err.detail } });
+            if (err instanceof DomainError) results.set(item.id, { id: item.id, ok: false, error: { code: err.code, detail: err.detail } });
             else if (isDataError(err)) {
               // A value PostgreSQL cannot store (e.g. a NUL character): refused, so the provider is told, not retried forever.
-              results.set(item.id, { id: item.id, ok: false, error: { status: 400, code: 'channel_payload_invalid', detail: 'The message holds a value that cannot be stored.' } });
+              results.set(item.id, { id: item.id, ok: false, error: { code: 'channel_payload_invalid', detail: 'The message holds a value that cannot be stored.' } });
             } else throw err;
           }
         }

@@ -1,13 +1,13 @@
 import { LRUCache } from 'lru-cache';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
-import { consumeOrRefuse } from '../../http/throttle';
+import { consumeOrRefuse } from '../../lib/rate';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Config } from '../../config';
 import type { Db } from '../../db';
-import { AppError, dependencyUnavailable, notFound, payloadTooComplex, validationFailed } from '../../http/errors';
+import { dependencyUnavailable, notFound, payloadTooComplex, refuse, validationFailed } from '../../lib/errors';
 import type { HandlerResult } from '../../http/result';
-import type { Principal } from '../../http/principal';
+import type { Principal } from '../identity/principal';
 import { isUuid } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
@@ -94,14 +94,14 @@ export function createIngestGateway(deps: {
       const def = channelById(channel);
       if (!def) throw notFound('channel');
       if (!def.adapter) {
-        throw new AppError(400, 'channel_adapter_unavailable', 'Bad request', `The ${def.id} channel has no adapter yet; messages cannot be ingested.`);
+        throw refuse('channel_adapter_unavailable', `The ${def.id} channel has no adapter yet; messages cannot be ingested.`);
       }
       const { tenantId, tokenHash, cacheKey } = await resolveTenant(def, body, query.token);
       // Parsed (pure) before the workspace is charged: a payload nobody can read costs the workspace nothing
       // (its refusal is charged to the sender's address, see chargeRefusals on the route).
       const parsed = def.adapter.parse(body.payload);
       if (!parsed.ok) {
-        throw new AppError(400, 'channel_payload_invalid', 'Bad request', `The ${def.id} adapter cannot read this payload: ${parsed.reason}.`);
+        throw refuse('channel_payload_invalid', `The ${def.id} adapter cannot read this payload: ${parsed.reason}.`);
       }
       if (parsed.messages.length === 0) {
         return { body: { channel: def.id, ignored: true, reason: 'the payload holds no customer message (e.g. delivery receipts)' } };
@@ -133,7 +133,7 @@ export function createIngestGateway(deps: {
       }
       const results = answers as ItemResult[];
       const failed = results.find((r) => !r.ok);
-      if (failed?.error?.status === 404) {
+      if (failed?.error?.code === 'not_found') {
         // The worker found the connection gone (disabled or token rotated since the cache saw it): nothing
         // was written, so the throttle points go back, and the answer is the edge's own 404.
         await refund(charged);
@@ -142,7 +142,7 @@ export function createIngestGateway(deps: {
       }
       // Exactly what was not written goes back: refused items and deliveries we already had.
       await refund(results.filter((r) => !r.ok || (r.value as IngestResult).was_duplicate).length);
-      if (failed) throw refusalOf(failed, 'Ingest refused');
+      if (failed) throw refusalOf(failed);
       const values = results.map((r) => r.value as IngestResult);
       const duplicate = values.every((v) => v.was_duplicate);
       const [first] = values;

@@ -1,7 +1,7 @@
 import type { Db, Executor } from '../../db';
 import type { MacroRow, TicketRow } from '../../db/types';
-import { conflict, notFound, unprocessable } from '../../http/errors';
-import type { Principal } from '../../http/principal';
+import { notFound, refuse } from '../../lib/errors';
+import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
@@ -53,10 +53,10 @@ export function createMacroService(deps: { db: Db; tickets: TicketService }) {
   async function validateWrite(tx: Executor, tenantId: string, input: { actions?: MacroAction[]; trigger?: { event: string; conditions: Record<string, unknown> } | null }) {
     for (const [i, a] of (input.actions ?? []).entries()) {
       if (a.type === 'assign_team' && !(await ticketStore.teamExists(tx, tenantId, a.team_id))) {
-        throw unprocessable('team_unknown', 'No such team in this workspace.', [{ path: `body.actions.${i}.team_id`, message: 'unknown team' }]);
+        throw refuse('team_unknown', 'No such team in this workspace.', [{ path: `body.actions.${i}.team_id`, message: 'unknown team' }]);
       }
       if (a.type === 'assign_user' && !(await ticketStore.activeMember(tx, tenantId, a.user_id))) {
-        throw unprocessable('assignee_unknown', 'The user is not an active member of this workspace.', [{ path: `body.actions.${i}.user_id`, message: 'unknown member' }]);
+        throw refuse('assignee_unknown', 'The user is not an active member of this workspace.', [{ path: `body.actions.${i}.user_id`, message: 'unknown member' }]);
       }
     }
     if (!input.trigger) return input.trigger;
@@ -156,9 +156,9 @@ export function createMacroService(deps: { db: Db; tickets: TicketService }) {
       const outcome = await db.transaction().execute(async (tx) => {
         const macro = await store.getMacro(tx, actor.tenantId, macroId);
         if (!macro) throw notFound('macro');
-        if (!macro.enabled) throw conflict('macro_disabled', 'This macro is disabled; enable it before applying it.');
+        if (!macro.enabled) throw refuse('macro_disabled', 'This macro is disabled; enable it before applying it.');
         const ticket = await t.lockOne(tx, actor.tenantId, ticketId);
-        if (ticket.status === 'merged') throw conflict('ticket_merged', `Ticket ${ticketId} is merged; merged tickets are terminal.`);
+        if (ticket.status === 'merged') throw refuse('ticket_merged', `Ticket ${ticketId} is merged; merged tickets are terminal.`);
         const result = await run(tx, actor.tenantId, await t.userActor(tx, actor), macro, ticket);
         return { ...result, ticket: await t.detailIn(tx, actor.tenantId, ticketId) };
       });

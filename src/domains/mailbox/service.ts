@@ -4,8 +4,8 @@ import type { Logger } from 'pino';
 import type { Config } from '../../config';
 import type { Db, Executor } from '../../db';
 import type { MailboxCheck, MailboxRow } from '../../db/types';
-import { AppError, forbidden, notFound } from '../../http/errors';
-import type { Principal } from '../../http/principal';
+import { DomainError, notFound, refuse } from '../../lib/errors';
+import type { Principal } from '../identity/principal';
 import { createSealer } from '../../lib/crypto';
 import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
@@ -22,7 +22,7 @@ import * as store from './store';
 const REFRESH_MARGIN_MS = 60 * 1000;
 
 const stateHash = (state: string) => createHash('sha256').update(state).digest();
-const invalidState = () => new AppError(400, 'oauth_state_invalid', 'Bad request', 'The state is unknown, expired or already used; start the connection again.');
+const invalidState = () => refuse('oauth_state_invalid', 'The state is unknown, expired or already used; start the connection again.');
 
 /** What a read shows with nothing connected: every field present, empty, zero or false. */
 const DISCONNECTED = {
@@ -116,7 +116,7 @@ export function createMailboxService(deps: {
     if (!MAIL_PROVIDERS.includes(id as MailProviderId)) throw notFound('mail provider');
     const p = providers[id as MailProviderId];
     if (!p.configured) {
-      throw new AppError(409, 'mail_provider_not_configured', 'Conflict', `This deployment has no ${id} OAuth client configured; an operator must set its client id and secret.`);
+      throw refuse('mail_provider_not_configured', `This deployment has no ${id} OAuth client configured; an operator must set its client id and secret.`);
     }
     return p;
   };
@@ -124,8 +124,8 @@ export function createMailboxService(deps: {
 
   const providerFailed = (err: ProviderError) =>
     err.kind === 'unavailable'
-      ? new AppError(502, 'mail_provider_unavailable', 'Bad gateway', `${err.message}; the state is still valid, retry the same completion shortly.`, { headers: { 'Retry-After': '30' } })
-      : new AppError(400, 'oauth_code_invalid', 'Bad request', `${err.message}; the code may be expired or already used — start the connection again.`);
+      ? new DomainError('mail_provider_unavailable', `${err.message}; the state is still valid, retry the same completion shortly.`, { retryAfterSeconds: 30 })
+      : refuse('oauth_code_invalid', `${err.message}; the code may be expired or already used — start the connection again.`);
 
   const at = () => new Date().toISOString();
   const checkOf = (c: MailboxCheck['check'], status: MailboxCheck['status'], detail: string, remediation: string): MailboxCheck => ({ check: c, status, detail, remediation, last_checked_at: at() });
@@ -429,7 +429,7 @@ export function createMailboxService(deps: {
         const row = await store.lockState(tx, hash);
         if (!row || row.used_at !== null || row.expires_at.getTime() <= Date.now() || row.provider !== p.id) throw invalidState();
         if (row.tenant_id !== actor.tenantId) {
-          throw forbidden('oauth_state_mismatch', 'This state was minted for another workspace; complete the connection from the workspace that started it.');
+          throw refuse('oauth_state_mismatch', 'This state was minted for another workspace; complete the connection from the workspace that started it.');
         }
         let tokens: TokenSet;
         let address: string;

@@ -1,9 +1,9 @@
 import type { Db, Executor } from '../../db';
 import type { Role } from '../../db/types';
-import { conflict, forbidden, insufficientRole, notFound } from '../../http/errors';
+import { insufficientRole, notFound, refuse } from '../../lib/errors';
 import { roleAtLeast } from '../identity/roles';
 import type { ApiKeyService } from '../api-keys/service';
-import type { Principal } from '../../http/principal';
+import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import type { AuditService } from '../audit/service';
@@ -25,7 +25,7 @@ const present = (m: store.MemberRow) => ({
 
 const isUniqueViolation = (err: unknown) => (err as { code?: string })?.code === '23505';
 
-const subjectTaken = () => conflict('realm_subject_taken', 'This realm subject is already bound to another member of this workspace.');
+const subjectTaken = () => refuse('realm_subject_taken', 'This realm subject is already bound to another member of this workspace.');
 
 /**
  * Creates the person this workspace invites and their membership, reading and writing nothing outside the
@@ -40,7 +40,7 @@ async function createMembership(
   input: { email: string; name: string; role: Role; realm_subject?: string | undefined },
 ) {
   if (await store.memberEmailTaken(tx, tenantId, input.email)) {
-    throw conflict('member_exists', 'This workspace already has a member with this email.');
+    throw refuse('member_exists', 'This workspace already has a member with this email.');
   }
   const subject = input.realm_subject ?? null;
   if (subject !== null && (await store.memberSubjectTaken(tx, tenantId, subject))) throw subjectTaken();
@@ -74,7 +74,7 @@ export function createMemberService(deps: { db: Db; audit: AuditService; apiKeys
     await lockTenant(tx, actor.tenantId);
     const me = await store.getMember(tx, actor.tenantId, actor.userId);
     if (!me) throw notFound('workspace');
-    if (me.status !== 'active') throw forbidden('member_deactivated', 'Your membership in this workspace is deactivated.');
+    if (me.status !== 'active') throw refuse('member_deactivated', 'Your membership in this workspace is deactivated.');
     if (!roleAtLeast(me.role, 'admin')) throw insufficientRole('admin');
     return me.role;
   }
@@ -88,7 +88,7 @@ export function createMemberService(deps: { db: Db; audit: AuditService; apiKeys
 
   async function guardLastOwner(tx: Executor, tenantId: string, target: store.MemberRow, losesOwner: boolean) {
     if (losesOwner && target.role === 'owner' && target.status === 'active' && (await store.countActiveOwners(tx, tenantId)) <= 1) {
-      throw conflict('last_owner', 'The workspace must keep at least one active owner.');
+      throw refuse('last_owner', 'The workspace must keep at least one active owner.');
     }
   }
 
@@ -121,7 +121,7 @@ export function createMemberService(deps: { db: Db; audit: AuditService; apiKeys
         const nextRole: Role = input.role ?? current.role;
         // An invitation becomes active only by its person's sign-in; an admin may change its role only.
         if (current.status === 'invited' && input.status !== undefined) {
-          throw conflict('member_invited', 'This member has not signed in yet; only their role can be changed.');
+          throw refuse('member_invited', 'This member has not signed in yet; only their role can be changed.');
         }
         requireOwnerFor(actorRole, current.role === 'owner' || nextRole === 'owner');
         await guardLastOwner(tx, actor.tenantId, current, nextRole !== 'owner' || input.status === 'deactivated');

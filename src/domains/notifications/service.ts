@@ -1,6 +1,6 @@
 import type { Db, Executor } from '../../db';
 import type { NotificationRow } from '../../db/types';
-import type { Principal } from '../../http/principal';
+import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso, isoOrNull } from '../../lib/time';
 import * as store from './store';

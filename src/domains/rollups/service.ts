@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import type { Db, Executor } from '../../db';
 import type { TimeEntryRow, TodoRow } from '../../db/types';
-import { notFound, unprocessable } from '../../http/errors';
-import type { Principal } from '../../http/principal';
+import { notFound, refuse } from '../../lib/errors';
+import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
@@ -66,7 +66,7 @@ export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Lo
 
   async function memberOrRefuse(tx: Executor, tenantId: string, userId: string | null | undefined, field: string) {
     if (userId && !(await store.isMember(tx, tenantId, userId))) {
-      throw unprocessable('member_unknown', 'No such member in this workspace.', [{ path: `body.${field}`, message: 'not a member of the workspace' }]);
+      throw refuse('member_unknown', 'No such member in this workspace.', [{ path: `body.${field}`, message: 'not a member of the workspace' }]);
     }
   }
 

@@ -1,7 +1,7 @@
 import type { Db } from '../../db';
 import type { SavedViewRow } from '../../db/types';
-import { insufficientRole, notFound } from '../../http/errors';
-import type { Principal } from '../../http/principal';
+import { insufficientRole, notFound } from '../../lib/errors';
+import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import { roleAtLeast } from '../identity/roles';

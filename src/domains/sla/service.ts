@@ -1,6 +1,6 @@
 import type { Db } from '../../db';
 import type { SlaPolicyRow } from '../../db/types';
-import type { Principal } from '../../http/principal';
+import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import { lockTenant } from '../workspaces/store';

@@ -1,7 +1,7 @@
 import type { Config } from '../../config';
 import type { Db } from '../../db';
-import { AppError, conflict, notFound, unprocessable } from '../../http/errors';
-import type { Principal } from '../../http/principal';
+import { DomainError, notFound, refuse } from '../../lib/errors';
+import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import type { TicketService } from '../tickets/service';
@@ -48,8 +48,8 @@ export function createTeamService(deps: { db: Db; config: Config; tickets: Ticke
       db.transaction().execute(async (tx) => {
         // Appends take turns on the team row so two adds never compute the same position.
         if (!(await store.lockTeam(tx, actor.tenantId, teamId))) throw notFound('team');
-        if (!(await memberStore.getMember(tx, actor.tenantId, userId))) throw unprocessable('member_unknown', 'The user is not a member of this workspace.', [{ path: 'body.user_id', message: 'not a member' }]);
-        if (!(await store.appendMember(tx, actor.tenantId, teamId, userId))) throw conflict('team_member_exists', 'The user is already in this team.');
+        if (!(await memberStore.getMember(tx, actor.tenantId, userId))) throw refuse('member_unknown', 'The user is not a member of this workspace.', [{ path: 'body.user_id', message: 'not a member' }]);
+        if (!(await store.appendMember(tx, actor.tenantId, teamId, userId))) throw refuse('team_member_exists', 'The user is already in this team.');
       }),
 
     async removeMember(actor: Principal, teamId: string, userId: string) {
@@ -68,7 +68,7 @@ export function createTeamService(deps: { db: Db; config: Config; tickets: Ticke
         const team = await store.lockTeam(tx, actor.tenantId, teamId);
         if (!team) throw notFound('team');
         const ticket = await tickets.internals.lockOne(tx, actor.tenantId, ticketId);
-        if (ticket.status === 'merged') throw conflict('ticket_merged', `Ticket ${ticketId} is merged; merged tickets are terminal.`);
+        if (ticket.status === 'merged') throw refuse('ticket_merged', `Ticket ${ticketId} is merged; merged tickets are terminal.`);
         const members = await store.rotation(tx, actor.tenantId, teamId, config.PRESENCE_TTL_SECONDS);
         const cursor = Number(team.rr_last_position);
         const order = [...members.filter((m) => Number(m.position) > cursor), ...members.filter((m) => Number(m.position) <= cursor)];
@@ -83,7 +83,7 @@ export function createTeamService(deps: { db: Db; config: Config; tickets: Ticke
           skipped.push({ user_id: m.user_id, reason });
         }
         if (!chosen) {
-          throw new AppError(409, 'no_eligible_member', 'Conflict', 'No member of this team can take the ticket now; it was not assigned.', {
+          throw new DomainError('no_eligible_member', 'No member of this team can take the ticket now; it was not assigned.', {
             errors: skipped.map((s) => ({ path: s.user_id, message: s.reason })),
           });
         }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { unprocessable } from '../../http/errors';
+import { refuse } from '../../lib/errors';
 import { toFieldErrors } from '../../http/errors';
 import { ticketFilters, type TicketFilters } from './schemas';
 
@@ -11,7 +11,7 @@ export function checkTicketFilters(raw: Record<string, unknown>, at: string): { 
   const known = new Set(Object.keys(ticketFilters.shape));
   const unknown = Object.keys(raw).filter((k) => !known.has(k));
   if (unknown.length > 0) {
-    throw unprocessable(
+    throw refuse(
       'filter_unknown',
       `GET /v1/tickets does not understand the filter(s) ${unknown.join(', ')}.`,
       unknown.map((k) => ({ path: `${at}.${k}`, message: 'unknown filter' })),
@@ -30,7 +30,7 @@ export function checkTicketFilters(raw: Record<string, unknown>, at: string): { 
       ...badType.map((k) => ({ path: `${at}.${k}`, message: 'must be a string, number or boolean' })),
       ...(parsed.success ? [] : toFieldErrors(parsed.error, at)),
     ];
-    throw unprocessable('filter_invalid', 'One or more filter values are not valid for GET /v1/tickets.', errors);
+    throw refuse('filter_invalid', 'One or more filter values are not valid for GET /v1/tickets.', errors);
   }
   return { stored, parsed: parsed.data };
 }

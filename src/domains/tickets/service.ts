@@ -1,8 +1,8 @@
 import type { Logger } from 'pino';
 import type { Db, Executor } from '../../db';
 import type { NewTicketEvent, SlaPolicyRow, TicketEventRow, TicketRow } from '../../db/types';
-import { AppError, conflict, notFound, unprocessable } from '../../http/errors';
-import type { Principal } from '../../http/principal';
+import { notFound, refuse } from '../../lib/errors';
+import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
@@ -99,7 +99,7 @@ const presentSummary = (t: TicketRow) => ({
   updated_at: iso(t.updated_at),
 });
 
-const ticketMerged = (id: string) => conflict('ticket_merged', `Ticket ${id} is merged; merged tickets are terminal.`);
+const ticketMerged = (id: string) => refuse('ticket_merged', `Ticket ${id} is merged; merged tickets are terminal.`);
 
 export function createTicketService(deps: {
   db: Db;
@@ -159,10 +159,10 @@ export function createTicketService(deps: {
 
   async function validateRefs(tx: Executor, tenantId: string, refs: { assignee_id?: string | null; team_id?: string | null }) {
     if (refs.assignee_id && !(await store.activeMember(tx, tenantId, refs.assignee_id))) {
-      throw unprocessable('assignee_unknown', 'The assignee is not an active member of this workspace.', [{ path: 'body.assignee_id', message: 'unknown member' }]);
+      throw refuse('assignee_unknown', 'The assignee is not an active member of this workspace.', [{ path: 'body.assignee_id', message: 'unknown member' }]);
     }
     if (refs.team_id && !(await store.teamExists(tx, tenantId, refs.team_id))) {
-      throw unprocessable('team_unknown', 'No such team in this workspace.', [{ path: 'body.team_id', message: 'unknown team' }]);
+      throw refuse('team_unknown', 'No such team in this workspace.', [{ path: 'body.team_id', message: 'unknown team' }]);
     }
   }
 
@@ -316,7 +316,7 @@ export function createTicketService(deps: {
       if (!canTransition(t.status, to)) {
         const allowed = legalNextStates(t.status);
         const hint = REOPENABLE.includes(t.status) && to === 'open' ? ' Use POST /v1/tickets/{ticket_id}/reopen.' : '';
-        throw new AppError(409, 'illegal_transition', 'Conflict', `A ${t.status} ticket cannot move to ${to}; allowed: ${allowed.length ? allowed.join(', ') : 'none'}.${hint}`);
+        throw refuse('illegal_transition', `A ${t.status} ticket cannot move to ${to}; allowed: ${allowed.length ? allowed.join(', ') : 'none'}.${hint}`);
       }
       update.status = to;
       if ((to === 'solved' || to === 'closed') && t.solved_at === null) update.solved_at = new Date();
@@ -423,7 +423,7 @@ export function createTicketService(deps: {
         await validateRefs(tx, actor.tenantId, input);
         let customerId = input.customer_id;
         if (customerId) {
-          if (!(await customers.exists(tx, actor.tenantId, customerId))) throw unprocessable('customer_unknown', 'No such customer in this workspace.', [{ path: 'body.customer_id', message: 'unknown customer' }]);
+          if (!(await customers.exists(tx, actor.tenantId, customerId))) throw refuse('customer_unknown', 'No such customer in this workspace.', [{ path: 'body.customer_id', message: 'unknown customer' }]);
         } else {
           customerId = (await customers.findOrCreateByEmail(tx, actor.tenantId, input.customer_email!)).id;
         }
@@ -479,7 +479,7 @@ export function createTicketService(deps: {
       const result = await db.transaction().execute(async (tx) => {
         const t = await lockOne(tx, actor.tenantId, id);
         if (!REOPENABLE.includes(t.status)) {
-          throw conflict('reopen_not_allowed', `Only a solved or closed ticket can be reopened; this one is ${t.status}.`);
+          throw refuse('reopen_not_allowed', `Only a solved or closed ticket can be reopened; this one is ${t.status}.`);
         }
         const eventId = await reopenLocked(tx, actor.tenantId, await userActor(tx, actor), t);
         return { detail: await detail(tx, actor.tenantId, id), eventId };
@@ -489,7 +489,7 @@ export function createTicketService(deps: {
     },
 
     async merge(actor: Principal, sourceId: string, targetId: string) {
-      if (sourceId === targetId) throw new AppError(400, 'merge_self', 'Bad request', 'A ticket cannot be merged into itself.');
+      if (sourceId === targetId) throw refuse('merge_self', 'A ticket cannot be merged into itself.');
       return db.transaction().execute(async (tx) => {
         const locked = await store.lockTickets(tx, actor.tenantId, [sourceId, targetId]);
         const source = locked.find((t) => t.id === sourceId);

@@ -1,13 +1,13 @@
 import type { Redis } from 'ioredis';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
-import { consumeOrRefuse } from '../../http/throttle';
+import { consumeOrRefuse } from '../../lib/rate';
 import type { Config } from '../../config';
 import { isDataError, type Db, type Executor } from '../../db';
 import type { IntegrationRow, TranscriptEventRow } from '../../db/types';
-import { AppError, conflict, dependencyUnavailable, notFound, validationFailed } from '../../http/errors';
+import { dependencyUnavailable, DomainError, notFound, refuse, validationFailed } from '../../lib/errors';
 import { inspectJson, jsonTooComplex, scanJson } from '../../http/input-guard';
 import type { HandlerResult } from '../../http/result';
-import type { Principal } from '../../http/principal';
+import type { Principal } from '../identity/principal';
 import { createSealer } from '../../lib/crypto';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
@@ -44,7 +44,7 @@ function withoutTrailingSlashes(url: string): string {
 
 const mayListIntegrations = (actor: Principal) => roleAtLeast(actor.role, 'admin') && (!actor.scopes || scopesCover(actor.scopes, 'admin-resources', 'read'));
 
-const signatureInvalid = () => new AppError(401, 'signature_invalid', 'Unauthorized', 'The webhook signature is missing, does not match the body, or is outside the accepted time window.');
+const signatureInvalid = () => refuse('signature_invalid', 'The webhook signature is missing, does not match the body, or is outside the accepted time window.');
 
 /**
  * Webhook intake from other helpdesks (Zendesk, Front, Help Scout), and the integrations that receive it.
@@ -163,10 +163,10 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
         // alone, so one cannot fail the rest; alone, the first two are answered as refusals, never retried.
         const code = String((err as { code?: unknown })?.code);
         if (items.length === 1 && code === '23503') {
-          return items.map((i) => ({ id: i.id, ok: false, error: { status: 404, code: 'not_found', detail: 'The integration no longer exists.' } }));
+          return items.map((i) => ({ id: i.id, ok: false, error: { code: 'not_found', detail: 'The integration no longer exists.' } }));
         }
         if (items.length === 1 && isDataError(err)) {
-          return items.map((i) => ({ id: i.id, ok: false, error: { status: 400, code: 'webhook_payload_invalid', detail: 'The payload holds a value that cannot be stored.' } }));
+          return items.map((i) => ({ id: i.id, ok: false, error: { code: 'webhook_payload_invalid', detail: 'The payload holds a value that cannot be stored.' } }));
         }
         if (items.length === 1 || !(['23503', '23505', '40P01'].includes(code) || isDataError(err))) throw err;
         const results: ItemResult[] = [];
@@ -184,7 +184,7 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
         // makes concurrent creations count one after another.
         await lockTenant(tx, actor.tenantId);
         if ((await store.countIntegrations(tx, actor.tenantId)) >= config.MAX_INTEGRATIONS_PER_WORKSPACE) {
-          throw conflict('integration_limit_reached', `A workspace can hold at most ${config.MAX_INTEGRATIONS_PER_WORKSPACE} integrations; delete one first.`);
+          throw refuse('integration_limit_reached', `A workspace can hold at most ${config.MAX_INTEGRATIONS_PER_WORKSPACE} integrations; delete one first.`);
         }
         const created = await store.insertIntegration(tx, actor.tenantId, { id, provider: input.provider, name: input.name, signing_secret_sealed: sealed(actor.tenantId, id, input.signing_secret) });
         await audit.record(tx, actor, 'integration.created', { type: 'integration', id }, { provider: input.provider, name: input.name, signing_secret_set: Boolean(input.signing_secret) });
@@ -217,14 +217,14 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
       const integration = await store.integrationForIntake(db, integrationId);
       if (!integration || integration.provider !== provider) throw notFound('integration');
       if (!isJson(headers['content-type'])) {
-        throw new AppError(415, 'unsupported_media_type', 'Unsupported media type', 'Send the provider payload as application/json.');
+        throw refuse('unsupported_media_type', 'Send the provider payload as application/json.');
       }
       // The signature is checked over the bytes exactly as received, before anything is parsed.
       if (integration.signing_secret_sealed) {
         const secret = sealer.open(integration.signing_secret_sealed, ctx(integration.tenant_id, integration.id));
         if (!verifySignature(integration.provider, secret, headers, raw, new Date()).ok) throw signatureInvalid();
       } else if (config.WEBHOOKS_REQUIRE_SIGNATURE) {
-        throw new AppError(401, 'signature_required', 'Unauthorized', 'This deployment accepts only signed webhooks; set a signing secret on the integration and in the provider.');
+        throw refuse('signature_required', 'This deployment accepts only signed webhooks; set a signing secret on the integration and in the provider.');
       }
       // The same depth rule as every JSON body, checked on the bytes before JSON.parse builds anything.
       const scanned = scanJson(raw);
@@ -236,15 +236,15 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
         throw validationFailed([{ path: '(body)', message: 'malformed JSON' }], 'The body is not valid JSON.');
       }
       if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-        throw new AppError(400, 'webhook_payload_invalid', 'Bad request', 'The payload must be a JSON object.');
+        throw refuse('webhook_payload_invalid', 'The payload must be a JSON object.');
       }
       const inspected = scanned === 'clean' ? { tooDeep: false, errors: [] } : inspectJson(body, 'body');
       if (inspected.tooDeep) throw jsonTooComplex('too_deep');
       if (inspected.errors.length > 0) {
-        throw new AppError(400, 'webhook_payload_invalid', 'Bad request', 'The payload contains a NUL character or an unpaired surrogate, which cannot be stored.', { errors: inspected.errors });
+        throw new DomainError('webhook_payload_invalid', 'The payload contains a NUL character or an unpaired surrogate, which cannot be stored.', { errors: inspected.errors });
       }
       const classified = classify(integration.provider, headers, body as Record<string, unknown>, raw);
-      if (classified.kind === 'invalid') throw new AppError(400, 'webhook_payload_invalid', 'Bad request', `Not a readable ${provider} ticket event: ${classified.reason}.`);
+      if (classified.kind === 'invalid') throw refuse('webhook_payload_invalid', `Not a readable ${provider} ticket event: ${classified.reason}.`);
       // Throttled only once the delivery is known to be worth writing; a throttled one never enters the ledger.
       await throttle(integration.id);
       if (classified.kind === 'ignored') return { body: { status: 'ignored', ...(classified.challenge !== undefined ? { challenge: classified.challenge } : {}) } };
@@ -272,7 +272,7 @@ export function createWebhookService(deps: { db: Db; config: Config; redis: Redi
         return { status: 202, body: { status: 'accepted', external_ticket_id: classified.externalTicketId } };
       }
       const result = answer as ItemResult;
-      if (!result.ok) throw refusalOf(result, 'Webhook refused');
+      if (!result.ok) throw refusalOf(result);
       const value = result.value as WebhookResult;
       return { body: { status: 'ok', transcript_id: value.transcript_id, external_ticket_id: value.external_ticket_id }, duplicate: value.was_duplicate };
     },

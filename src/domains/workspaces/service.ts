@@ -1,10 +1,10 @@
 import type { Config } from '../../config';
 import type { Db, Executor } from '../../db';
-import { unprocessable } from '../../http/errors';
+import { refuse } from '../../lib/errors';
 import { createSealer } from '../../lib/crypto';
 import { iso } from '../../lib/time';
 import { PROVIDER_KEY_NAMES, type PatchTenantInput } from './schemas';
-import type { Principal } from '../../http/principal';
+import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import type { ApiKeyService } from '../api-keys/service';
 import type { AuditService } from '../audit/service';
@@ -106,7 +106,7 @@ export function createWorkspaceSettingsService(deps: { db: Db; config: Config; a
         });
       } catch (err) {
         if ((err as { constraint?: string })?.constraint === 'tenants_cap_order') {
-          throw unprocessable('cap_order', 'The daily cap may not exceed the monthly cap.', [{ path: 'body.daily_usd_cap', message: 'greater than the monthly cap' }]);
+          throw refuse('cap_order', 'The daily cap may not exceed the monthly cap.', [{ path: 'body.daily_usd_cap', message: 'greater than the monthly cap' }]);
         }
         throw err;
       }

@@ -1,0 +1,161 @@
+import { types } from 'node:util';
+
+/**
+ * What the domains refuse with: a stable code, a detail that says why, and (for field problems) the fields.
+ * No HTTP here. Each code's kind is in one table below, with the detail the OpenAPI document shows as its
+ * example; src/http/errors.ts maps a kind to a status and title, once, for every code. Adding a code is one
+ * row here.
+ */
+
+export interface FieldError {
+  path: string;
+  message: string;
+}
+
+/** The kinds of refusal, by what the caller must do about them. */
+export type ErrorKind =
+  | 'invalid' // fix the request
+  | 'unauthenticated' // present a valid credential or signature
+  | 'forbidden' // this caller may not
+  | 'not_found'
+  | 'conflict' // the resource's state forbids it now
+  | 'too_large'
+  | 'unsupported_media'
+  | 'unprocessable' // well-formed, but names something that does not exist or cannot be
+  | 'throttled' // retry after the given time
+  | 'upstream' // a provider we depend on failed; retry
+  | 'unavailable'; // a backing service or this process is unavailable; retry
+
+/**
+ * Every code a domain refuses with: its kind, and a realistic detail (as the services word it, placeholders
+ * filled in) for the OpenAPI examples.
+ */
+export const ERRORS = {
+  not_found: ['not_found', 'No such ticket.'],
+  unauthenticated: ['unauthenticated', 'A valid bearer credential is required.'],
+  insufficient_role: ['forbidden', 'This operation requires the admin role or above.'],
+  insufficient_scope: ['forbidden', 'This API key lacks a scope covering tickets:write.'],
+  validation_failed: ['invalid', 'The request did not match its schema.'],
+  payload_too_complex: ['invalid', 'body_html has elements nested more than 100 deep.'],
+  dependency_unavailable: ['unavailable', 'PostgreSQL is unreachable; retry later.'],
+  throttled: ['throttled', 'This channel is receiving more than its rate; retry later.'],
+  scope_invalid: ['unprocessable', 'One or more scopes cannot be granted by this deployment.'],
+  agent_unknown: ['unprocessable', 'No agent 5b0e4c1d-8a7f-4e2b-9c3d-1f6a2b7c8d9e exists in this workspace.'],
+  member_exists: ['conflict', 'This workspace already has a member with this email.'],
+  realm_subject_taken: ['conflict', 'This realm subject is already bound to another member of this workspace.'],
+  member_invited: ['conflict', 'This member has not signed in yet; only their role can be changed.'],
+  last_owner: ['conflict', 'The workspace must keep at least one active owner.'],
+  member_deactivated: ['forbidden', 'Your membership in this workspace is deactivated.'],
+  customer_exists: ['conflict', 'A customer with this email already exists in the workspace.'],
+  customer_unknown: ['unprocessable', 'No such customer in this workspace.'],
+  assignee_unknown: ['unprocessable', 'The assignee is not an active member of this workspace.'],
+  team_unknown: ['unprocessable', 'No such team in this workspace.'],
+  illegal_transition: ['conflict', 'A solved ticket cannot move to pending; allowed: none.'],
+  ticket_merged: ['conflict', 'Ticket 3f2b8c4e-6a1d-4e7f-9b2c-5d8e1a4f7c3b is merged; merged tickets are terminal.'],
+  merge_self: ['invalid', 'A ticket cannot be merged into itself.'],
+  reopen_not_allowed: ['conflict', 'Only a solved or closed ticket can be reopened; this one is open.'],
+  member_unknown: ['unprocessable', 'The user is not a member of this workspace.'],
+  team_member_exists: ['conflict', 'The user is already in this team.'],
+  no_eligible_member: ['conflict', 'No member of this team can take the ticket now; it was not assigned.'],
+  filter_unknown: ['unprocessable', 'GET /v1/tickets does not understand the filter(s) assignee.'],
+  filter_invalid: ['unprocessable', 'One or more filter values are not valid for GET /v1/tickets.'],
+  macro_disabled: ['conflict', 'This macro is disabled; enable it before applying it.'],
+  channel_credential_misplaced: [
+    'invalid',
+    'An OAuth token does not belong in a channel config (found at config.access_token); connect the mailbox with POST /v1/channels/email/oauth/{mailprovider}/complete, which stores tokens encrypted.',
+  ],
+  channel_payload_invalid: ['invalid', 'The web_chat adapter cannot read this payload: web_chat payload is invalid: text must not be blank.'],
+  channel_adapter_unavailable: ['invalid', 'The instagram channel has no adapter yet; messages cannot be ingested.'],
+  oauth_state_invalid: ['invalid', 'The state is unknown, expired or already used; start the connection again.'],
+  oauth_state_mismatch: ['forbidden', 'This state was minted for another workspace; complete the connection from the workspace that started it.'],
+  oauth_code_invalid: ['invalid', 'invalid_grant; the code may be expired or already used — start the connection again.'],
+  mail_provider_not_configured: ['conflict', 'This deployment has no google OAuth client configured; an operator must set its client id and secret.'],
+  mail_provider_unavailable: ['upstream', 'google token endpoint answered 503; the state is still valid, retry the same completion shortly.'],
+  signature_invalid: ['unauthenticated', 'The webhook signature is missing, does not match the body, or is outside the accepted time window.'],
+  signature_required: ['unauthenticated', 'This deployment accepts only signed webhooks; set a signing secret on the integration and in the provider.'],
+  webhook_payload_invalid: ['invalid', 'Not a readable zendesk ticket event: ticket event without a ticket id.'],
+  cap_order: ['unprocessable', 'The daily cap may not exceed the monthly cap.'],
+  brand_key_unknown: [
+    'unprocessable',
+    '"logoURL" is not a branding key; the keys are logo_url, logoUrl, logo, favicon_url, faviconUrl, favicon, brand_color, brandColor, brand_colour, color, colour, primary_color, title, site_title, siteTitle, tagline, tag_line, tagLine.',
+  ],
+  brand_value_invalid: ['unprocessable', '"brand_color" must be a hex colour: #rgb or #rrggbb.'],
+  brand_key_duplicate: ['unprocessable', '"logo" and "logo_url" both set the logo; send one of them.'],
+  help_centre_required: ['invalid', 'This workspace has several help centres: name one with help_centre_id.'],
+  subdomain_taken: ['conflict', 'northwind.help.example.com is already in use; choose another label.'],
+  subdomain_reserved: ['unprocessable', 'www.help.example.com is reserved for the platform; choose another label.'],
+  no_conflict: ['conflict', 'This translation has no conflict: no source update arrived after a local edit.'],
+  integration_limit_reached: ['conflict', 'A workspace can hold at most 20 integrations; delete one first.'],
+  payload_too_large: ['too_large', 'The request body exceeds the size limit.'],
+  unsupported_media_type: ['unsupported_media', 'Send the body as application/json.'],
+  /** Answered by the operator dashboard (/admin/queues), not by an API operation. */
+  cross_site_request: ['forbidden', 'State-changing requests to the operator dashboard must come from the dashboard itself.'],
+} as const satisfies Record<string, readonly [ErrorKind, string]>;
+
+export type ErrorCode = keyof typeof ERRORS;
+
+export const kindOf = (code: ErrorCode): ErrorKind => ERRORS[code][0];
+
+/** A refusal: thrown by services, rendered by the HTTP layer (status and title from the code's kind). */
+export class DomainError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    readonly detail: string,
+    readonly extra: { errors?: FieldError[]; retryAfterSeconds?: number } = {},
+  ) {
+    super(detail);
+    this.name = 'DomainError';
+  }
+}
+
+export const refuse = (code: ErrorCode, detail: string, errors?: FieldError[]) => new DomainError(code, detail, errors ? { errors } : {});
+
+export const unauthenticated = (detail = 'A valid bearer credential is required.') => new DomainError('unauthenticated', detail);
+
+export const insufficientRole = (floor: string) => new DomainError('insufficient_role', `This operation requires the ${floor} role or above.`);
+
+export const insufficientScope = (needed: string) => new DomainError('insufficient_scope', `This API key lacks a scope covering ${needed}.`);
+
+export const notFound = (what = 'resource') => new DomainError('not_found', `No such ${what}.`);
+
+export const validationFailed = (errors: FieldError[], detail = 'The request did not match its schema.') =>
+  new DomainError('validation_failed', detail, { errors });
+
+/** An explicit limit on size, nesting or count was passed: `errors` names each field and its limit. */
+export const payloadTooComplex = (errors: FieldError[]) =>
+  new DomainError('payload_too_complex', errors.map((e) => e.message).join('; '), { errors });
+
+export const dependencyUnavailable = (which: string, retryAfterSeconds = 5) =>
+  new DomainError('dependency_unavailable', `${which} is unreachable; retry later.`, { retryAfterSeconds });
+
+/** A merged ticket is closed to changes: the one refusal every domain that writes to tickets answers. */
+export const ticketMerged = (id: string) => new DomainError('ticket_merged', `Ticket ${id} is merged; merged tickets are terminal.`);
+
+const PG_UNAVAILABLE_CODES = new Set(['57P01', '57P02', '57P03', '08000', '08001', '08003', '08004', '08006']);
+const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
+
+/**
+ * Recognises a lost PostgreSQL or Redis so the caller gets a 503 with Retry-After instead of a 500.
+ * Transactions roll back on these errors, so nothing is half-written.
+ */
+export function asDependencyError(err: unknown): DomainError | null {
+  // isNativeError also recognises errors made in another realm (Node's own, seen from a vm context such as jest's).
+  if (!(err instanceof Error) && !types.isNativeError(err)) return null;
+  const code = (err as { code?: unknown }).code;
+  const message = err.message ?? '';
+  if (typeof code === 'string' && (PG_UNAVAILABLE_CODES.has(code) || NET_CODES.has(code))) {
+    return dependencyUnavailable('A backing service');
+  }
+  if (
+    /timeout exceeded when trying to connect|Connection terminated|Client has encountered a connection error/i.test(message)
+  ) {
+    return dependencyUnavailable('PostgreSQL');
+  }
+  if (
+    err.name === 'MaxRetriesPerRequestError' ||
+    /Stream isn't writeable|Connection is closed|enableOfflineQueue/i.test(message)
+  ) {
+    return dependencyUnavailable('Redis');
+  }
+  return null;
+}
