@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Response } from 'supertest';
 import { z } from 'zod';
-import { inspectJson, MAX_JSON_DEPTH, MAX_JSON_VALUES, scanJson } from '../src/http/input-guard';
+import { inspectJson, MAX_JSON_DEPTH, MAX_JSON_VALUES, scanJson } from '../src/lib/json-limits';
 import type { Operation } from '../src/http/operation';
 import { buildOperationTable } from '../src/operations';
 import { startTestApp, type TestContext } from './helpers/context';

@@ -4,17 +4,9 @@
  * into the `AppError` the error handler renders. `AppError` itself is built only for what exists at the HTTP
  * layer alone (a wrong method, an internal error, a draining process).
  */
-import type { z } from 'zod';
 import { DomainError, ERRORS, kindOf, type ErrorCode, type ErrorKind, type FieldError } from '../lib/errors';
 
-export type { FieldError } from '../lib/errors';
-
-/** A zod error as the `errors` list of a problem body: dotted paths under `prefix` (body, query…). */
-export const toFieldErrors = (error: z.ZodError, prefix = ''): FieldError[] =>
-  error.issues.map((i) => ({
-    path: [prefix, ...i.path.map(String)].filter(Boolean).join('.') || '(root)',
-    message: i.code === 'unrecognized_keys' ? `unknown field(s): ${i.keys.join(', ')}` : i.message,
-  }));
+export { toFieldErrors, type FieldError } from '../lib/errors';
 
 export class AppError extends Error {
   constructor(

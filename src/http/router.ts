@@ -6,7 +6,8 @@ import { scopesCover } from '../domains/identity/scopes';
 import type { Services } from '../services';
 import { insufficientRole, insufficientScope, notFound, refuse, validationFailed, type DomainError } from '../lib/errors';
 import { toFieldErrors } from './errors';
-import { assertStorableJson, bodyScannedClean, jsonTooComplex, scanJsonBody, TOO_COMPLEX, unstorableText } from './input-guard';
+import { assertStorableJson, jsonTooComplex, unstorableText } from '../lib/json-limits';
+import { bodyScannedClean, scanJsonBody, TOO_COMPLEX } from './input-guard';
 import type { Operation } from './operation';
 import type { Principal } from '../domains/identity/principal';
 

@@ -1,4 +1,5 @@
 import { types } from 'node:util';
+import type { z } from 'zod';
 
 /**
  * What the domains refuse with: a stable code, a detail that says why, and (for field problems) the fields.
@@ -11,6 +12,13 @@ export interface FieldError {
   path: string;
   message: string;
 }
+
+/** A zod error as the `errors` list of a problem body: dotted paths under `prefix` (body, query…). */
+export const toFieldErrors = (error: z.ZodError, prefix = ''): FieldError[] =>
+  error.issues.map((i) => ({
+    path: [prefix, ...i.path.map(String)].filter(Boolean).join('.') || '(root)',
+    message: i.code === 'unrecognized_keys' ? `unknown field(s): ${i.keys.join(', ')}` : i.message,
+  }));
 
 /** The kinds of refusal, by what the caller must do about them. */
 export type ErrorKind =

@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { refuse } from '../../lib/errors';
-import { toFieldErrors } from '../../http/errors';
+import { refuse, toFieldErrors } from '../../lib/errors';
 import { ticketFilters, type TicketFilters } from './schemas';
 
 /**

@@ -5,7 +5,7 @@ import type { Config } from '../../config';
 import { isDataError, type Db, type Executor } from '../../db';
 import type { IntegrationRow, TranscriptEventRow } from '../../db/types';
 import { dependencyUnavailable, DomainError, notFound, refuse, validationFailed } from '../../lib/errors';
-import { inspectJson, jsonTooComplex, scanJson } from '../../http/input-guard';
+import { inspectJson, jsonTooComplex, scanJson } from '../../lib/json-limits';
 import type { HandlerResult } from '../../http/result';
 import type { Principal } from '../identity/principal';
 import { createSealer } from '../../lib/crypto';
