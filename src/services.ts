@@ -44,9 +44,10 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     logger,
     triggers: createMacroTriggerSink({ db, queues }),
     outbound: createOutboundSink({ queues, logger, attempts: config.OUTBOUND_ATTEMPTS }),
+    threadWindowHours: config.THREAD_WINDOW_HOURS,
   });
   const helpCentre = createHelpCentreService({ db, config });
-  const ingestProcessor = createIngestProcessor({ db, config, tickets, customers, logger });
+  const ingestProcessor = createIngestProcessor({ db, tickets: tickets.commands, customers, logger });
   return {
     identity: createIdentityService({ db, config, audit }),
     authThrottle: createAuthThrottle({ redis, config, logger }),
@@ -59,9 +60,9 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     customers,
     notifications,
     tickets,
-    teams: createTeamService({ db, config, tickets }),
+    teams: createTeamService({ db, config, tickets: tickets.commands }),
     savedViews: createSavedViewService({ db }),
-    macros: createMacroService({ db, tickets }),
+    macros: createMacroService({ db, tickets: tickets.commands, queries: tickets.queries }),
     channels,
     ingest: createIngestGateway({ db, config, redis, queues, bus, channels }),
     ingestProcessor,
@@ -71,7 +72,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     helpCentre,
     articles: createArticleService({ db, config, centres: helpCentre }),
     webhooks: createWebhookService({ db, config, redis, queues, bus, audit }),
-    mailbox: createMailboxService({ db, config, queues, logger, channels, tickets, ingest: ingestProcessor }),
+    mailbox: createMailboxService({ db, config, queues, logger, channels, tickets: tickets.commands, ingest: ingestProcessor }),
   };
 }
 

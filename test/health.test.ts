@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
-import { AppError } from '../src/http/errors';
+import { problemOf } from '../src/http/errors';
+import { DomainError } from '../src/lib/errors';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer } from './helpers/factories';
 
@@ -98,10 +99,11 @@ describe('when Redis is unreachable', () => {
     expectRetryAfter(res.headers['retry-after']);
   });
 
-  test('enqueueAndAwait rejects with a 503 AppError instead of hanging', async () => {
+  test('enqueueAndAwait rejects with a 503 refusal instead of hanging', async () => {
     const attempt = ctx.runtime.queues.enqueueAndAwait('audit.prune', {}, { waitMs: 500 });
-    await expect(attempt).rejects.toBeInstanceOf(AppError);
-    await expect(attempt).rejects.toMatchObject({ status: 503, code: 'dependency_unavailable' });
+    await expect(attempt).rejects.toBeInstanceOf(DomainError);
+    await expect(attempt).rejects.toMatchObject({ code: 'dependency_unavailable' });
+    expect(problemOf(await attempt.catch((e: unknown) => e))?.status).toBe(503);
   });
 
   test('after a job could not be enqueued, shutting the runtime down still finishes promptly', async () => {

@@ -22,7 +22,8 @@ import type { InboundMessage } from '../src/domains/channels/adapters/types';
 import { channelById } from '../src/domains/channels/registry';
 import * as customerStore from '../src/domains/customers/store';
 import type { IngestItem, IngestResult } from '../src/domains/ingest/processor';
-import * as ingestStore from '../src/domains/ingest/store';
+import * as ticketStore from '../src/domains/tickets/store';
+import { statusOf } from '../src/http/errors';
 import type { ItemResult } from '../src/queue/results';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
@@ -430,7 +431,8 @@ describe('one batch written set-based (processBatch)', () => {
     const poison = smsItem(w, smsPayload({ from: newPhone(), body: 'bad \u0000 byte' }));
     const innocent = smsItem(w, smsPayload({ from: newPhone(), body: 'Fine message' }));
     const [p, i] = await processBatch([poison, innocent]);
-    expect(p).toMatchObject({ ok: false, error: { status: 400, code: 'channel_payload_invalid' } });
+    expect(p).toMatchObject({ ok: false, error: { code: 'channel_payload_invalid' } });
+    expect(statusOf(p!.error!.code)).toBe(400);
     expect(i).toMatchObject({ ok: true, value: { was_created: true, was_duplicate: false } });
     const ledger = await ctx.db.selectFrom('ingest_deliveries').select('provider_message_id').where('tenant_id', '=', w.tenantId).execute();
     expect(ledger.map((r) => r.provider_message_id)).toEqual([innocent.message.providerMessageId]);
@@ -450,7 +452,8 @@ describe('one batch written set-based (processBatch)', () => {
     const s2 = smsItem(w, smsPayload({ from: newPhone(), body: `After ${hex(3)}` }));
 
     const results = await processBatch([s1, email, chat, s2]);
-    const refusal = { ok: false, error: { status: 404, code: 'not_found', detail: 'No such channel connection.' } };
+    const refusal = { ok: false, error: { code: 'not_found', detail: 'No such channel connection.' } };
+    expect(statusOf('not_found')).toBe(404);
     expect(results[1]).toEqual({ id: email.id, ...refusal });
     expect(results[2]).toEqual({ id: chat.id, ...refusal });
     const [r1, r2] = values([results[0]!, results[3]!]);
@@ -468,7 +471,7 @@ describe('one batch written set-based (processBatch)', () => {
 
     // Alone (a batch of one, or the single-item path) it is refused the same way.
     expect(await processBatch([email])).toEqual([{ id: email.id, ...refusal }]);
-    await expect(ctx.services.ingestProcessor.process(email)).rejects.toMatchObject({ status: 404, code: 'not_found' });
+    await expect(ctx.services.ingestProcessor.process(email)).rejects.toMatchObject({ code: 'not_found' });
     expect(await deliveryOf(w, email)).toBeUndefined();
     expect((await countRows(ctx, w.tenantId)).ingest_deliveries).toBe(2);
   });
@@ -492,7 +495,8 @@ describe('one batch written set-based (processBatch)', () => {
     const withBogus = say('Never issued', `itk_${hex(24)}`);
 
     const results = await processBatch([withOld, withNew, byTenant, withBogus]);
-    const refusal = { ok: false, error: { status: 404, code: 'not_found', detail: 'No such channel connection.' } };
+    const refusal = { ok: false, error: { code: 'not_found', detail: 'No such channel connection.' } };
+    expect(statusOf('not_found')).toBe(404);
     expect(results[0]).toEqual({ id: withOld.id, ...refusal });
     expect(results[3]).toEqual({ id: withBogus.id, ...refusal });
     const written = values([results[1]!, results[2]!]);
@@ -739,7 +743,7 @@ describe('threading lookups probe indexes per key, never scan the workspace', ()
 
   /** The one statement each lookup issues, exactly as the store writes it. */
   const lookups = async () => {
-    const [conversationsSql] = await issuedBy((db) => ingestStore.openConversationTickets(db, w.tenantId, conversations(), ctx.config.THREAD_WINDOW_HOURS));
+    const [conversationsSql] = await issuedBy((db) => ticketStore.openConversationTickets(db, w.tenantId, conversations(), ctx.config.THREAD_WINDOW_HOURS));
     const [handlesSql] = await issuedBy((db) => customerStore.findHandles(db, w.tenantId, handles()));
     return [
       { name: 'openConversationTickets', relation: 'tickets', q: conversationsSql! },
@@ -789,7 +793,7 @@ describe('threading lookups probe indexes per key, never scan the workspace', ()
     const counts = await countRows(ctx, w.tenantId);
     expect(counts).toMatchObject({ customers: SEEDED, customer_handles: SEEDED, tickets: SEEDED + SEEDED / 10 });
     // The plans below are of real lookups: these keys find what exists.
-    expect((await ingestStore.openConversationTickets(ctx.db, w.tenantId, conversations(), ctx.config.THREAD_WINDOW_HOURS)).size).toBe(KEYS - 2);
+    expect((await ticketStore.openConversationTickets(ctx.db, w.tenantId, conversations(), ctx.config.THREAD_WINDOW_HOURS)).size).toBe(KEYS - 2);
     expect((await customerStore.findHandles(ctx.db, w.tenantId, handles())).size).toBe(KEYS - 2);
 
     // No statistics for these rows yet, as after a bulk import into a table autovacuum has not analyzed.

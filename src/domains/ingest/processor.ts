@@ -1,15 +1,12 @@
 import type { Logger } from 'pino';
-import type { Config } from '../../config';
 import { isDataError, type Db, type Executor } from '../../db';
-import type { TicketRow } from '../../db/types';
 import { DomainError, notFound, refuse } from '../../lib/errors';
-import { isUuid } from '../../lib/ids';
 import type { ItemResult } from '../../queue/results';
 import type { InboundMessage } from '../channels/adapters/types';
 import { channelById, type ChannelDefinition } from '../channels/registry';
 import { senderKey, type CustomerService, type Sender } from '../customers/service';
 import { LIMITS } from '../tickets/schemas';
-import type { EventActor, OpenSpec, TicketService } from '../tickets/service';
+import type { EventActor, LockedTicket, OpenSpec, TicketCommands } from '../tickets/commands';
 import * as channelStore from '../channels/store';
 import * as store from './store';
 
@@ -86,58 +83,33 @@ function rounds(fresh: Fresh[]): Fresh[][] {
  * one. A delivery already in the ledger writes nothing but its duplicate count and answers with the first
  * result.
  */
-export function createIngestProcessor(deps: { db: Db; config: Config; tickets: TicketService; customers: CustomerService; logger: Logger }) {
-  const { db, config, tickets, customers } = deps;
-  const t = tickets.internals;
+export function createIngestProcessor(deps: {
+  db: Db;
+  tickets: Pick<TicketCommands, 'threadInbound' | 'open' | 'reopen' | 'appendInbound' | 'rememberMessageIds' | 'afterCommit'>;
+  customers: CustomerService;
+  logger: Logger;
+}) {
+  const { db, customers } = deps;
+  const t = deps.tickets;
 
-  /** The tickets each message continues, locked, following merges to the winner; absent for a new one. */
-  async function threadTargets(tx: Executor, tenantId: string, round: Fresh[]): Promise<Map<Fresh, TicketRow>> {
-    const isEmail = (f: Fresh) => f.def.handle_kind === 'email';
-    const byMessageId = await store.ticketsByMessageIds(tx, tenantId, [...new Set(round.filter(isEmail).flatMap((f) => f.item.message.inReplyTo ?? []))]);
-    const conversations = round
-      .filter((f) => !isEmail(f) && f.item.message.conversationKey)
-      .map((f) => ({ source: f.def.ticket_source, key: f.item.message.conversationKey! }));
-    const byConversation = await store.openConversationTickets(tx, tenantId, conversations, config.THREAD_WINDOW_HOURS);
-
-    const wanted = new Map<Fresh, string>();
-    for (const f of round) {
-      const m = f.item.message;
-      let id: string | undefined;
-      if (isEmail(f)) {
-        // The newest ticket any of its Message-IDs reached (the rows come newest first).
-        const refs = new Set(m.inReplyTo ?? []);
-        id = byMessageId.find((r) => refs.has(r.message_id))?.ticket_id;
-        if (!id && m.mailboxHash && isUuid(m.mailboxHash)) id = m.mailboxHash.toLowerCase();
-      } else if (m.conversationKey) {
-        id = byConversation.get(store.conversationId(f.def.ticket_source, m.conversationKey));
-      }
-      if (id) wanted.set(f, id);
-    }
-    // Row locks in id order, all at once: two batches threading into the same tickets cannot deadlock.
-    const locked = new Map((await t.lockMany(tx, tenantId, [...new Set(wanted.values())])).map((r) => [r.id, r]));
-    const live = async (id: string) => {
-      let ticket = locked.get(id);
-      for (let hops = 0; ticket && ticket.status === 'merged' && ticket.merged_into_id && hops < 16; hops++) {
-        const winner: string = ticket.merged_into_id;
-        ticket = locked.get(winner) ?? (await t.lockOne(tx, tenantId, winner));
-        locked.set(winner, ticket);
-      }
-      // A closed (or spam) conversation is over: the customer's new message starts a new ticket.
-      return ticket && !['closed', 'spam', 'merged'].includes(ticket.status) ? ticket : undefined;
-    };
-    const out = new Map<Fresh, TicketRow>();
-    for (const [f, id] of wanted) {
-      const ticket = await live(id);
-      if (ticket) out.set(f, ticket);
-    }
-    return out;
-  }
+  /** The tickets each message continues (the tickets' threading rule), locked; absent for a new one. */
+  const threadTargets = (tx: Executor, tenantId: string, round: Fresh[]) =>
+    t.threadInbound(
+      tx,
+      tenantId,
+      new Map(
+        round.map((f) => {
+          const m = f.item.message;
+          return [f, { email: f.def.handle_kind === 'email', inReplyTo: m.inReplyTo, mailboxHash: m.mailboxHash, source: f.def.ticket_source, conversationKey: m.conversationKey }];
+        }),
+      ),
+    );
 
   async function writeRound(tx: Executor, tenantId: string, round: Fresh[], outcomes: Map<string, Outcome>) {
     const customerOf = await customers.forSenders(tx, tenantId, round.map((f) => f.sender));
     const targets = await threadTargets(tx, tenantId, round);
     const opens: { f: Fresh; spec: OpenSpec }[] = [];
-    const replies: { f: Fresh; ticket: TicketRow }[] = [];
+    const replies: { f: Fresh; ticket: LockedTicket }[] = [];
     const reopened = new Set<string>();
     for (const f of round) {
       const customerId = customerOf.get(f.senderKey)!;
@@ -170,7 +142,7 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
       // A reply to a solved ticket reopens it (once, however many replies this round brings it).
       if (ticket.status === 'solved' && !reopened.has(ticket.id)) {
         reopened.add(ticket.id);
-        trigger = { event: 'ticket.reopened', eventId: await t.reopenLocked(tx, tenantId, actorOf(f), ticket) };
+        trigger = { event: 'ticket.reopened', eventId: await t.reopen(tx, tenantId, actorOf(f), ticket) };
       }
       replies.push({ f, ticket });
       outcomes.set(f.item.id, {
@@ -178,7 +150,7 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
         trigger,
       });
     }
-    const opened = await t.openTickets(tx, tenantId, opens.map((o) => o.spec));
+    const opened = await t.open(tx, tenantId, opens.map((o) => o.spec));
     opened.forEach(({ row, eventId }, i) => {
       const { f } = opens[i]!;
       outcomes.set(f.item.id, {
@@ -186,12 +158,12 @@ export function createIngestProcessor(deps: { db: Db; config: Config; tickets: T
         trigger: { event: 'ticket.created', eventId },
       });
     });
-    await t.addInbounds(
+    await t.appendInbound(
       tx,
       tenantId,
       replies.map(({ f, ticket }) => ({ by: actorOf(f), ticket, kind: `inbound_${f.def.id}`, body: f.item.message.body.slice(0, LIMITS.body), meta: eventMeta(f.item.message) })),
     );
-    await store.rememberMessageIds(
+    await t.rememberMessageIds(
       tx,
       tenantId,
       round.filter((f) => f.item.message.messageIdHeader).map((f) => ({ message_id: f.item.message.messageIdHeader!, ticket_id: outcomes.get(f.item.id)!.result.ticket_id })),

@@ -95,55 +95,6 @@ export async function lockSenders(db: Executor, tenantId: string, keys: string[]
     from (select distinct hashtextextended(${tenantId} || '|' || k, 0) as h from unnest(${keys}::text[]) as k order by h) as ordered`.execute(db);
 }
 
-/** Message-ID → ticket, newest first (a Message-ID may be remembered once per ticket it reached). */
-export async function ticketsByMessageIds(db: Executor, tenantId: string, ids: string[]): Promise<{ message_id: string; ticket_id: string }[]> {
-  if (ids.length === 0) return [];
-  return db
-    .selectFrom('email_message_ids')
-    .select(['message_id', 'ticket_id'])
-    .where('tenant_id', '=', tenantId)
-    .where('message_id', 'in', ids)
-    .orderBy('created_at', 'desc')
-    .execute();
-}
-
-export async function rememberMessageIds(db: Executor, tenantId: string, pairs: { message_id: string; ticket_id: string }[]): Promise<void> {
-  if (pairs.length === 0) return;
-  await db
-    .insertInto('email_message_ids')
-    .values(pairs.map((p) => ({ tenant_id: tenantId, ...p })))
-    .onConflict((oc) => oc.columns(['tenant_id', 'message_id']).doNothing())
-    .execute();
-}
-
-export const conversationId = (source: string, key: string) => `${source}|${key}`;
-
-/**
- * Each conversation's latest ticket that is still in play (not closed or spam) and was active within the
- * window. A merged one is returned too: the caller forwards it to its winner.
- */
-export async function openConversationTickets(
-  db: Executor,
-  tenantId: string,
-  conversations: { source: string; key: string }[],
-  windowHours: number,
-): Promise<Map<string, string>> {
-  if (conversations.length === 0) return new Map();
-  // One index probe per conversation (LATERAL … LIMIT 1), never a scan of the workspace's tickets.
-  const { rows } = await sql<{ source: string; conversation_key: string; id: string }>`
-    select u.source, u.key as conversation_key, t.id
-    from unnest(${conversations.map((c) => c.source)}::text[], ${conversations.map((c) => c.key)}::text[]) as u(source, key)
-    cross join lateral (
-      select id from tickets t
-      where t.tenant_id = ${tenantId} and t.source = u.source and t.conversation_key = u.key
-        and t.status not in ('closed', 'spam')
-        and t.updated_at > now() - make_interval(hours => ${windowHours})
-      order by t.updated_at desc
-      limit 1
-    ) as t`.execute(db);
-  return new Map(rows.map((r) => [conversationId(r.source, r.conversation_key), r.id]));
-}
-
 export async function agentTenant(db: Executor, agentId: string): Promise<string | undefined> {
   const row = await db.selectFrom('agents').select('tenant_id').where('id', '=', agentId).executeTakeFirst();
   return row?.tenant_id;

@@ -7,10 +7,12 @@ import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
 import { checkTicketFilters } from '../tickets/filters';
 import type { PatchTicketInput } from '../tickets/schemas';
-import { eventFor, type EventActor, type TicketService, type TicketTrigger, type TriggerSink } from '../tickets/service';
+import { eventFor, type EventActor, type LockedTicket, type TicketCommands, type TicketTrigger, type TriggerSink } from '../tickets/commands';
+import type { TicketQueries } from '../tickets/queries';
+import { activeMember } from '../members/store';
+import { teamExists } from '../teams/store';
 import { canTransition } from '../tickets/status';
 import { LIMITS } from '../tickets/schemas';
-import * as ticketStore from '../tickets/store';
 import { macroAction, type CreateMacroInput, type MacroAction, type PatchMacroInput } from './schemas';
 import * as store from './store';
 
@@ -46,16 +48,20 @@ export function createMacroTriggerSink(deps: { db: Db; queues: QueueHub }): Trig
   };
 }
 
-export function createMacroService(deps: { db: Db; tickets: TicketService }) {
-  const { db, tickets } = deps;
-  const t = tickets.internals;
+export function createMacroService(deps: {
+  db: Db;
+  tickets: Pick<TicketCommands, 'lock' | 'lockMany' | 'lockForChange' | 'userActor' | 'applyChanges' | 'addMessage' | 'recordEvents' | 'matches' | 'afterCommit'>;
+  queries: Pick<TicketQueries, 'detailIn'>;
+}) {
+  const { db } = deps;
+  const t = deps.tickets;
 
   async function validateWrite(tx: Executor, tenantId: string, input: { actions?: MacroAction[]; trigger?: { event: string; conditions: Record<string, unknown> } | null }) {
     for (const [i, a] of (input.actions ?? []).entries()) {
-      if (a.type === 'assign_team' && !(await ticketStore.teamExists(tx, tenantId, a.team_id))) {
+      if (a.type === 'assign_team' && !(await teamExists(tx, tenantId, a.team_id))) {
         throw refuse('team_unknown', 'No such team in this workspace.', [{ path: `body.actions.${i}.team_id`, message: 'unknown team' }]);
       }
-      if (a.type === 'assign_user' && !(await ticketStore.activeMember(tx, tenantId, a.user_id))) {
+      if (a.type === 'assign_user' && !(await activeMember(tx, tenantId, a.user_id))) {
         throw refuse('assignee_unknown', 'The user is not an active member of this workspace.', [{ path: `body.actions.${i}.user_id`, message: 'unknown member' }]);
       }
     }
@@ -67,7 +73,7 @@ export function createMacroService(deps: { db: Db; tickets: TicketService }) {
    * Runs a macro's actions in order on a locked ticket. An action the status machine (or a vanished team or
    * member) forbids is skipped and recorded as an event, never forced; the rest still apply.
    */
-  async function run(tx: Executor, tenantId: string, by: EventActor, macro: MacroRow, ticket: TicketRow) {
+  async function run(tx: Executor, tenantId: string, by: EventActor, macro: MacroRow, ticket: LockedTicket) {
     const parsed = macroAction.array().safeParse(macro.actions);
     const actions = parsed.success ? parsed.data : [];
     const skipped: Skip[] = [];
@@ -85,7 +91,7 @@ export function createMacroService(deps: { db: Db; tickets: TicketService }) {
           // Each step is judged where the earlier steps left the ticket, and applied at once.
           if (canTransition(current.status, to)) {
             dueMoved = (await t.applyChanges(tx, tenantId, by, current, { status: to })).dueMoved || dueMoved;
-            current = await t.lockOne(tx, tenantId, ticket.id);
+            current = await t.lock(tx, tenantId, ticket.id);
             changed = true;
           } else skipped.push({ action: a, reason: `a ${current.status} ticket cannot move to ${to}` });
           break;
@@ -105,11 +111,11 @@ export function createMacroService(deps: { db: Db; tickets: TicketService }) {
           patch.tags = tags;
           break;
         case 'assign_team':
-          if (await ticketStore.teamExists(tx, tenantId, a.team_id)) patch.team_id = a.team_id;
+          if (await teamExists(tx, tenantId, a.team_id)) patch.team_id = a.team_id;
           else skipped.push({ action: a, reason: 'the team no longer exists' });
           break;
         case 'assign_user':
-          if (await ticketStore.activeMember(tx, tenantId, a.user_id)) patch.assignee_id = a.user_id;
+          if (await activeMember(tx, tenantId, a.user_id)) patch.assignee_id = a.user_id;
           else skipped.push({ action: a, reason: 'the user is no longer an active member' });
           break;
         case 'add_note':
@@ -157,10 +163,9 @@ export function createMacroService(deps: { db: Db; tickets: TicketService }) {
         const macro = await store.getMacro(tx, actor.tenantId, macroId);
         if (!macro) throw notFound('macro');
         if (!macro.enabled) throw refuse('macro_disabled', 'This macro is disabled; enable it before applying it.');
-        const ticket = await t.lockOne(tx, actor.tenantId, ticketId);
-        if (ticket.status === 'merged') throw refuse('ticket_merged', `Ticket ${ticketId} is merged; merged tickets are terminal.`);
+        const ticket = await t.lockForChange(tx, actor.tenantId, ticketId);
         const result = await run(tx, actor.tenantId, await t.userActor(tx, actor), macro, ticket);
-        return { ...result, ticket: await t.detailIn(tx, actor.tenantId, ticketId) };
+        return { ...result, ticket: await deps.queries.detailIn(tx, actor.tenantId, ticketId) };
       });
       await t.afterCommit(actor.tenantId, ticketId, {
         dueMoved: outcome.dueMoved,
@@ -181,7 +186,7 @@ export function createMacroService(deps: { db: Db; tickets: TicketService }) {
           if (!(await store.claimRun(tx, data.tenant_id, macro.id, data.event_id))) return null;
           // Disabled since the list was read: a disabled macro never fires.
           if (!(await store.getMacro(tx, data.tenant_id, macro.id))?.enabled) return null;
-          const ticket = await ticketStore.lockTickets(tx, data.tenant_id, [data.ticket_id]).then((r) => r[0]);
+          const [ticket] = await t.lockMany(tx, data.tenant_id, [data.ticket_id]);
           if (!ticket || ticket.status === 'merged') return null;
           const conditions = checkTicketFilters((macro.trigger as { conditions?: Record<string, unknown> })?.conditions ?? {}, 'trigger.conditions').parsed;
           if (!(await t.matches(tx, data.tenant_id, data.ticket_id, conditions))) return null;

@@ -12,9 +12,7 @@ import type { QueueHub } from '../../queue/hub';
 import { emailAdapter } from '../channels/adapters/email';
 import type { ChannelService } from '../channels/service';
 import type { IngestItem, IngestProcessor } from '../ingest/processor';
-import * as ingestStore from '../ingest/store';
-import type { OutboundSink, TicketService } from '../tickets/service';
-import { eventFor } from '../tickets/service';
+import { eventFor, type OutboundSink, type TicketCommands } from '../tickets/commands';
 import { createMailProviders, MAIL_PROVIDERS, ProviderError, type FetchedMail, type MailProvider, type MailProviderId, type ReplyTarget, type TokenSet } from './providers';
 import * as store from './store';
 
@@ -103,7 +101,7 @@ export function createMailboxService(deps: {
   queues: QueueHub;
   logger: Logger;
   channels: ChannelService;
-  tickets: TicketService;
+  tickets: Pick<TicketCommands, 'recordEvents' | 'rememberMessageIds'>;
   ingest: IngestProcessor;
 }) {
   const { db, config, queues, logger, channels, tickets, ingest } = deps;
@@ -320,6 +318,10 @@ export function createMailboxService(deps: {
    * blocked sends nothing. A provider that is down is retried with backoff (the job fails and BullMQ
    * retries it) until the last attempt, which records the failure.
    */
+  /** What happened to a reply's email, on its ticket's timeline, by the mailbox. */
+  const deliveryEvent = (tx: Executor, tenantId: string, ticketId: string, detail: string, meta: Record<string, unknown>) =>
+    tickets.recordEvents(tx, tenantId, [eventFor({ actor_type: 'system', actor_user_id: null, actor_name: 'Mailbox' }, ticketId, 'email_delivery', detail, meta)]);
+
   async function send(tenantId: string, eventId: string, attempt: number) {
     const outcome = await db.transaction().execute(async (tx): Promise<{ state: string; retry?: ProviderError }> => {
       const row = await store.lockOutbound(tx, tenantId, eventId);
@@ -328,9 +330,7 @@ export function createMailboxService(deps: {
       const finish = async (state: 'failed' | 'blocked', detail: string) => {
         await store.updateOutbound(tx, tenantId, eventId, { state, attempts: attempt, last_error: detail });
         if (ctxRow) {
-          await tickets.internals.recordEvents(tx, tenantId, [
-            eventFor({ actor_type: 'system', actor_user_id: null, actor_name: 'Mailbox' }, ctxRow.ticket_id, 'email_delivery', detail, { reply_event_id: eventId, state, attempts: attempt }),
-          ]);
+          await deliveryEvent(tx, tenantId, ctxRow.ticket_id, detail, { reply_event_id: eventId, state, attempts: attempt });
         }
         return { state };
       };
@@ -378,16 +378,14 @@ export function createMailboxService(deps: {
         });
         await store.updateOutbound(tx, tenantId, eventId, { state: 'sent', message_id: messageId, provider_message_id: result.providerId, attempts: attempt, last_error: null, sent: true });
         // The customer's answer to this reply threads back into the ticket by its Message-ID.
-        await ingestStore.rememberMessageIds(tx, tenantId, [{ message_id: messageId, ticket_id: ctxRow.ticket_id }]);
-        await tickets.internals.recordEvents(tx, tenantId, [
-          eventFor({ actor_type: 'system', actor_user_id: null, actor_name: 'Mailbox' }, ctxRow.ticket_id, 'email_delivery', '', {
-            reply_event_id: eventId,
-            state: 'sent',
-            message_id: messageId,
-            attempts: attempt,
-            ...(result.threadId ? { provider_thread_id: result.threadId } : {}),
-          }),
-        ]);
+        await tickets.rememberMessageIds(tx, tenantId, [{ message_id: messageId, ticket_id: ctxRow.ticket_id }]);
+        await deliveryEvent(tx, tenantId, ctxRow.ticket_id, '', {
+          reply_event_id: eventId,
+          state: 'sent',
+          message_id: messageId,
+          attempts: attempt,
+          ...(result.threadId ? { provider_thread_id: result.threadId } : {}),
+        });
         await store.setCheck(tx, tenantId, quotaCheck(sent + 1));
         return { state: 'sent' };
       } catch (err) {
@@ -396,9 +394,7 @@ export function createMailboxService(deps: {
           // Said on the ticket before the job fails for its retry, so an agent sees why the reply waits.
           const detail = `Not sent yet: ${err.message}. Attempt ${attempt} of ${config.OUTBOUND_ATTEMPTS}; retrying with backoff.`;
           await store.updateOutbound(tx, tenantId, eventId, { attempts: attempt, last_error: detail });
-          await tickets.internals.recordEvents(tx, tenantId, [
-            eventFor({ actor_type: 'system', actor_user_id: null, actor_name: 'Mailbox' }, ctxRow.ticket_id, 'email_delivery', detail, { reply_event_id: eventId, state: 'retrying', attempts: attempt }),
-          ]);
+          await deliveryEvent(tx, tenantId, ctxRow.ticket_id, detail, { reply_event_id: eventId, state: 'retrying', attempts: attempt });
           return { state: 'retrying', retry: err };
         }
         return finish('failed', `Not sent: ${err.message}${err.kind === 'revoked' ? '; reconnect the mailbox, then send the reply again' : ''}.`);

@@ -131,3 +131,21 @@ export async function setPreferences(db: Executor, tenantId: string, userId: str
   else q = q.set({ updated_at: sql`now()` });
   return q.returning(['helpdesk_unavailable']).executeTakeFirstOrThrow();
 }
+
+/** Whether the user is an active member (ticket assignees must be). */
+export async function activeMember(db: Executor, tenantId: string, userId: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('memberships')
+    .select('user_id')
+    .where('tenant_id', '=', tenantId)
+    .where('user_id', '=', userId)
+    .where('status', '=', 'active')
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** The name shown as the actor of what a user does. */
+export async function userName(db: Executor, userId: string): Promise<string | null> {
+  const row = await db.selectFrom('users').select('name').where('id', '=', userId).executeTakeFirst();
+  return row?.name ?? null;
+}

@@ -461,3 +461,27 @@ export async function names(db: Executor, tenantId: string, userIds: string[], t
   const teams = teamIds.length ? await db.selectFrom('teams').select(['id', 'name']).where('tenant_id', '=', tenantId).where('id', 'in', teamIds).execute() : [];
   return { users: new Map(users.map((u) => [u.id, u.name])), teams: new Map(teams.map((t) => [t.id, t.name])) };
 }
+
+/** A ticket's time and todo totals, as its detail shows them (the read model of work on one ticket). */
+export async function workTotals(db: Executor, tenantId: string, ticketId: string) {
+  const time = await db
+    .selectFrom('time_entries')
+    .select([
+      sql<number>`coalesce(sum(minutes), 0)::int`.as('total'),
+      sql<number>`coalesce(sum(minutes) filter (where billable), 0)::int`.as('billable'),
+    ])
+    .where('tenant_id', '=', tenantId)
+    .where('ticket_id', '=', ticketId)
+    .executeTakeFirstOrThrow();
+  const todos = await db
+    .selectFrom('todos')
+    .select([
+      sql<number>`count(*) filter (where done_at is null)::int`.as('open'),
+      sql<number>`count(*) filter (where done_at is not null)::int`.as('done'),
+      sql<number>`count(*) filter (where done_at is null and due_at < now())::int`.as('overdue'),
+    ])
+    .where('tenant_id', '=', tenantId)
+    .where('ticket_id', '=', ticketId)
+    .executeTakeFirstOrThrow();
+  return { time, todos };
+}

@@ -4,7 +4,7 @@ import { DomainError, notFound, refuse } from '../../lib/errors';
 import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
-import type { TicketService } from '../tickets/service';
+import type { TicketCommands } from '../tickets/commands';
 import type { SKIP_REASONS } from './schemas';
 import * as store from './store';
 import * as memberStore from '../members/store';
@@ -22,7 +22,7 @@ export function ineligibility(m: store.RotationEntry): SkipReason | null {
   return null;
 }
 
-export function createTeamService(deps: { db: Db; config: Config; tickets: TicketService }) {
+export function createTeamService(deps: { db: Db; config: Config; tickets: Pick<TicketCommands, 'userActor' | 'lockForChange' | 'assign' | 'afterCommit'> }) {
   const { db, config, tickets } = deps;
 
   return {
@@ -64,11 +64,10 @@ export function createTeamService(deps: { db: Db; config: Config; tickets: Ticke
     async assign(actor: Principal, teamId: string, ticketId: string) {
       const outcome = await db.transaction().execute(async (tx) => {
         // Everything that needs no lock is read first: the team lock is what callers queue on.
-        const by = await tickets.internals.userActor(tx, actor);
+        const by = await tickets.userActor(tx, actor);
         const team = await store.lockTeam(tx, actor.tenantId, teamId);
         if (!team) throw notFound('team');
-        const ticket = await tickets.internals.lockOne(tx, actor.tenantId, ticketId);
-        if (ticket.status === 'merged') throw refuse('ticket_merged', `Ticket ${ticketId} is merged; merged tickets are terminal.`);
+        const ticket = await tickets.lockForChange(tx, actor.tenantId, ticketId);
         const members = await store.rotation(tx, actor.tenantId, teamId, config.PRESENCE_TTL_SECONDS);
         const cursor = Number(team.rr_last_position);
         const order = [...members.filter((m) => Number(m.position) > cursor), ...members.filter((m) => Number(m.position) <= cursor)];
@@ -88,10 +87,10 @@ export function createTeamService(deps: { db: Db; config: Config; tickets: Ticke
           });
         }
         await store.setCursor(tx, actor.tenantId, teamId, Number(chosen.position));
-        const eventId = await tickets.internals.assign(tx, actor.tenantId, by, ticket, teamId, chosen.user_id, { via: 'round_robin', skipped });
+        const eventId = await tickets.assign(tx, actor.tenantId, by, ticket, teamId, chosen.user_id, { via: 'round_robin', skipped });
         return { result: { assignee_id: chosen.user_id, assignee_name: chosen.name, ticket_id: ticketId, team_id: teamId, skipped }, eventId };
       });
-      await tickets.internals.afterCommit(actor.tenantId, ticketId, { dueMoved: false, trigger: { event: 'ticket.updated', eventId: outcome.eventId } });
+      await tickets.afterCommit(actor.tenantId, ticketId, { dueMoved: false, trigger: { event: 'ticket.updated', eventId: outcome.eventId } });
       return outcome.result;
     },
   };

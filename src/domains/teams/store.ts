@@ -105,3 +105,8 @@ export async function rotation(db: Executor, tenantId: string, teamId: string, p
 export async function removeUserEverywhere(db: Executor, tenantId: string, userId: string): Promise<void> {
   await db.deleteFrom('team_members').where('tenant_id', '=', tenantId).where('user_id', '=', userId).execute();
 }
+
+export async function teamExists(db: Executor, tenantId: string, teamId: string): Promise<boolean> {
+  const row = await db.selectFrom('teams').select('id').where('tenant_id', '=', tenantId).where('id', '=', teamId).executeTakeFirst();
+  return row !== undefined;
+}

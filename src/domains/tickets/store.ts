@@ -116,29 +116,6 @@ export async function insertEvents(db: Executor, tenantId: string, events: Omit<
     .execute();
 }
 
-export async function workTotals(db: Executor, tenantId: string, ticketId: string) {
-  const time = await db
-    .selectFrom('time_entries')
-    .select([
-      sql<number>`coalesce(sum(minutes), 0)::int`.as('total'),
-      sql<number>`coalesce(sum(minutes) filter (where billable), 0)::int`.as('billable'),
-    ])
-    .where('tenant_id', '=', tenantId)
-    .where('ticket_id', '=', ticketId)
-    .executeTakeFirstOrThrow();
-  const todos = await db
-    .selectFrom('todos')
-    .select([
-      sql<number>`count(*) filter (where done_at is null)::int`.as('open'),
-      sql<number>`count(*) filter (where done_at is not null)::int`.as('done'),
-      sql<number>`count(*) filter (where done_at is null and due_at < now())::int`.as('overdue'),
-    ])
-    .where('tenant_id', '=', tenantId)
-    .where('ticket_id', '=', ticketId)
-    .executeTakeFirstOrThrow();
-  return { time, todos };
-}
-
 function applyFilters<O>(q: SelectQueryBuilder<Database, 'tickets', O>, f: TicketFilters) {
   if (f.status) q = q.where('status', '=', f.status as TicketRow['status']);
   if (f.priority) q = q.where('priority', '=', f.priority);
@@ -164,27 +141,6 @@ export async function countTickets(db: Executor, tenantId: string, f: TicketFilt
     .select((eb) => eb.fn.countAll<number>().as('n'))
     .where('tenant_id', '=', tenantId);
   return Number((await applyFilters(q, f).executeTakeFirstOrThrow()).n);
-}
-
-export async function activeMember(db: Executor, tenantId: string, userId: string): Promise<boolean> {
-  const row = await db
-    .selectFrom('memberships')
-    .select('user_id')
-    .where('tenant_id', '=', tenantId)
-    .where('user_id', '=', userId)
-    .where('status', '=', 'active')
-    .executeTakeFirst();
-  return row !== undefined;
-}
-
-export async function teamExists(db: Executor, tenantId: string, teamId: string): Promise<boolean> {
-  const row = await db.selectFrom('teams').select('id').where('tenant_id', '=', tenantId).where('id', '=', teamId).executeTakeFirst();
-  return row !== undefined;
-}
-
-export async function userName(db: Executor, userId: string): Promise<string | null> {
-  const row = await db.selectFrom('users').select('name').where('id', '=', userId).executeTakeFirst();
-  return row?.name ?? null;
 }
 
 export type BreachTarget = 'first_response' | 'resolution';
@@ -220,4 +176,55 @@ export async function markBreaches(
 export async function matchesFilters(db: Executor, tenantId: string, ticketId: string, f: TicketFilters): Promise<boolean> {
   const q = db.selectFrom('tickets').select('id').where('tenant_id', '=', tenantId).where('id', '=', ticketId);
   return (await applyFilters(q, f).executeTakeFirst()) !== undefined;
+}
+
+// ------------------------------------------------------------------------------- threading (ticket rule)
+
+/** Message-ID → ticket, newest first (a Message-ID may be remembered once per ticket it reached). */
+export async function ticketsByMessageIds(db: Executor, tenantId: string, ids: string[]): Promise<{ message_id: string; ticket_id: string }[]> {
+  if (ids.length === 0) return [];
+  return db
+    .selectFrom('email_message_ids')
+    .select(['message_id', 'ticket_id'])
+    .where('tenant_id', '=', tenantId)
+    .where('message_id', 'in', ids)
+    .orderBy('created_at', 'desc')
+    .execute();
+}
+
+export async function rememberMessageIds(db: Executor, tenantId: string, pairs: { message_id: string; ticket_id: string }[]): Promise<void> {
+  if (pairs.length === 0) return;
+  await db
+    .insertInto('email_message_ids')
+    .values(pairs.map((p) => ({ tenant_id: tenantId, ...p })))
+    .onConflict((oc) => oc.columns(['tenant_id', 'message_id']).doNothing())
+    .execute();
+}
+
+export const conversationId = (source: string, key: string) => `${source}|${key}`;
+
+/**
+ * Each conversation's latest ticket that is still in play (not closed or spam) and was active within the
+ * window. A merged one is returned too: the caller forwards it to its winner.
+ */
+export async function openConversationTickets(
+  db: Executor,
+  tenantId: string,
+  conversations: { source: string; key: string }[],
+  windowHours: number,
+): Promise<Map<string, string>> {
+  if (conversations.length === 0) return new Map();
+  // One index probe per conversation (LATERAL … LIMIT 1), never a scan of the workspace's tickets.
+  const { rows } = await sql<{ source: string; conversation_key: string; id: string }>`
+    select u.source, u.key as conversation_key, t.id
+    from unnest(${conversations.map((c) => c.source)}::text[], ${conversations.map((c) => c.key)}::text[]) as u(source, key)
+    cross join lateral (
+      select id from tickets t
+      where t.tenant_id = ${tenantId} and t.source = u.source and t.conversation_key = u.key
+        and t.status not in ('closed', 'spam')
+        and t.updated_at > now() - make_interval(hours => ${windowHours})
+      order by t.updated_at desc
+      limit 1
+    ) as t`.execute(db);
+  return new Map(rows.map((r) => [conversationId(r.source, r.conversation_key), r.id]));
 }

@@ -1,0 +1,371 @@
+import type { Logger } from 'pino';
+import type { Db, Executor } from '../../db';
+import type { NewTicketEvent, TicketRow } from '../../db/types';
+import { notFound, refuse, ticketMerged } from '../../lib/errors';
+import { isUuid, newId } from '../../lib/ids';
+import type { Principal } from '../identity/principal';
+import { activeMember, userName } from '../members/store';
+import { mentionedIds, type NotificationService } from '../notifications/service';
+import { dueTimes, type Priority } from '../sla/targets';
+import { teamExists } from '../teams/store';
+import type { PatchTicketInput, TicketFilters } from './schemas';
+import type { TicketSla } from './sla';
+import { canTransition, legalNextStates, REOPENABLE } from './status';
+import * as store from './store';
+
+/**
+ * The tickets aggregate's front door: the transactional moves other domains (ingest, macros, teams, mailbox)
+ * and the tickets' own use cases make, each inside the caller's transaction. A change needs a row locked
+ * here (`LockedTicket` is only made by `lock` / `lockMany`), and every command that changes a ticket refuses
+ * a merged one itself and writes its own events, so no caller repeats those rules.
+ */
+
+export { ticketMerged };
+
+export type NewEvent = Omit<NewTicketEvent, 'tenant_id'>;
+
+declare const lockedBrand: unique symbol;
+/** A ticket row locked FOR UPDATE in the current transaction (only this module makes one). */
+export type LockedTicket = TicketRow & { readonly [lockedBrand]: true };
+
+/** Who an event is by: a person (directly or through their key), or the system (timers, triggered macros). */
+export interface EventActor {
+  actor_type: 'user' | 'system' | 'customer';
+  actor_user_id: string | null;
+  actor_name: string | null;
+}
+
+/** One ticket to open: who opened it, its fields, and the kind and meta of its first event. */
+export interface OpenSpec {
+  by: EventActor;
+  fields: {
+    id?: string;
+    subject: string;
+    description: string;
+    priority: Priority;
+    source: string;
+    customer_id: string;
+    assignee_id: string | null;
+    team_id: string | null;
+    tags: string[];
+    metadata: Record<string, unknown>;
+    conversation_key: string | null;
+  };
+  kind: string;
+  meta?: Record<string, unknown>;
+}
+
+/** What an inbound message carries that says which conversation it continues. */
+export interface InboundRef {
+  /** Email threads by Message-ID (then the plus-address hash); other channels by conversation key. */
+  email: boolean;
+  inReplyTo?: string[];
+  mailboxHash?: string;
+  /** The ticket source of its channel. */
+  source: string;
+  conversationKey?: string;
+}
+
+export type TicketTrigger = 'ticket.created' | 'ticket.updated' | 'ticket.reopened';
+
+/** Told after commit about events that triggered macros may react to (the macros domain listens). */
+export interface TriggerSink {
+  /** `memo` lets a caller publishing many events at once ask "does anyone listen?" once per workspace and event. */
+  publish(tenantId: string, ticketId: string, event: TicketTrigger, eventId: string, memo?: Map<string, boolean>): Promise<void>;
+}
+
+/**
+ * Told about replies on tickets that came in by email (the mailbox domain listens): `record` runs in the
+ * reply's transaction, so a reply and its pending send commit together; `dispatch` runs after commit.
+ */
+export interface OutboundSink {
+  record(tx: Executor, tenantId: string, ticket: TicketRow, replyEventId: string): Promise<boolean>;
+  dispatch(tenantId: string, replyEventId: string): Promise<void>;
+}
+
+export const eventFor = (by: EventActor, ticketId: string, kind: string, body: string, meta: Record<string, unknown>): NewEvent => ({
+  id: newId(),
+  ticket_id: ticketId,
+  kind,
+  body,
+  meta: JSON.stringify(meta),
+  ...by,
+});
+
+/** How many merges an inbound message follows to reach the live ticket (merge chains are short). */
+const MAX_MERGE_HOPS = 16;
+
+export function createTicketCommands(deps: {
+  db: Db;
+  notifications: NotificationService;
+  logger: Logger;
+  sla: TicketSla;
+  triggers: TriggerSink;
+  outbound?: OutboundSink;
+  threadWindowHours: number;
+}) {
+  const { db, notifications, logger, sla, triggers, outbound } = deps;
+
+  /** A merged ticket is terminal: every change refuses it here, with the one merged error. */
+  const refuseMerged = (t: TicketRow): void => {
+    if (t.status === 'merged') throw ticketMerged(t.id);
+  };
+
+  async function userActor(tx: Executor, actor: Principal): Promise<EventActor> {
+    return { actor_type: 'user', actor_user_id: actor.userId, actor_name: await userName(tx, actor.userId) };
+  }
+
+  async function lock(tx: Executor, tenantId: string, id: string): Promise<LockedTicket> {
+    const [row] = await store.lockTickets(tx, tenantId, [id]);
+    if (!row) throw notFound('ticket');
+    return row as LockedTicket;
+  }
+
+  /** A ticket locked to be changed: a merged one is refused before anything else is read or decided. */
+  async function lockForChange(tx: Executor, tenantId: string, id: string): Promise<LockedTicket> {
+    const t = await lock(tx, tenantId, id);
+    refuseMerged(t);
+    return t;
+  }
+
+  /** Row locks in id order, all at once: two transactions locking the same tickets cannot deadlock. */
+  const lockMany = async (tx: Executor, tenantId: string, ids: string[]) => (await store.lockTickets(tx, tenantId, ids)) as LockedTicket[];
+
+  async function validateRefs(tx: Executor, tenantId: string, refs: { assignee_id?: string | null; team_id?: string | null }) {
+    if (refs.assignee_id && !(await activeMember(tx, tenantId, refs.assignee_id))) {
+      throw refuse('assignee_unknown', 'The assignee is not an active member of this workspace.', [{ path: 'body.assignee_id', message: 'unknown member' }]);
+    }
+    if (refs.team_id && !(await teamExists(tx, tenantId, refs.team_id))) {
+      throw refuse('team_unknown', 'No such team in this workspace.', [{ path: 'body.team_id', message: 'unknown team' }]);
+    }
+  }
+
+  /**
+   * New tickets with their first events, two statements however many (an ingest batch opens dozens at once);
+   * `id` may be chosen by the caller. Returned in the order asked.
+   */
+  async function openTickets(tx: Executor, tenantId: string, specs: OpenSpec[]): Promise<{ row: TicketRow; eventId: string }[]> {
+    if (specs.length === 0) return [];
+    const policy = await sla.policyFor(tx, tenantId);
+    const now = new Date();
+    const rows = await store.insertTickets(
+      tx,
+      tenantId,
+      specs.map(({ fields: f }) => ({
+        ...f,
+        id: f.id ?? newId(),
+        status: 'open' as const,
+        metadata: JSON.stringify(f.metadata),
+        sla_policy_id: policy.id,
+        ...dueTimes(policy.targets, f.priority, now),
+        created_at: now,
+        updated_at: now,
+      })),
+    );
+    const firsts = rows.map((row, i) => eventFor(specs[i]!.by, row.id, specs[i]!.kind, specs[i]!.fields.description, specs[i]!.meta ?? {}));
+    await store.insertEvents(tx, tenantId, firsts);
+    return rows.map((row, i) => ({ row, eventId: firsts[i]!.id }));
+  }
+
+  /**
+   * Which live ticket each inbound message continues, locked: an email by the newest ticket any of its
+   * Message-IDs reached (then its plus-address hash), another channel by its conversation's latest ticket
+   * active within the thread window. Merges are followed to the winner; a closed or spam conversation is over,
+   * so such a message (absent from the result) starts a new ticket.
+   */
+  async function threadInbound<K>(tx: Executor, tenantId: string, refs: Map<K, InboundRef>): Promise<Map<K, LockedTicket>> {
+    const all = [...refs.entries()];
+    const byMessageId = await store.ticketsByMessageIds(tx, tenantId, [...new Set(all.filter(([, r]) => r.email).flatMap(([, r]) => r.inReplyTo ?? []))]);
+    const conversations = all.filter(([, r]) => !r.email && r.conversationKey).map(([, r]) => ({ source: r.source, key: r.conversationKey! }));
+    const byConversation = await store.openConversationTickets(tx, tenantId, conversations, deps.threadWindowHours);
+
+    const wanted = new Map<K, string>();
+    for (const [k, r] of all) {
+      let id: string | undefined;
+      if (r.email) {
+        // The rows come newest first.
+        const cited = new Set(r.inReplyTo ?? []);
+        id = byMessageId.find((row) => cited.has(row.message_id))?.ticket_id;
+        if (!id && r.mailboxHash && isUuid(r.mailboxHash)) id = r.mailboxHash.toLowerCase();
+      } else if (r.conversationKey) {
+        id = byConversation.get(store.conversationId(r.source, r.conversationKey));
+      }
+      if (id) wanted.set(k, id);
+    }
+    const locked = new Map((await lockMany(tx, tenantId, [...new Set(wanted.values())])).map((r) => [r.id, r]));
+    const live = async (id: string) => {
+      let ticket = locked.get(id);
+      for (let hops = 0; ticket && ticket.status === 'merged' && ticket.merged_into_id && hops < MAX_MERGE_HOPS; hops++) {
+        const winner: string = ticket.merged_into_id;
+        ticket = locked.get(winner) ?? (await lock(tx, tenantId, winner));
+        locked.set(winner, ticket);
+      }
+      return ticket && !['closed', 'spam', 'merged'].includes(ticket.status) ? ticket : undefined;
+    };
+    const out = new Map<K, LockedTicket>();
+    for (const [k, id] of wanted) {
+      const ticket = await live(id);
+      if (ticket) out.set(k, ticket);
+    }
+    return out;
+  }
+
+  /** Reopen's writes on a solved or closed ticket: status open, clock restarted, reopen + status events. */
+  async function reopen(tx: Executor, tenantId: string, by: EventActor, t: LockedTicket): Promise<string> {
+    // Only solved and closed reopen; a merged ticket is refused here too (it is neither).
+    if (!REOPENABLE.includes(t.status)) throw refuse('reopen_not_allowed', `Only a solved or closed ticket can be reopened; this one is ${t.status}.`);
+    const now = new Date();
+    await store.updateTicket(tx, tenantId, t.id, { status: 'open', reopened_at: now, ...(await sla.restartedClock(tx, tenantId, t, now)) });
+    const reopenEvent = eventFor(by, t.id, 'reopen', '', { from: t.status });
+    await store.insertEvents(tx, tenantId, [reopenEvent, eventFor(by, t.id, 'status_changed', '', { from: t.status, to: 'open' })]);
+    return reopenEvent.id;
+  }
+
+  /** Customers' inbound messages on locked tickets: the events, the tickets touched, the assignees told. */
+  async function appendInbound(tx: Executor, tenantId: string, entries: { by: EventActor; ticket: LockedTicket; kind: string; body: string; meta: Record<string, unknown> }[]) {
+    if (entries.length === 0) return [];
+    for (const e of entries) refuseMerged(e.ticket);
+    await store.touchTickets(tx, tenantId, [...new Set(entries.map((e) => e.ticket.id))]);
+    const events = entries.map((e) => eventFor(e.by, e.ticket.id, e.kind, e.body, e.meta));
+    await store.insertEvents(tx, tenantId, events);
+    for (const e of entries) {
+      if (e.ticket.assignee_id) {
+        await notifications.notify(tx, tenantId, [e.ticket.assignee_id], null, { kind: 'reply_on_assigned', ticketId: e.ticket.id, body: e.ticket.subject });
+      }
+    }
+    return events.map((e) => e.id);
+  }
+
+  /**
+   * A reply or note on a locked ticket, with the notifications it causes. A reply on an email ticket is also
+   * recorded for sending; `queued` tells the caller to `dispatch` it after commit.
+   */
+  async function addMessage(tx: Executor, tenantId: string, by: EventActor, t: LockedTicket, kind: 'reply' | 'internal_note', body: string) {
+    refuseMerged(t);
+    const firstResponse = kind === 'reply' && t.first_responded_at === null;
+    await store.updateTicket(tx, tenantId, t.id, firstResponse ? { first_responded_at: new Date() } : {});
+    const sendsEmail = kind === 'reply' && t.source === 'email' && outbound !== undefined;
+    const event = eventFor(by, t.id, kind, body, kind === 'reply' ? { first_response: firstResponse, ...(sendsEmail ? { email_delivery: 'queued' } : {}) } : {});
+    await store.insertEvents(tx, tenantId, [event]);
+    const queued = sendsEmail ? await outbound!.record(tx, tenantId, t, event.id) : false;
+    if (kind === 'reply' && t.assignee_id) {
+      await notifications.notify(tx, tenantId, [t.assignee_id], by.actor_user_id, { kind: 'reply_on_assigned', ticketId: t.id, body: t.subject });
+    }
+    if (kind === 'internal_note') {
+      await notifications.notify(tx, tenantId, mentionedIds(body), by.actor_user_id, { kind: 'mentioned', ticketId: t.id, body: t.subject });
+    }
+    return { eventId: event.id, queued };
+  }
+
+  /**
+   * The one place ticket fields change: PATCH and macros both come here. Returns whether due times moved and
+   * the id of the last event written (for triggers).
+   */
+  async function applyChanges(tx: Executor, tenantId: string, by: EventActor, t: LockedTicket, input: PatchTicketInput) {
+    refuseMerged(t);
+    await validateRefs(tx, tenantId, input);
+    const update: store.TicketUpdate = {};
+    const events: NewEvent[] = [];
+    const changes: Record<string, { from: unknown; to: unknown }> = {};
+
+    if (input.status !== undefined && input.status !== t.status) {
+      const to = input.status as TicketRow['status'];
+      if (!canTransition(t.status, to)) {
+        const allowed = legalNextStates(t.status);
+        const hint = REOPENABLE.includes(t.status) && to === 'open' ? ' Use POST /v1/tickets/{ticket_id}/reopen.' : '';
+        throw refuse('illegal_transition', `A ${t.status} ticket cannot move to ${to}; allowed: ${allowed.length ? allowed.join(', ') : 'none'}.${hint}`);
+      }
+      update.status = to;
+      if ((to === 'solved' || to === 'closed') && t.solved_at === null) update.solved_at = new Date();
+      // Leaving spam after the ticket had been resolved (closed → spam → open) is a way back to work, so it
+      // gets reopen's clock: otherwise the ticket would be open with its resolution already counted as met.
+      if (t.status === 'spam' && t.solved_at !== null) Object.assign(update, await sla.restartedClock(tx, tenantId, t, new Date()));
+      events.push(eventFor(by, t.id, 'status_changed', '', { from: t.status, to }));
+    }
+    if (input.priority !== undefined && input.priority !== t.priority) {
+      update.priority = input.priority;
+      changes.priority = { from: t.priority, to: input.priority };
+      // A new priority moves the targets not yet met or breached, counted from the clock's start.
+      const due = await sla.clockFrom(tx, tenantId, t.sla_policy_id, input.priority, t.reopened_at ?? t.created_at);
+      if (t.first_responded_at === null && t.first_response_breached_at === null) update.first_response_due = due.first_response_due;
+      if (t.solved_at === null && t.resolution_breached_at === null) update.resolution_due = due.resolution_due;
+    }
+    if (input.assignee_id !== undefined && input.assignee_id !== t.assignee_id) {
+      update.assignee_id = input.assignee_id;
+      changes.assignee_id = { from: t.assignee_id, to: input.assignee_id };
+      if (input.assignee_id) {
+        await notifications.notify(tx, tenantId, [input.assignee_id], by.actor_user_id, { kind: 'assigned', ticketId: t.id, body: t.subject });
+      }
+    }
+    if (input.team_id !== undefined && input.team_id !== t.team_id) {
+      update.team_id = input.team_id;
+      changes.team_id = { from: t.team_id, to: input.team_id };
+    }
+    if (input.tags !== undefined) {
+      const tags = [...new Set(input.tags)];
+      if (tags.join('\u0000') !== t.tags.join('\u0000')) {
+        update.tags = tags;
+        changes.tags = { from: t.tags, to: tags };
+      }
+    }
+    if (input.metadata !== undefined) {
+      update.metadataPatch = input.metadata;
+      changes.metadata = { from: null, to: input.metadata };
+    }
+    if (Object.keys(changes).length > 0) events.push(eventFor(by, t.id, 'fields_changed', '', { changes }));
+    if (Object.keys(update).length > 0) await store.updateTicket(tx, tenantId, t.id, update);
+    await store.insertEvents(tx, tenantId, events);
+    return { dueMoved: update.first_response_due !== undefined || update.resolution_due !== undefined, lastEventId: events.at(-1)?.id };
+  }
+
+  /** Round robin's write: team and assignee set, one `assigned` event, the assignee notified. */
+  async function assign(tx: Executor, tenantId: string, by: EventActor, t: LockedTicket, teamId: string, userId: string, meta: Record<string, unknown>) {
+    refuseMerged(t);
+    await store.updateTicket(tx, tenantId, t.id, { team_id: teamId, assignee_id: userId });
+    const event = eventFor(by, t.id, 'assigned', '', { team_id: teamId, assignee_id: userId, from_assignee_id: t.assignee_id, ...meta });
+    await store.insertEvents(tx, tenantId, [event]);
+    await notifications.notify(tx, tenantId, [userId], by.actor_user_id, { kind: 'assigned', ticketId: t.id, body: t.subject, meta: { team_id: teamId } });
+    return event.id;
+  }
+
+  /** Events about a ticket that change none of its fields (deliveries, macro bookkeeping), by the system or a person. */
+  const recordEvents = (tx: Executor, tenantId: string, events: NewEvent[]) => store.insertEvents(tx, tenantId, events);
+
+  /** After commit: timers for moved due times, and triggered macros for the event (never for system changes). */
+  async function afterCommit(tenantId: string, ticketId: string, o: { dueMoved: boolean; trigger?: { event: TicketTrigger; eventId: string }; memo?: Map<string, boolean> }) {
+    if (o.dueMoved) {
+      const row = await store.getTicket(db, tenantId, ticketId);
+      if (row) await sla.schedule(tenantId, row);
+    }
+    if (o.trigger) {
+      try {
+        await triggers.publish(tenantId, ticketId, o.trigger.event, o.trigger.eventId, o.memo);
+      } catch (err) {
+        logger.warn({ ticket_id: ticketId, err: (err as Error).message }, 'macro trigger not enqueued');
+      }
+    }
+  }
+
+  return {
+    userActor,
+    lock,
+    lockForChange,
+    lockMany,
+    validateRefs,
+    open: openTickets,
+    threadInbound,
+    /** Message-IDs an email reached, so replies citing them thread into the ticket. */
+    rememberMessageIds: (tx: Executor, tenantId: string, pairs: { message_id: string; ticket_id: string }[]) => store.rememberMessageIds(tx, tenantId, pairs),
+    reopen,
+    appendInbound,
+    addMessage,
+    applyChanges,
+    assign,
+    recordEvents,
+    /** Whether one ticket passes a filter set, with exactly the list's semantics (macro trigger conditions). */
+    matches: (tx: Executor, tenantId: string, ticketId: string, f: TicketFilters) => store.matchesFilters(tx, tenantId, ticketId, f),
+    afterCommit,
+  };
+}
+
+export type TicketCommands = ReturnType<typeof createTicketCommands>;

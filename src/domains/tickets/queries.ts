@@ -1,0 +1,86 @@
+import type { Db, Executor } from '../../db';
+import type { TicketEventRow, TicketRow } from '../../db/types';
+import { notFound } from '../../lib/errors';
+import { iso } from '../../lib/time';
+import { workTotals } from '../rollups/store';
+import type { TicketFilters } from './schemas';
+import { legalNextStates } from './status';
+import * as store from './store';
+
+/** How tickets read: one event of a timeline, a list row, and the whole ticket with its timeline. */
+
+export const presentEvent = (e: TicketEventRow) => ({
+  id: e.id,
+  kind: e.kind,
+  body: e.body,
+  meta: e.meta,
+  actor_type: e.actor_type,
+  ...(e.actor_user_id ? { actor_user_id: e.actor_user_id } : {}),
+  ...(e.actor_name ? { actor_name: e.actor_name } : {}),
+  created_at: iso(e.created_at),
+});
+
+export const presentSummary = (t: TicketRow) => ({
+  id: t.id,
+  subject: t.subject,
+  status: t.status,
+  priority: t.priority,
+  source: t.source,
+  ...(t.assignee_id ? { assignee_id: t.assignee_id } : {}),
+  customer_id: t.customer_id,
+  ...(t.team_id ? { team_id: t.team_id } : {}),
+  tags: t.tags,
+  first_response_due: iso(t.first_response_due),
+  resolution_due: iso(t.resolution_due),
+  sla_breached: t.sla_breached,
+  ...(t.merged_into_id ? { merged_into_id: t.merged_into_id } : {}),
+  created_at: iso(t.created_at),
+  updated_at: iso(t.updated_at),
+});
+
+export function createTicketQueries(deps: { db: Db }) {
+  const { db } = deps;
+
+  /** The whole ticket as its read shows it, read with `exec` (inside a writer's transaction, or a snapshot). */
+  async function detailIn(exec: Executor, tenantId: string, id: string) {
+    const t = await store.getTicketDetail(exec, tenantId, id);
+    if (!t) throw notFound('ticket');
+    const [events, totals] = await Promise.all([store.listEvents(exec, tenantId, id), workTotals(exec, tenantId, id)]);
+    return {
+      ...presentSummary(t),
+      description: t.description,
+      ...(t.assignee_id && t.assignee_name ? { assignee_name: t.assignee_name, assignee_email: t.assignee_email! } : {}),
+      customer_name: t.customer_name,
+      customer_email: t.customer_email,
+      ...(t.team_id && t.team_name ? { team_name: t.team_name } : {}),
+      metadata: t.metadata,
+      sla_policy_id: t.sla_policy_id,
+      ...(t.reopened_at ? { reopened_at: iso(t.reopened_at) } : {}),
+      legal_next_states: legalNextStates(t.status),
+      time_total_minutes: totals.time.total,
+      time_billable_minutes: totals.time.billable,
+      todo_counts: totals.todos,
+      events: events.map(presentEvent),
+    };
+  }
+
+  return {
+    detailIn,
+    // One snapshot for the row and its timeline: read as separate statements, a change committing in between
+    // showed its event next to the fields from before it.
+    detail: (tenantId: string, id: string) =>
+      db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute((tx) => detailIn(tx, tenantId, id)),
+
+    async list(tenantId: string, query: TicketFilters & { limit: number; offset: number }) {
+      const { limit, offset, ...filters } = query;
+      const [rows, total] = await Promise.all([
+        store.listTickets(db, tenantId, filters, { limit, offset }),
+        store.countTickets(db, tenantId, filters),
+      ]);
+      return { total, limit, offset, tickets: rows.map(presentSummary) };
+    },
+  };
+}
+
+export type TicketQueries = ReturnType<typeof createTicketQueries>;
+export type TicketDetail = Awaited<ReturnType<TicketQueries['detailIn']>>;

@@ -1,0 +1,106 @@
+import type { Logger } from 'pino';
+import type { Db, Executor } from '../../db';
+import type { NewTicketEvent, SlaPolicyRow, TicketRow } from '../../db/types';
+import { newId } from '../../lib/ids';
+import { iso } from '../../lib/time';
+import type { QueueHub } from '../../queue/hub';
+import { dueTimes, DEFAULT_SLA_TARGETS, type Priority } from '../sla/targets';
+import * as slaStore from '../sla/store';
+import { listTenantIds, lockTenant } from '../workspaces/store';
+import * as store from './store';
+
+/**
+ * The ticket's SLA clock: which policy it runs under, when its targets are due, the delayed jobs that
+ * check them, and the check itself (per ticket, and the per-minute sweep that backs the timers up).
+ */
+export function createTicketSla(deps: { db: Db; queues: QueueHub; logger: Logger }) {
+  const { db, queues, logger } = deps;
+
+  // Within one transaction the default policy cannot change under us (a new default takes the workspace
+  // lock), so a batch of ingested tickets reads it once.
+  const defaults = new WeakMap<Executor, Map<string, SlaPolicyRow>>();
+
+  async function policyFor(tx: Executor, tenantId: string, policyId?: string) {
+    if (!policyId) {
+      const memo = defaults.get(tx)?.get(tenantId);
+      if (memo) return memo;
+    }
+    const policy = policyId ? await slaStore.getPolicy(tx, tenantId, policyId) : await slaStore.defaultPolicy(tx, tenantId);
+    if (policy && !policyId && tx !== db) {
+      if (!defaults.has(tx)) defaults.set(tx, new Map());
+      defaults.get(tx)!.set(tenantId, policy);
+    }
+    if (policy) return policy;
+    // A workspace always gets a default policy; this only covers one created before SLA policies existed.
+    await lockTenant(tx, tenantId);
+    const raced = await slaStore.defaultPolicy(tx, tenantId);
+    if (raced) return raced;
+    return slaStore.insertPolicy(tx, tenantId, { id: newId(), name: 'Default', is_default: true, targets: DEFAULT_SLA_TARGETS });
+  }
+
+  /** A new or reset clock: both targets counted from `from` under the ticket's policy and priority. */
+  async function clockFrom(tx: Executor, tenantId: string, policyId: string, priority: Priority, from: Date) {
+    const policy = await policyFor(tx, tenantId, policyId);
+    return dueTimes(policy.targets, priority, from);
+  }
+
+  /** What reopen does to the SLA: every target unmet again, no breach, both timers from `now`. */
+  async function restartedClock(tx: Executor, tenantId: string, t: TicketRow, now: Date): Promise<store.TicketUpdate> {
+    return {
+      solved_at: null,
+      first_responded_at: null,
+      first_response_breached_at: null,
+      resolution_breached_at: null,
+      ...(await clockFrom(tx, tenantId, t.sla_policy_id, t.priority, now)),
+    };
+  }
+
+  /**
+   * Delayed jobs at each due time. Enqueued after commit; if Redis is unreachable the ticket is still
+   * written and the per-minute sweep catches the breach instead.
+   */
+  async function schedule(tenantId: string, t: Pick<TicketRow, 'id' | 'first_response_due' | 'resolution_due'>) {
+    const now = Date.now();
+    try {
+      for (const due of [t.first_response_due, t.resolution_due]) {
+        await queues.enqueue('sla.check', { tenant_id: tenantId, ticket_id: t.id }, { jobId: `sla-${t.id}-${due.getTime()}`, delayMs: due.getTime() - now });
+      }
+    } catch (err) {
+      logger.warn({ ticket_id: t.id, err: (err as Error).message }, 'SLA timer not scheduled; the sweep will catch it');
+    }
+  }
+
+  /** The sla.check job: marks what is overdue, appending one sla_breached event per ticket and target. */
+  async function check(tenantId: string, ticketId?: string): Promise<number> {
+    return db.transaction().execute(async (tx) => {
+      const events: Omit<NewTicketEvent, 'tenant_id'>[] = [];
+      for (const target of ['first_response', 'resolution'] as const) {
+        for (const hit of await store.markBreaches(tx, tenantId, target, ticketId)) {
+          events.push({
+            id: newId(),
+            ticket_id: hit.id,
+            kind: 'sla_breached',
+            body: '',
+            meta: JSON.stringify({ target, due_at: iso(hit.due) }),
+            actor_type: 'system',
+            actor_user_id: null,
+            actor_name: null,
+          });
+        }
+      }
+      await store.insertEvents(tx, tenantId, events);
+      return events.length;
+    });
+  }
+
+  /** The sla.sweep job: every workspace checked (a cross-tenant pass by design: it backs up lost timers). */
+  async function sweepAllTenants(): Promise<{ breached: number }> {
+    let breached = 0;
+    for (const tenantId of await listTenantIds(db)) breached += await check(tenantId);
+    return { breached };
+  }
+
+  return { policyFor, clockFrom, restartedClock, schedule, check, sweepAllTenants };
+}
+
+export type TicketSla = ReturnType<typeof createTicketSla>;
