@@ -15,7 +15,6 @@ import { createAuditService } from '../src/domains/audit/service';
 import { createWorkspaceService } from '../src/domains/workspaces/service';
 import { createWebhookService } from '../src/domains/webhooks/service';
 import { createQueueHub } from '../src/queue/hub';
-import { createResultBus } from '../src/queue/results';
 import { frontEvent, helpscoutConversation, rawOf, signedHeaders, zendeskEvent, type WebhookProvider } from '../test/helpers/webhooks';
 import { benchEnv, freshDatabase, redisCalls, start, stop, type Env } from './processes';
 import { createReport } from './report';
@@ -56,7 +55,7 @@ async function main() {
   const redis = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
   // Integrations are created through the service (sealed secrets), as the API would.
   const queues = createQueueHub(redis, prefix);
-  const webhooks = createWebhookService({ db: handle.db, config, redis, queues, bus: createResultBus(redis, prefix), audit });
+  const webhooks = createWebhookService({ db: handle.db, config, audit });
   const owner = { kind: 'user', tenantId: ws.tenant_id, userId: ws.owner_user_id, role: 'owner', apiKeyId: null, scopes: null, agentIds: [] } as never;
   const integrations = await Promise.all(
     (['zendesk', 'front', 'helpscout'] as const).map(async (provider) => {

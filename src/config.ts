@@ -62,6 +62,8 @@ const schema = z
     INGEST_RATE_WINDOW_SECONDS: int(1, 86400).default(60),
     INGEST_BATCH_MAX: int(1, 1000).default(64),
     INGEST_BATCH_WINDOW_MS: int(0, 1000).default(2),
+    WEBHOOK_BATCH_MAX: int(1, 1000).default(64),
+    WEBHOOK_BATCH_WINDOW_MS: int(0, 1000).default(2),
     INGEST_ROUTE_CACHE_MS: int(0, 60000).default(5000),
     INGEST_MAX_MESSAGES_PER_REQUEST: int(1, 10_000).default(100),
     // Refused intake requests (ingest and webhooks) per client address: refusals never touch a workspace's budget.

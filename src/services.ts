@@ -14,14 +14,16 @@ import type { QueueHub } from './queue/hub';
 import type { ResultBus } from './queue/results';
 import type { Redis } from 'ioredis';
 import { createChannelService } from './domains/channels/service';
-import { createIngestProcessor } from './domains/ingest/processor';
-import { createIngestGateway } from './domains/ingest/service';
+import { createIngestGateway } from './domains/ingest/edge';
+import { createIngestWorker } from './domains/ingest/worker';
 import { createNotificationService } from './domains/notifications/service';
 import { createTeamService } from './domains/teams/service';
 import { createSavedViewService } from './domains/saved-views/service';
 import { createMacroService, createMacroTriggerSink } from './domains/macros/service';
 import { createMailboxService, createOutboundSink } from './domains/mailbox/service';
+import { createWebhookEdge } from './domains/webhooks/edge';
 import { createWebhookService } from './domains/webhooks/service';
+import { createWebhookWorker } from './domains/webhooks/worker';
 import { createRollupService } from './domains/rollups/service';
 import { createHelpCentreService } from './domains/help-centre/service';
 import { createArticleService } from './domains/help-centre/articles';
@@ -47,7 +49,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     threadWindowHours: config.THREAD_WINDOW_HOURS,
   });
   const helpCentre = createHelpCentreService({ db, config });
-  const ingestProcessor = createIngestProcessor({ db, tickets: tickets.commands, customers, logger });
+  const ingestProcessor = createIngestWorker({ db, tickets: tickets.commands, customers, logger });
   return {
     identity: createIdentityService({ db, config, audit }),
     authThrottle: createAuthThrottle({ redis, config, logger }),
@@ -71,7 +73,9 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     settings: createWorkspaceSettingsService({ db, config, audit }),
     helpCentre,
     articles: createArticleService({ db, config, centres: helpCentre }),
-    webhooks: createWebhookService({ db, config, redis, queues, bus, audit }),
+    webhooks: createWebhookService({ db, config, audit }),
+    webhookIntake: createWebhookEdge({ db, config, redis, queues, bus }),
+    webhookProcessor: createWebhookWorker({ db }),
     mailbox: createMailboxService({ db, config, queues, logger, channels, tickets: tickets.commands, ingest: ingestProcessor }),
   };
 }

@@ -21,7 +21,7 @@ import type { Database } from '../src/db/types';
 import type { InboundMessage } from '../src/domains/channels/adapters/types';
 import { channelById } from '../src/domains/channels/registry';
 import * as customerStore from '../src/domains/customers/store';
-import type { IngestItem, IngestResult } from '../src/domains/ingest/processor';
+import type { IngestItem, IngestResult } from '../src/domains/ingest/worker';
 import * as ticketStore from '../src/domains/tickets/store';
 import { statusOf } from '../src/http/errors';
 import type { ItemResult } from '../src/queue/results';

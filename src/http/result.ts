@@ -1,4 +1,6 @@
-/** What an operation's handler answers; services that speak HTTP (the intake gateways) return it too. */
+import type { IntakeOutcome } from '../intake/edge';
+
+/** What an operation's handler answers. */
 export interface HandlerResult {
   status?: number;
   body?: unknown;
@@ -6,3 +8,10 @@ export interface HandlerResult {
   /** The request was a redelivery answered from a dedupe ledger (counted in helpdesk_dedupe_hits_total). */
   duplicate?: boolean;
 }
+
+/** An intake's outcome as HTTP: 202 when the worker had not answered in time (still written once), else 200. */
+export const intakeAnswer = (o: IntakeOutcome): HandlerResult => ({
+  status: o.accepted ? 202 : 200,
+  body: o.body,
+  ...(o.duplicate ? { duplicate: true } : {}),
+});

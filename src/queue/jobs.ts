@@ -19,6 +19,8 @@ const inboundMessage = z.object({
   subject: z.string().optional(),
   body: z.string(),
   sentAt: z.string().optional(),
+  /** Set only for mail polled from the connected mailbox (never read from a caller's payload). */
+  mailbox: z.object({ provider: z.string(), address: z.string(), messageId: z.string(), threadId: z.string().optional() }).optional(),
 });
 
 export const JOBS = {

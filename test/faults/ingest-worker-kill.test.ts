@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { Response } from 'supertest';
 import type { Db } from '../../src/db';
 import { channelById } from '../../src/domains/channels/registry';
-import type { IngestItem } from '../../src/domains/ingest/processor';
+import type { IngestItem } from '../../src/domains/ingest/worker';
 import { startTestApp, type TestContext } from '../helpers/context';
 import { bearer, createWorkspace, type Workspace } from '../helpers/factories';
 import { emailPayload, smsPayload } from '../helpers/payloads';

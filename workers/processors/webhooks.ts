@@ -6,5 +6,5 @@ import type { Services } from '../../src/services';
 
 /** Every delivery of the batch is answered with one PUBLISH to the API process waiting for it. */
 export const webhookProcessors = (services: Services, redis: Redis) => ({
-  'webhooks.batch': (data: JobData<'webhooks.batch'>, job?: Job) => answerBatch(redis, data.reply_to, data.items, job, () => services.webhooks.processBatch(data.items)),
+  'webhooks.batch': (data: JobData<'webhooks.batch'>, job?: Job) => answerBatch(redis, data.reply_to, data.items, job, () => services.webhookProcessor.processBatch(data.items)),
 });

@@ -15,6 +15,7 @@ import * as m0013 from './0013_workspace_settings';
 import * as m0014 from './0014_help_centres';
 import * as m0015 from './0015_help_articles';
 import * as m0016 from './0016_identity_binding';
+import * as m0017 from './0017_webhook_duplicate_copies';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -34,6 +35,7 @@ const migrations: Record<string, Migration> = {
   '0014_help_centres': m0014,
   '0015_help_articles': m0015,
   '0016_identity_binding': m0016,
+  '0017_webhook_duplicate_copies': m0017,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { defineOperation } from '../../http/operation';
 import { intParam } from '../../http/params';
-import { ingestBody, ingestQuery } from './service';
+import { intakeAnswer } from '../../http/result';
+import { ingestBody, ingestQuery } from './edge';
 
 const ingestResult = z.object({
   channel: z.string(),
@@ -77,7 +78,7 @@ export const ingestOperations = [
         was_duplicate: false,
       },
     },
-    handler: async ({ params, query, body }, s) => s.ingest.receive(params.channel, body, query),
+    handler: async ({ params, query, body }, s) => intakeAnswer(await s.ingest.receive(params.channel, body, query)),
   }),
   defineOperation({
     id: 'list_ingest_deliveries',

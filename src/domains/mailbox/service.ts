@@ -11,7 +11,7 @@ import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
 import { emailAdapter } from '../channels/adapters/email';
 import type { ChannelService } from '../channels/service';
-import type { IngestItem, IngestProcessor } from '../ingest/processor';
+import type { IngestItem, IngestWorker } from '../ingest/worker';
 import { eventFor, type OutboundSink, type TicketCommands } from '../tickets/commands';
 import { createMailProviders, MAIL_PROVIDERS, ProviderError, type FetchedMail, type MailProvider, type MailProviderId, type ReplyTarget, type TokenSet } from './providers';
 import * as store from './store';
@@ -102,7 +102,7 @@ export function createMailboxService(deps: {
   logger: Logger;
   channels: ChannelService;
   tickets: Pick<TicketCommands, 'recordEvents' | 'rememberMessageIds'>;
-  ingest: IngestProcessor;
+  ingest: Pick<IngestWorker, 'processBatch'>;
 }) {
   const { db, config, queues, logger, channels, tickets, ingest } = deps;
   const providers = createMailProviders(config);
@@ -136,13 +136,16 @@ export function createMailboxService(deps: {
   }
 
   function checksFor(p: MailProvider, scopes: string[], outcome: { ok: true } | { ok: false; err: ProviderError }, polling: boolean, kept: { polling?: MailboxCheck; sent: number }): MailboxCheck[] {
+    // One check, one time: every row it writes carries the same moment.
+    const when = at();
+    const stamped = (c: MailboxCheck): MailboxCheck => ({ ...c, last_checked_at: when });
     if (!outcome.ok) {
       const revoked = outcome.err.kind === 'revoked';
       const token = revoked
         ? checkOf('oauth_token', 'failing', `The ${p.id} grant no longer works (${outcome.err.message}).`, 'Reconnect the mailbox: start the OAuth connection again and approve every requested permission.')
         : checkOf('oauth_token', 'failing', `${outcome.err.message}.`, `Nothing to change on our side; the next refresh retries. If it persists, check ${p.id}'s service status.`);
       const unknown = (c: MailboxCheck['check']) => checkOf(c, 'unknown', 'Not checked: the provider could not be asked.', 'Resolve the OAuth token check first.');
-      return [token, unknown('scopes'), unknown('send_permission'), unknown('inbound_polling'), unknown('daily_send_quota')];
+      return [token, unknown('scopes'), unknown('send_permission'), unknown('inbound_polling'), unknown('daily_send_quota')].map(stamped);
     }
     const read = p.canRead(scopes);
     const send = p.canSend(scopes);
@@ -161,7 +164,7 @@ export function createMailboxService(deps: {
           ? checkOf('inbound_polling', 'failing', 'The grant does not allow reading mail, so new mail cannot be polled.', 'Reconnect the mailbox and approve the read permission.')
           : (kept.polling ?? checkOf('inbound_polling', 'unknown', 'Polling has not run yet.', 'None; the first poll records its result here.')),
       quotaCheck(kept.sent),
-    ];
+    ].map((c) => (c === kept.polling ? c : stamped(c)));
   }
 
   /**

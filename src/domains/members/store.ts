@@ -132,17 +132,22 @@ export async function setPreferences(db: Executor, tenantId: string, userId: str
   return q.returning(['helpdesk_unavailable']).executeTakeFirstOrThrow();
 }
 
-/** Whether the user is an active member (ticket assignees must be). */
-export async function activeMember(db: Executor, tenantId: string, userId: string): Promise<boolean> {
-  const row = await db
+/** Which of the users are active members (only they are notified, assigned or rotated to). */
+export async function activeMemberIds(db: Executor, tenantId: string, userIds: string[]): Promise<string[]> {
+  if (userIds.length === 0) return [];
+  const rows = await db
     .selectFrom('memberships')
     .select('user_id')
     .where('tenant_id', '=', tenantId)
-    .where('user_id', '=', userId)
+    .where('user_id', 'in', userIds)
     .where('status', '=', 'active')
-    .executeTakeFirst();
-  return row !== undefined;
+    .execute();
+  return rows.map((r) => r.user_id);
 }
+
+/** Whether the user is an active member (ticket assignees must be). */
+export const activeMember = async (db: Executor, tenantId: string, userId: string): Promise<boolean> =>
+  (await activeMemberIds(db, tenantId, [userId])).length === 1;
 
 /** The name shown as the actor of what a user does. */
 export async function userName(db: Executor, userId: string): Promise<string | null> {

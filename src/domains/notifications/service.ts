@@ -3,6 +3,7 @@ import type { NotificationRow } from '../../db/types';
 import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso, isoOrNull } from '../../lib/time';
+import { activeMemberIds } from '../members/store';
 import * as store from './store';
 
 const present = (n: NotificationRow) => ({
@@ -36,7 +37,7 @@ export function createNotificationService(deps: { db: Db }) {
      */
     async notify(tx: Executor, tenantId: string, userIds: string[], actorUserId: string | null, draft: NotificationDraft) {
       const wanted = [...new Set(userIds)].filter((id) => id !== actorUserId);
-      const recipients = await store.activeMemberIds(tx, tenantId, wanted);
+      const recipients = await activeMemberIds(tx, tenantId, wanted);
       await store.insertNotifications(
         tx,
         tenantId,

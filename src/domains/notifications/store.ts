@@ -38,14 +38,3 @@ export async function markRead(db: Executor, tenantId: string, userId: string, i
   return Number(result.numUpdatedRows);
 }
 
-export async function activeMemberIds(db: Executor, tenantId: string, userIds: string[]): Promise<string[]> {
-  if (userIds.length === 0) return [];
-  const rows = await db
-    .selectFrom('memberships')
-    .select('user_id')
-    .where('tenant_id', '=', tenantId)
-    .where('user_id', 'in', userIds)
-    .where('status', '=', 'active')
-    .execute();
-  return rows.map((r) => r.user_id);
-}

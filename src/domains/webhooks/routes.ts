@@ -1,4 +1,5 @@
 import { defineOperation } from '../../http/operation';
+import { intakeAnswer } from '../../http/result';
 import {
   createIntegrationBody,
   EXAMPLE_ZENDESK_EVENT,
@@ -86,7 +87,7 @@ export const webhookOperations = [
       request: EXAMPLE_ZENDESK_EVENT,
       response: { status: 'ok', transcript_id: '215670dc-b708-4c27-9393-0b9ca7d8935d', external_ticket_id: '35436' },
     },
-    handler: async ({ params, raw }, s) => s.webhooks.receive(params.provider, params.integration_id, raw!.body, raw!.headers),
+    handler: async ({ params, raw }, s) => intakeAnswer(await s.webhookIntake.receive(params.provider, params.integration_id, raw!.body, raw!.headers)),
   }),
   defineOperation({
     id: 'get_transcript',

@@ -80,16 +80,25 @@ export async function getDeliveries(db: Executor, tenantId: string, keys: Delive
   return new Map(rows.map((r) => [deliveryId({ integrationId: r.integration_id, dedupeKey: r.dedupe_key }), r]));
 }
 
-export async function countDuplicates(db: Executor, tenantId: string, keys: DeliveryKey[]): Promise<void> {
-  if (keys.length === 0) return;
+/** Counts each copy once: a retried job re-presents the same correlation ids, which add nothing. */
+export async function countDuplicates(db: Executor, tenantId: string, copies: (DeliveryKey & { correlationId: string })[]): Promise<void> {
+  if (copies.length === 0) return;
   await sql`
-    update webhook_deliveries d set duplicate_count = d.duplicate_count + u.n
-    from (
-      select integration_id, dedupe_key, count(*)::int as n
-      from unnest(${keys.map((k) => k.integrationId)}::uuid[], ${keys.map((k) => k.dedupeKey)}::text[]) as u(integration_id, dedupe_key)
-      group by 1, 2
-    ) as u
-    where d.tenant_id = ${tenantId} and d.integration_id = u.integration_id and d.dedupe_key = u.dedupe_key`.execute(db);
+    with u as (
+      select * from unnest(${copies.map((k) => k.integrationId)}::uuid[], ${copies.map((k) => k.dedupeKey)}::text[], ${copies.map((k) => k.correlationId)}::text[])
+        as u(integration_id, dedupe_key, corr)
+    ), seen as (
+      insert into webhook_duplicate_copies (tenant_id, integration_id, dedupe_key, correlation_id)
+      select ${tenantId}::uuid, integration_id, dedupe_key, corr from u
+      on conflict do nothing
+      returning integration_id, dedupe_key
+    ), keys as (
+      select integration_id, dedupe_key, (select count(*) from seen s where s.integration_id = u.integration_id and s.dedupe_key = u.dedupe_key) as n
+      from (select distinct integration_id, dedupe_key from u) u
+    )
+    update webhook_deliveries d set duplicate_count = d.duplicate_count + keys.n
+    from keys
+    where d.tenant_id = ${tenantId} and d.integration_id = keys.integration_id and d.dedupe_key = keys.dedupe_key`.execute(db);
 }
 
 export async function completeDeliveries(db: Executor, tenantId: string, done: (DeliveryKey & { transcriptId: string; externalTicketId: string })[]) {

@@ -1,22 +1,19 @@
 import { LRUCache } from 'lru-cache';
-import { RateLimiterRedis } from 'rate-limiter-flexible';
-import { consumeOrRefuse } from '../../lib/rate';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Config } from '../../config';
 import type { Db } from '../../db';
-import { dependencyUnavailable, notFound, payloadTooComplex, refuse, validationFailed } from '../../lib/errors';
-import type { HandlerResult } from '../../http/result';
+import { createIntakeEdge, type IntakeOutcome } from '../../intake/edge';
+import { notFound, payloadTooComplex, refuse, validationFailed } from '../../lib/errors';
 import type { Principal } from '../identity/principal';
 import { isUuid } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
-import { refusalOf, TIMED_OUT, type ItemResult, type ResultBus } from '../../queue/results';
+import type { ResultBus } from '../../queue/results';
 import type { ChannelService } from '../channels/service';
 import { channelById, type ChannelDefinition } from '../channels/registry';
 import * as channelStore from '../channels/store';
-import { createCoalescer } from '../../queue/coalescer';
-import type { IngestItem, IngestResult } from './processor';
+import type { IngestItem, IngestResult } from './worker';
 import * as store from './store';
 
 export const ingestBody = z.strictObject({
@@ -38,18 +35,12 @@ export function createIngestGateway(deps: {
   bus: ResultBus;
   channels: ChannelService;
 }) {
-  const { db, config, queues, bus, channels } = deps;
-  const limiter = new RateLimiterRedis({
-    storeClient: deps.redis,
-    keyPrefix: `${config.REDIS_PREFIX}:throttle:ingest`,
-    points: config.INGEST_RATE_POINTS,
-    duration: config.INGEST_RATE_WINDOW_SECONDS,
-  });
-
-  const coalescer = createCoalescer<IngestItem>({
-    bus,
-    max: config.INGEST_BATCH_MAX,
-    windowMs: config.INGEST_BATCH_WINDOW_MS,
+  const { db, config, queues, channels } = deps;
+  const edge = createIntakeEdge<IngestItem>({
+    redis: deps.redis,
+    bus: deps.bus,
+    throttle: { keyPrefix: `${config.REDIS_PREFIX}:throttle:ingest`, points: config.INGEST_RATE_POINTS, durationSeconds: config.INGEST_RATE_WINDOW_SECONDS, what: 'channel' },
+    batch: { max: config.INGEST_BATCH_MAX, windowMs: config.INGEST_BATCH_WINDOW_MS },
     waitMs: config.JOB_WAIT_MS,
     send: (items, replyTo) => queues.enqueue('ingest.batch', { reply_to: replyTo, items }),
   });
@@ -87,10 +78,8 @@ export function createIngestGateway(deps: {
     return { tenantId, cacheKey };
   }
 
-  const consume = (key: string, points: number) => consumeOrRefuse(limiter, key, 'channel', points);
-
   return {
-    async receive(channel: string, body: z.output<typeof ingestBody>, query: z.output<typeof ingestQuery>): Promise<HandlerResult> {
+    async receive(channel: string, body: z.output<typeof ingestBody>, query: z.output<typeof ingestQuery>): Promise<IntakeOutcome> {
       const def = channelById(channel);
       if (!def) throw notFound('channel');
       if (!def.adapter) {
@@ -115,23 +104,15 @@ export function createIngestGateway(deps: {
         ]);
       }
       // One point per message: a request carrying N messages writes up to N tickets.
-      const throttleKey = `${tenantId}:${def.id}`;
       const charged = parsed.messages.length;
-      await consume(throttleKey, charged);
-      const refund = (points: number) => (points > 0 ? limiter.reward(throttleKey, points).catch(() => {}) : undefined);
-      await bus.ready().catch(() => {
-        throw dependencyUnavailable('Redis');
-      });
-      const ids = parsed.messages.map(() => bus.newId());
-      const answers = await Promise.all(parsed.messages.map((message, i) => coalescer.submit({ id: ids[i]!, tenant_id: tenantId, channel: def.id, ...(tokenHash ? { token_hash: tokenHash } : {}), message })));
-      if (answers.some((a) => a === TIMED_OUT)) {
+      const refund = await edge.charge(`${tenantId}:${def.id}`, charged);
+      const ids = parsed.messages.map(() => edge.newId());
+      const submitted = await edge.submit(parsed.messages.map((message, i) => ({ id: ids[i]!, tenant_id: tenantId, channel: def.id, ...(tokenHash ? { token_hash: tokenHash } : {}), message })));
+      if (submitted.accepted) {
         // Still processed exactly once; the provider message ids are what GET /v1/ingest/deliveries lists.
-        return {
-          status: 202,
-          body: { status: 'accepted', channel: def.id, job_id: ids[0]!, provider_message_ids: parsed.messages.map((m) => m.providerMessageId) },
-        };
+        return { accepted: true, body: { status: 'accepted', channel: def.id, job_id: ids[0]!, provider_message_ids: parsed.messages.map((m) => m.providerMessageId) } };
       }
-      const results = answers as ItemResult[];
+      const { results } = submitted;
       const failed = results.find((r) => !r.ok);
       if (failed?.error?.code === 'not_found') {
         // The worker found the connection gone (disabled or token rotated since the cache saw it): nothing
@@ -142,11 +123,10 @@ export function createIngestGateway(deps: {
       }
       // Exactly what was not written goes back: refused items and deliveries we already had.
       await refund(results.filter((r) => !r.ok || (r.value as IngestResult).was_duplicate).length);
-      if (failed) throw refusalOf(failed);
+      if (failed) throw edge.refusalOf(failed);
       const values = results.map((r) => r.value as IngestResult);
-      const duplicate = values.every((v) => v.was_duplicate);
       const [first] = values;
-      return { body: values.length === 1 ? first : { ...first, messages: values }, duplicate };
+      return { body: values.length === 1 ? first : { ...first, messages: values }, duplicate: values.every((v) => v.was_duplicate) };
     },
 
     async deliveries(actor: Principal, q: { limit: number; offset: number; channel?: string }) {

@@ -1,7 +1,10 @@
 import type { Logger } from 'pino';
 import { isDataError, type Db, type Executor } from '../../db';
 import { DomainError, notFound, refuse } from '../../lib/errors';
+import type { JobData } from '../../queue/jobs';
 import type { ItemResult } from '../../queue/results';
+import { runBatch } from '../../intake/batch';
+import { recordOnce, type LedgerStore } from '../../intake/ledger';
 import type { InboundMessage } from '../channels/adapters/types';
 import { channelById, type ChannelDefinition } from '../channels/registry';
 import { senderKey, type CustomerService, type Sender } from '../customers/service';
@@ -18,14 +21,8 @@ export interface IngestResult {
   was_duplicate: boolean;
 }
 
-export interface IngestItem {
-  id: string;
-  tenant_id: string;
-  channel: string;
-  /** Hex HMAC of the inbound token the delivery came with, if it came with one. */
-  token_hash?: string;
-  message: InboundMessage;
-}
+/** One delivery of an `ingest.batch` job, as its schema defines it. */
+export type IngestItem = JobData<'ingest.batch'>['items'][number];
 
 type Trigger = { event: 'ticket.created' | 'ticket.reopened'; eventId: string };
 type Outcome = { result: IngestResult; trigger?: Trigger };
@@ -44,7 +41,17 @@ const subjectOf = (m: InboundMessage) => {
 };
 
 const ledgerKey = (item: IngestItem): store.LedgerKey => ({ channel: item.channel, providerMessageId: item.message.providerMessageId });
-const claimOf = (item: IngestItem): store.Claim => ({ ...ledgerKey(item), correlationId: item.id });
+
+/** The ingest ledger: one row per (workspace, channel, provider message id). */
+const LEDGER: LedgerStore<store.LedgerKey, IngestResult> = {
+  id: store.ledgerId,
+  claim: store.claimDeliveries,
+  get: async (tx, tenantId, keys) => {
+    const rows = await store.getDeliveries(tx, tenantId, keys);
+    return new Map([...rows].map(([id, r]) => [id, { channel: r.channel, ticket_id: r.ticket_id!, customer_id: r.customer_id!, was_created: r.was_created, was_duplicate: false, first_correlation_id: r.first_correlation_id }]));
+  },
+  countCopies: store.countDuplicates,
+};
 const actorOf = (f: Fresh): EventActor => ({ actor_type: 'customer', actor_user_id: null, actor_name: f.sender.name });
 const eventMeta = (m: InboundMessage) => ({
   provider_message_id: m.providerMessageId,
@@ -83,7 +90,7 @@ function rounds(fresh: Fresh[]): Fresh[][] {
  * one. A delivery already in the ledger writes nothing but its duplicate count and answers with the first
  * result.
  */
-export function createIngestProcessor(deps: {
+export function createIngestWorker(deps: {
   db: Db;
   tickets: Pick<TicketCommands, 'threadInbound' | 'open' | 'reopen' | 'appendInbound' | 'rememberMessageIds' | 'afterCommit'>;
   customers: CustomerService;
@@ -178,47 +185,30 @@ export function createIngestProcessor(deps: {
    */
   async function writeBatch(tx: Executor, tenantId: string, all: IngestItem[], outcomes: Map<string, Outcome>, refusals: Map<string, DomainError>) {
     const connected = await channelStore.connectedDeliveries(tx, tenantId, all);
-    const items = all.filter((i) => connected.has(i.id));
     for (const i of all) if (!connected.has(i.id)) refusals.set(i.id, notFound('channel connection'));
-    // Ledger rows first, in key order: the only lock a batch takes before its senders', always in one order.
-    const byKey = [...items].sort((a, b) => store.ledgerId(ledgerKey(a)).localeCompare(store.ledgerId(ledgerKey(b))));
-    const won = await store.claimDeliveries(tx, tenantId, byKey.map(claimOf));
-    const fresh: Fresh[] = items
-      .filter((i) => won.has(i.id))
-      .map((item) => {
-        const def = channelById(item.channel)!;
-        const s = item.message.sender;
-        const sender: Sender = { kind: def.handle_kind, handle: s.handle, name: s.name ?? s.handle, ...(s.email ? { email: s.email } : {}) };
-        return { item, def, sender, senderKey: senderKey(sender) };
-      });
-    await store.lockSenders(tx, tenantId, [...new Set(fresh.map((f) => f.senderKey))]);
-    for (const round of rounds(fresh)) await writeRound(tx, tenantId, round, outcomes);
-    await store.completeDeliveries(
-      tx,
-      tenantId,
-      fresh.map((f) => {
-        const { result } = outcomes.get(f.item.id)!;
-        return { ...ledgerKey(f.item), ticket_id: result.ticket_id, customer_id: result.customer_id, was_created: result.was_created };
-      }),
-    );
-
-    // Copies: of a delivery claimed by this batch, or of one already in the ledger.
-    const claimedHere = new Map(fresh.map((f) => [store.ledgerId(ledgerKey(f.item)), f.item.id]));
-    const copies = items.filter((i) => !won.has(i.id));
-    const firsts = await store.getDeliveries(tx, tenantId, copies.filter((c) => !claimedHere.has(store.ledgerId(ledgerKey(c)))).map(ledgerKey));
-    const counted: store.Claim[] = [];
-    for (const c of copies) {
-      const here = claimedHere.get(store.ledgerId(ledgerKey(c)));
-      const row = firsts.get(store.ledgerId(ledgerKey(c)));
-      const first = here ? { ...outcomes.get(here)!.result, first_correlation_id: here } : { ...row!, ticket_id: row!.ticket_id!, customer_id: row!.customer_id! };
-      // The same job run again after a crash is not a redelivery: it gets the first answer back as it was.
-      const rerun = first.first_correlation_id === c.id;
-      if (!rerun) counted.push(claimOf(c));
-      outcomes.set(c.id, {
-        result: { channel: c.channel, ticket_id: first.ticket_id, customer_id: first.customer_id, was_created: rerun && first.was_created, was_duplicate: !rerun },
+    const copies = await recordOnce(tx, tenantId, all.filter((i) => connected.has(i.id)), {
+      ledger: LEDGER,
+      keyOf: ledgerKey,
+      writeFresh: async (items) => {
+        const fresh: Fresh[] = items.map((item) => {
+          const def = channelById(item.channel)!;
+          const s = item.message.sender;
+          const sender: Sender = { kind: def.handle_kind, handle: s.handle, name: s.name ?? s.handle, ...(s.email ? { email: s.email } : {}) };
+          return { item, def, sender, senderKey: senderKey(sender) };
+        });
+        await store.lockSenders(tx, tenantId, [...new Set(fresh.map((f) => f.senderKey))]);
+        for (const round of rounds(fresh)) await writeRound(tx, tenantId, round, outcomes);
+        const results = new Map(items.map((i) => [i.id, outcomes.get(i.id)!.result]));
+        await store.completeDeliveries(tx, tenantId, items.map((i) => ({ ...ledgerKey(i), ...results.get(i.id)! })));
+        return results;
+      },
+    });
+    for (const { item, first, rerun } of copies) {
+      // A rerun gets its first answer back as it was; a redelivery the same ticket, as a duplicate.
+      outcomes.set(item.id, {
+        result: { channel: item.channel, ticket_id: first.ticket_id!, customer_id: first.customer_id!, was_created: rerun && first.was_created, was_duplicate: !rerun },
       });
     }
-    await store.countDuplicates(tx, tenantId, counted);
   }
 
   // New tickets' SLA timers are breached by the per-minute sweep: two delayed jobs per ingested ticket would
@@ -243,63 +233,42 @@ export function createIngestProcessor(deps: {
     return { outcomes, refusals };
   }
 
-  const answer = (id: string, w: Awaited<ReturnType<typeof write>>): ItemResult => {
-    const refused = w.refusals.get(id);
-    if (refused) return { id, ok: false, error: { code: refused.code, detail: refused.detail } };
-    return { id, ok: true, value: w.outcomes.get(id)!.result };
-  };
-
   const unknownChannel = (item: IngestItem) =>
     channelById(item.channel) ? undefined : refuse('not_found', 'No such channel.');
 
-  async function process(item: IngestItem): Promise<IngestResult> {
-    const refused = unknownChannel(item);
-    if (refused) throw refused;
-    const w = await write([item]);
-    const late = w.refusals.get(item.id);
-    if (late) throw late;
-    return w.outcomes.get(item.id)!.result;
+  /** Items in one transaction, each answered: its result, or its refusal (a connection gone meanwhile). */
+  async function writeAnswered(items: IngestItem[]): Promise<Map<string, ItemResult>> {
+    const w = await write(items);
+    return new Map(
+      items.map((i) => {
+        const refused = w.refusals.get(i.id);
+        return [i.id, refused ? { id: i.id, ok: false, error: { code: refused.code, detail: refused.detail } } : { id: i.id, ok: true, value: w.outcomes.get(i.id)!.result }];
+      }),
+    );
   }
 
-  /** Errors after which a whole-batch transaction is retried item by item instead of failing the job. */
-  const retryAlone = (err: unknown) =>
-    err instanceof DomainError || isDataError(err) || ['40P01', '40001', '23505'].includes(String((err as { code?: unknown })?.code));
+  /** A value PostgreSQL cannot store (e.g. a NUL character) is the message's refusal, so the provider is told, not retried forever. */
+  const refusalOf = (err: unknown) => (isDataError(err) ? { code: 'channel_payload_invalid' as const, detail: 'The message holds a value that cannot be stored.' } : null);
 
   return {
-    process,
+    /** One delivery, alone: its result, or its refusal thrown. */
+    async process(item: IngestItem): Promise<IngestResult> {
+      const refused = unknownChannel(item);
+      if (refused) throw refused;
+      const w = await write([item]);
+      const late = w.refusals.get(item.id);
+      if (late) throw late;
+      return w.outcomes.get(item.id)!.result;
+    },
     /** The ingest.batch job: every item answered; a lost database fails the job so BullMQ retries it whole. */
     async processBatch(items: IngestItem[]): Promise<ItemResult[]> {
       const refused = new Map(items.flatMap((i) => { const e = unknownChannel(i); return e ? [[i.id, e] as const] : []; }));
-      const valid = items.filter((i) => !refused.has(i.id));
-      const results = new Map<string, ItemResult>();
+      const answered = await runBatch(items.filter((i) => !refused.has(i.id)), { write: writeAnswered, refusalOf });
+      const results = new Map(answered.map((r) => [r.id, r]));
       for (const [id, e] of refused) results.set(id, { id, ok: false, error: { code: e.code, detail: e.detail } });
-      let done = false;
-      if (valid.length > 1) {
-        try {
-          const w = await write(valid);
-          for (const item of valid) results.set(item.id, answer(item.id, w));
-          done = true;
-        } catch (err) {
-          // A deadlock or a lost race rolls the batch back whole; each item then runs alone.
-          if (!retryAlone(err)) throw err;
-        }
-      }
-      if (!done) {
-        for (const item of valid) {
-          try {
-            results.set(item.id, { id: item.id, ok: true, value: await process(item) });
-          } catch (err) {
-            if (err instanceof DomainError) results.set(item.id, { id: item.id, ok: false, error: { code: err.code, detail: err.detail } });
-            else if (isDataError(err)) {
-              // A value PostgreSQL cannot store (e.g. a NUL character): refused, so the provider is told, not retried forever.
-              results.set(item.id, { id: item.id, ok: false, error: { code: 'channel_payload_invalid', detail: 'The message holds a value that cannot be stored.' } });
-            } else throw err;
-          }
-        }
-      }
       return items.map((i) => results.get(i.id)!);
     },
   };
 }
 
-export type IngestProcessor = ReturnType<typeof createIngestProcessor>;
+export type IngestWorker = ReturnType<typeof createIngestWorker>;

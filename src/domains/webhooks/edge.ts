@@ -1,0 +1,103 @@
+import type { Redis } from 'ioredis';
+import type { Config } from '../../config';
+import type { Db } from '../../db';
+import { createIntakeEdge, type IntakeOutcome } from '../../intake/edge';
+import { DomainError, notFound, refuse, validationFailed } from '../../lib/errors';
+import { inspectJson, jsonTooComplex, scanJson } from '../../lib/json-limits';
+import type { QueueHub } from '../../queue/hub';
+import type { ItemResult, ResultBus } from '../../queue/results';
+import { classify, verifySignature, type WebhookHeaders } from './providers';
+import { createSecrets } from './secrets';
+import * as store from './store';
+import type { WebhookItem, WebhookResult } from './worker';
+
+const isJson = (contentType: string | string[] | undefined) => {
+  const type = String(Array.isArray(contentType) ? contentType[0] : (contentType ?? '')).split(';')[0]!.trim().toLowerCase();
+  return type === 'application/json' || /^application\/[a-z0-9.+-]+\+json$/.test(type);
+};
+
+const signatureInvalid = () => refuse('signature_invalid', 'The webhook signature is missing, does not match the body, or is outside the accepted time window.');
+
+/**
+ * The HTTP side of POST /v1/webhooks/{provider}/{integration_id}: the integration, the content type, the
+ * signature over the raw bytes, the JSON limits, the classification and the throttle, all without writing;
+ * ticket events are then coalesced into `webhooks.batch` jobs (see worker.ts).
+ */
+export function createWebhookEdge(deps: { db: Db; config: Config; redis: Redis; queues: QueueHub; bus: ResultBus }) {
+  const { db, config, queues } = deps;
+  const secrets = createSecrets(config);
+  const edge = createIntakeEdge<WebhookItem>({
+    redis: deps.redis,
+    bus: deps.bus,
+    throttle: { keyPrefix: `${config.REDIS_PREFIX}:throttle:webhooks`, points: config.WEBHOOK_RATE_POINTS, durationSeconds: config.WEBHOOK_RATE_WINDOW_SECONDS, what: 'integration' },
+    batch: { max: config.WEBHOOK_BATCH_MAX, windowMs: config.WEBHOOK_BATCH_WINDOW_MS },
+    waitMs: config.JOB_WAIT_MS,
+    send: (items, replyTo) => queues.enqueue('webhooks.batch', { reply_to: replyTo, items }),
+  });
+
+  return {
+    async receive(provider: string, integrationId: string, raw: Buffer, headers: WebhookHeaders): Promise<IntakeOutcome> {
+      // An integration is of exactly one of the three providers: any other path segment cannot match it.
+      const integration = await store.integrationForIntake(db, integrationId);
+      if (!integration || integration.provider !== provider) throw notFound('integration');
+      if (!isJson(headers['content-type'])) {
+        throw refuse('unsupported_media_type', 'Send the provider payload as application/json.');
+      }
+      // The signature is checked over the bytes exactly as received, before anything is parsed.
+      if (integration.signing_secret_sealed) {
+        const secret = secrets.open(integration.tenant_id, integration.id, integration.signing_secret_sealed);
+        if (!verifySignature(integration.provider, secret, headers, raw, new Date()).ok) throw signatureInvalid();
+      } else if (config.WEBHOOKS_REQUIRE_SIGNATURE) {
+        throw refuse('signature_required', 'This deployment accepts only signed webhooks; set a signing secret on the integration and in the provider.');
+      }
+      // The same depth rule as every JSON body, checked on the bytes before JSON.parse builds anything.
+      const scanned = scanJson(raw);
+      if (scanned === 'too_deep' || scanned === 'too_many') throw jsonTooComplex(scanned);
+      let body: unknown;
+      try {
+        body = JSON.parse(raw.toString('utf8'));
+      } catch {
+        throw validationFailed([{ path: '(body)', message: 'malformed JSON' }], 'The body is not valid JSON.');
+      }
+      if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+        throw refuse('webhook_payload_invalid', 'The payload must be a JSON object.');
+      }
+      const inspected = scanned === 'clean' ? { tooDeep: false, errors: [] } : inspectJson(body, 'body');
+      if (inspected.tooDeep) throw jsonTooComplex('too_deep');
+      if (inspected.errors.length > 0) {
+        throw new DomainError('webhook_payload_invalid', 'The payload contains a NUL character or an unpaired surrogate, which cannot be stored.', { errors: inspected.errors });
+      }
+      const classified = classify(integration.provider, headers, body as Record<string, unknown>, raw);
+      if (classified.kind === 'invalid') throw refuse('webhook_payload_invalid', `Not a readable ${provider} ticket event: ${classified.reason}.`);
+      // Throttled only once the delivery is known to be worth writing; a throttled one never enters the ledger.
+      await edge.charge(integration.id);
+      if (classified.kind === 'ignored') return { body: { status: 'ignored', ...(classified.challenge !== undefined ? { challenge: classified.challenge } : {}) } };
+      const submitted = await edge.submit([{
+        id: edge.newId(),
+        tenant_id: integration.tenant_id,
+        integration_id: integration.id,
+        dedupe_key: classified.dedupeKey,
+        provider_event_id: classified.providerEventId,
+        external_ticket_id: classified.externalTicketId,
+        type: classified.type,
+        occurred_at: classified.occurredAt,
+        status: classified.status,
+        subject: classified.subject,
+        priority: classified.priority,
+        requester: classified.requester,
+        raw: raw.toString('utf8'),
+      }]);
+      if (submitted.accepted) {
+        // Still recorded exactly once; the transcript shows it when the worker catches up.
+        return { accepted: true, body: { status: 'accepted', external_ticket_id: classified.externalTicketId } };
+      }
+      const [result] = submitted.results as [ItemResult];
+      if (!result.ok) throw edge.refusalOf(result);
+      const value = result.value as WebhookResult;
+      return { body: { status: 'ok', transcript_id: value.transcript_id, external_ticket_id: value.external_ticket_id }, duplicate: value.was_duplicate };
+    },
+
+  };
+}
+
+export type WebhookEdge = ReturnType<typeof createWebhookEdge>;

@@ -1,0 +1,71 @@
+import type { Redis } from 'ioredis';
+import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { dependencyUnavailable } from '../lib/errors';
+import { consumeOrRefuse } from '../lib/rate';
+import { createCoalescer } from '../queue/coalescer';
+import { refusalOf, TIMED_OUT, type ItemResult, type ResultBus } from '../queue/results';
+
+/**
+ * What an intake answers once the edge has done its part: the worker's results, or `accepted` when they did
+ * not come within the wait (the items are still written exactly once; routes answer 202 then).
+ */
+export type Submitted = { accepted: true } | { accepted: false; results: ItemResult[] };
+
+/** What an intake route answers: the body, whether it is only accepted (202), and whether it was a redelivery. */
+export interface IntakeOutcome {
+  body: unknown;
+  accepted?: boolean;
+  duplicate?: boolean;
+}
+
+/**
+ * The HTTP tier's half of an intake (channel ingest, helpdesk webhooks): a budget per key (one point per item
+ * it would write; what is not written goes back), the result channel's readiness, and concurrent submissions
+ * coalesced into one queued batch whose answers come back on this process's result channel.
+ */
+export function createIntakeEdge<Item extends { id: string }>(deps: {
+  redis: Redis;
+  bus: ResultBus;
+  /** The throttle: its Redis key prefix, budget and window, and what the refusal calls the thing throttled. */
+  throttle: { keyPrefix: string; points: number; durationSeconds: number; what: string };
+  /** Items per queued job, and how long the first waits for company. */
+  batch: { max: number; windowMs: number };
+  waitMs: number;
+  send(items: Item[], replyTo: string): Promise<unknown>;
+}) {
+  const { bus } = deps;
+  const limiter = new RateLimiterRedis({
+    storeClient: deps.redis,
+    keyPrefix: deps.throttle.keyPrefix,
+    points: deps.throttle.points,
+    duration: deps.throttle.durationSeconds,
+  });
+  const coalescer = createCoalescer<Item>({ bus, max: deps.batch.max, windowMs: deps.batch.windowMs, waitMs: deps.waitMs, send: deps.send });
+
+  return {
+    newId: () => bus.newId(),
+
+    /** Takes `points` from `key`'s budget (429 `throttled` when over it); the returned function gives some back. */
+    async charge(key: string, points = 1): Promise<(points: number) => Promise<void>> {
+      await consumeOrRefuse(limiter, key, deps.throttle.what, points);
+      return async (back: number) => {
+        if (back > 0) await limiter.reward(key, back).catch(() => {});
+      };
+    },
+
+    /** Queues the items (coalesced with other requests') and waits for their answers. */
+    async submit(items: Item[]): Promise<Submitted> {
+      await bus.ready().catch(() => {
+        throw dependencyUnavailable('Redis');
+      });
+      const answers = await Promise.all(items.map((item) => coalescer.submit(item)));
+      if (answers.some((a) => a === TIMED_OUT)) return { accepted: true };
+      return { accepted: false, results: answers as ItemResult[] };
+    },
+
+    /** The refusal a worker answered for an item, thrown at the caller. */
+    refusalOf,
+  };
+}
+
+export type IntakeEdge<Item extends { id: string }> = ReturnType<typeof createIntakeEdge<Item>>;
