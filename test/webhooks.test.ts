@@ -872,12 +872,43 @@ describe('exactly once', () => {
   });
 });
 
-describe('exactly once across concurrent jobs (INGEST_BATCH_MAX=1: every delivery its own job)', () => {
+describe('a webhooks.batch job run again after a crash', () => {
+  test('answers as the first run did and counts each copy once (the copies ledger), however often the job reruns', async () => {
+    const i = signed.zendesk;
+    const item = (id: string) => ({
+      id,
+      tenant_id: ws.tenantId,
+      integration_id: i.id,
+      dedupe_key: `evt-rerun-${hex(4)}`,
+      provider_event_id: null,
+      external_ticket_id: `rerun-${hex(4)}`,
+      type: 'zen:event-type:ticket.created',
+      occurred_at: null,
+      status: 'open',
+      subject: 'Rerun',
+      priority: null,
+      requester: null,
+      raw: '{}',
+    });
+    const original = item(`corr-${hex(6)}`);
+    const copy = { ...original, id: `corr-${hex(6)}` };
+    const firstRun = await ctx.services.webhookProcessor.processBatch([original, copy]);
+    const retry = await ctx.services.webhookProcessor.processBatch([original, copy]);
+    const again = await ctx.services.webhookProcessor.processBatch([copy]);
+    expect(retry).toEqual(firstRun);
+    expect(again).toEqual([firstRun[1]]);
+    expect(firstRun.map((r) => (r.value as { was_duplicate: boolean }).was_duplicate)).toEqual([false, true]);
+    const [row] = await ctx.db.selectFrom('webhook_deliveries').select('duplicate_count').where('integration_id', '=', i.id).where('dedupe_key', '=', original.dedupe_key).execute();
+    expect(Number(row!.duplicate_count)).toBe(1);
+  });
+});
+
+describe('exactly once across concurrent jobs (WEBHOOK_BATCH_MAX=1: every delivery its own job)', () => {
   let jctx: TestContext;
   let jws: Workspace;
   const integrations = {} as Record<WebhookProvider, Integration>;
   beforeAll(async () => {
-    jctx = await startTestApp({ env: { INGEST_BATCH_MAX: '1' } });
+    jctx = await startTestApp({ env: { WEBHOOK_BATCH_MAX: '1' } });
     await jctx.startWorkers();
     jws = await createWorkspace(jctx);
     for (const p of PROVIDERS) integrations[p] = await createIntegration(jctx, jws, p, newSecret());
@@ -1161,7 +1192,7 @@ describe('a worker process SIGKILLed mid-burst', () => {
   beforeAll(async () => {
     // No in-process workers; a short wait so requests whose job died answer 202 promptly; small batches so the
     // burst is many jobs and the kill lands with some in a worker's hands.
-    kctx = await startTestApp({ env: { JOB_WAIT_MS: '2000', INGEST_BATCH_MAX: '4' } });
+    kctx = await startTestApp({ env: { JOB_WAIT_MS: '2000', WEBHOOK_BATCH_MAX: '4' } });
     kws = await createWorkspace(kctx);
     for (const p of PROVIDERS) integrations[p] = await createIntegration(kctx, kws, p, newSecret());
   });
