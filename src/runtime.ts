@@ -19,7 +19,7 @@ export interface Runtime {
 export function openRuntime(config: Config, logger: Logger, role: 'http' | 'worker'): Runtime {
   const db = createDb(config, (err) => logger.warn({ err: err.message }, 'PostgreSQL connection lost'));
   const redis = createRedis(config, role);
-  const queues = createQueueHub(redis, config.REDIS_PREFIX);
+  const queues = createQueueHub(redis, config.REDIS_PREFIX, config);
   const bus = createResultBus(redis, config.REDIS_PREFIX);
   return {
     db,

@@ -3,14 +3,13 @@
  * Retry-After when its last attempt lost PostgreSQL or Redis (nothing was written), so they retry instead of
  * being told 202 for a job that will not run again by itself.
  */
-import type { Job } from 'bullmq';
 import IORedis from 'ioredis';
-import { jobOptions } from '../src/queue/jobs';
+import { jobOptions, runOf } from '../src/queue/jobs';
 import { toProblem } from '../src/http/errors';
 import { answerBatch, refusalOf, type ItemResult } from '../src/queue/results';
 
 const lostBackend = () => Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
-const jobAt = (attemptsMade: number, attempts: number) => ({ attemptsMade, opts: { attempts } }) as unknown as Job;
+const jobAt = (attemptsMade: number, attempts: number) => runOf({ attemptsMade, opts: { attempts } });
 
 describe('answerBatch', () => {
   let pub: IORedis;

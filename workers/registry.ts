@@ -1,4 +1,5 @@
 import { UnrecoverableError, type Job } from 'bullmq';
+import { runOf, type JobRun } from '../src/queue/jobs';
 import type { Config } from '../src/config';
 import { JOBS, type JobName, type QueueName } from '../src/queue/jobs';
 import type { Services } from '../src/services';
@@ -9,8 +10,8 @@ import { webhookProcessors } from './processors/webhooks';
 import { rollupProcessors } from './processors/rollups';
 import type { Redis } from 'ioredis';
 
-/** `job` is there for processors whose behaviour depends on the attempt (e.g. the last one records a failure). */
-export type Processor = (data: never, job?: Job) => Promise<unknown>;
+/** `run` says which try this is and whether it is the last (the last records a failure or tells the waiters). */
+export type Processor = (data: never, run: JobRun) => Promise<unknown>;
 
 export const defaultProcessorGroups = (services: Services, config: Config, redis: Redis): Record<string, Processor>[] => [
   maintenanceProcessors(services, config),
@@ -47,7 +48,7 @@ export function buildRegistry(groups: Record<string, Processor>[]) {
       if (!def || !handler) throw new UnrecoverableError(`no processor for job "${name}"`);
       const parsed = def.data.safeParse(data);
       if (!parsed.success) throw new UnrecoverableError(`invalid payload for job "${name}": ${parsed.error.message}`);
-      return handler(parsed.data as never, job);
+      return handler(parsed.data as never, runOf(job));
     },
   };
 }

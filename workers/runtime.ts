@@ -5,6 +5,7 @@ import type { Config } from '../src/config';
 import { createRedis } from '../src/queue/connection';
 import { createJobMetrics } from '../src/queue/job-metrics';
 import type { QueueHub } from '../src/queue/hub';
+import { schedules } from '../src/queue/jobs';
 import type { Services } from '../src/services';
 import { buildRegistry, defaultProcessorGroups } from './registry';
 
@@ -38,14 +39,9 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
     workers.push(worker);
   }
   await Promise.all(workers.map((w) => w.waitUntilReady()));
-  // Daily retention sweep; the scheduler id makes this idempotent across restarts and replicas.
-  // Schedulers are keyed by id, so restarts and replicas keep exactly one of each.
-  const maintenance = queues.queue('maintenance');
-  await maintenance.upsertJobScheduler('audit-prune-daily', { every: 24 * 3600 * 1000 }, { name: 'audit.prune', data: {} });
-  await maintenance.upsertJobScheduler('sla-sweep', { every: 60 * 1000 }, { name: 'sla.sweep', data: {} });
-  // The sweep runs often; each mailbox is refreshed only when its last check is MAILBOX_REFRESH_SECONDS old.
-  await queues.queue('rollups').upsertJobScheduler('rollups-sweep', { every: 60 * 1000 }, { name: 'rollups.sweep', data: {} });
-  await queues.queue('mailbox').upsertJobScheduler('mailbox-sweep', { every: Math.min(60, config.MAILBOX_REFRESH_SECONDS) * 1000 }, { name: 'mailbox.sweep', data: {} });
+  // The repeating jobs are rows of the job table; schedulers are keyed by id, so restarts and replicas keep
+  // exactly one of each.
+  for (const s of schedules(config)) await queues.queue(s.queue).upsertJobScheduler(s.id, { every: s.everyMs }, { name: s.name, data: {} });
   const publish = () => metrics.publish(deps.redis, config.REDIS_PREFIX).catch((err: Error) => logger.warn({ err: err.message }, 'job metrics not published'));
   const publisher = setInterval(() => void publish(), config.WORKER_METRICS_PUSH_MS).unref();
   await publish();

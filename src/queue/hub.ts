@@ -2,7 +2,7 @@ import { Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { dependencyUnavailable } from '../lib/errors';
 import { withTimeout } from '../lib/time';
-import { JOBS, jobOptions, QUEUE_NAMES, type EnqueueOptions, type JobData, type JobName, type QueueName } from './jobs';
+import { JOBS, jobOptions, QUEUE_NAMES, type EnqueueOptions, type JobData, type JobName, type JobSettings, type QueueName } from './jobs';
 
 export type AwaitedJob<R> = { state: 'completed'; jobId: string; result: R } | { state: 'accepted'; jobId: string };
 
@@ -13,7 +13,7 @@ export interface QueueHub {
    * Enqueues and waits up to `waitMs` for the worker's answer. On time-out the job still runs exactly
    * once; the caller answers 202 with the job id instead of the result.
    */
-  enqueueAndAwait<R, N extends JobName = JobName>(name: N, data: JobData<N>, opts: { waitMs: number; jobId?: string }): Promise<AwaitedJob<R>>;
+  enqueueAndAwait<R, N extends JobName = JobName>(name: N, data: JobData<N>, opts: { waitMs: number }): Promise<AwaitedJob<R>>;
   close(): Promise<void>;
 }
 
@@ -21,7 +21,7 @@ export interface QueueHub {
 const REDIS_DEADLINE_MS = 3000;
 const redisDown = () => dependencyUnavailable('Redis');
 
-export function createQueueHub(connection: Redis, prefix: string): QueueHub {
+export function createQueueHub(connection: Redis, prefix: string, settings: JobSettings): QueueHub {
   const queues = new Map<QueueName, Queue>();
   const events = new Map<QueueName, { events: QueueEvents; conn: Redis }>();
   let closing = false;
@@ -59,7 +59,7 @@ export function createQueueHub(connection: Redis, prefix: string): QueueHub {
   function add<N extends JobName>(name: N, data: JobData<N>, opts: EnqueueOptions) {
     const def = JOBS[name];
     const payload = def.data.parse(data);
-    return withTimeout(queue(def.queue).add(name, payload, jobOptions(name, opts)), REDIS_DEADLINE_MS, redisDown);
+    return withTimeout(queue(def.queue).add(name, payload, jobOptions(name, payload as JobData<N>, settings, opts)), REDIS_DEADLINE_MS, redisDown);
   }
 
   return {
@@ -67,9 +67,9 @@ export function createQueueHub(connection: Redis, prefix: string): QueueHub {
     async enqueue(name, data, opts = {}) {
       return (await add(name, data, opts)).id!;
     },
-    async enqueueAndAwait<R, N extends JobName = JobName>(name: N, data: JobData<N>, opts: { waitMs: number; jobId?: string }) {
+    async enqueueAndAwait<R, N extends JobName = JobName>(name: N, data: JobData<N>, opts: { waitMs: number }) {
       const ev = await withTimeout(queueEvents(JOBS[name].queue), REDIS_DEADLINE_MS, redisDown);
-      const job = await add(name, data, opts);
+      const job = await add(name, data, {});
       try {
         const result = (await job.waitUntilFinished(ev, opts.waitMs)) as R;
         return { state: 'completed', jobId: job.id!, result } as AwaitedJob<R>;

@@ -23,6 +23,32 @@ const inboundMessage = z.object({
   mailbox: z.object({ provider: z.string(), address: z.string(), messageId: z.string(), threadId: z.string().optional() }).optional(),
 });
 
+/** The configuration job rows read (their options and schedules). */
+export interface JobSettings {
+  OUTBOUND_ATTEMPTS: number;
+  MAILBOX_REFRESH_SECONDS: number;
+}
+
+interface JobRow {
+  queue: QueueName;
+  data: z.ZodType;
+  /** The job's id from its data: a second add with the same id while the first is kept is a no-op. */
+  jobId?: (data: never, opts: EnqueueOptions) => string;
+  /** Attempts, backoff and retention beyond the defaults. */
+  options?: (settings: JobSettings) => JobsOptions;
+  /** A repeating job: the worker runtime keeps exactly one scheduler per id (restarts and replicas included). */
+  schedule?: { id: string; everyMs: (settings: JobSettings) => number };
+}
+
+/**
+ * Intake results travel on pub/sub; the finished job itself is not worth keeping. A caller answered 202 was
+ * promised its delivery: 12 tries 0.2 s apart doubling (about 7 minutes in all) carry a batch through a
+ * database failover or restart, where 5 (3 s) let one die in a burst of killed connections.
+ */
+const INTAKE_BATCH: JobsOptions = { removeOnComplete: true, attempts: 12, backoff: { type: 'exponential', delay: 200 } };
+/** Tried once and forgotten either way: the next sweep or trigger asks again. */
+const SINGLE_SHOT: JobsOptions = { removeOnComplete: true, removeOnFail: true, attempts: 1 };
+
 export const JOBS = {
   /**
    * Concurrent ingest requests coalesced into one job; the worker answers all of them with one PUBLISH on
@@ -30,6 +56,7 @@ export const JOBS = {
    */
   'ingest.batch': {
     queue: 'ingest',
+    options: () => INTAKE_BATCH,
     data: z.object({
       reply_to: z.string().min(1),
       items: z
@@ -49,11 +76,15 @@ export const JOBS = {
   'audit.prune': {
     queue: 'maintenance',
     data: z.object({ retention_days: z.number().int().min(1).optional() }),
+    options: () => ({ attempts: 3 }),
+    schedule: { id: 'audit-prune-daily', everyMs: () => 24 * 3600 * 1000 },
   },
   /** Fired at a ticket's due time; re-checks the ticket, so a stale job (target met, due moved) does nothing. */
   'sla.check': {
     queue: 'maintenance',
     data: z.object({ tenant_id: z.uuid(), ticket_id: z.uuid() }),
+    // The due time names the timer: a due time moved later is another job, the same one twice is one.
+    jobId: (d: { ticket_id: string }, o: EnqueueOptions) => `sla-${d.ticket_id}-${o.dueAt ?? 0}`,
   },
   /** A ticket event that enabled triggered macros listen for; each macro runs at most once per event. */
   'macros.trigger': {
@@ -64,25 +95,34 @@ export const JOBS = {
       event: z.enum(['ticket.created', 'ticket.updated', 'ticket.reopened']),
       event_id: z.uuid(),
     }),
+    jobId: (d: { event_id: string }) => `macro-${d.event_id}`,
   },
   /** Safety net for timers whose job was never enqueued (Redis down at the time) or was lost. */
   'sla.sweep': {
     queue: 'maintenance',
     data: z.object({}),
+    schedule: { id: 'sla-sweep', everyMs: () => 60 * 1000 },
   },
   /** Asks the mail provider what the workspace's grant allows now and stores the checks. */
   'mailbox.refresh': {
     queue: 'mailbox',
     data: z.object({ tenant_id: z.uuid() }),
+    // One per mailbox while queued or running, so a finished one must not linger and swallow the next; a
+    // provider that is down is retried by the next sweep.
+    jobId: (d: { tenant_id: string }) => `refresh-${d.tenant_id}`,
+    options: () => SINGLE_SHOT,
   },
   /** New inbox mail since the stored cursor, through the email ingest path. */
   'mailbox.poll': {
     queue: 'mailbox',
     data: z.object({ tenant_id: z.uuid() }),
+    jobId: (d: { tenant_id: string }) => `poll-${d.tenant_id}`,
+    options: () => SINGLE_SHOT,
   },
   /** Concurrent webhook deliveries coalesced into one job, answered on the requester's result channel. */
   'webhooks.batch': {
     queue: 'webhooks',
+    options: () => INTAKE_BATCH,
     data: z.object({
       reply_to: z.string().min(1),
       items: z
@@ -109,56 +149,76 @@ export const JOBS = {
   /** Folds a workspace's journaled rollup deltas into its buckets (coalesced: one waiting job per workspace). */
   'rollups.fold': {
     queue: 'rollups',
-    data: z.object({ tenant_id: z.uuid() }),
+    // window: one job per workspace and fold window (see the rollups service).
+    data: z.object({ tenant_id: z.uuid(), window: z.number().int().optional() }),
+    jobId: (d: { tenant_id: string; window?: number }) => `fold-${d.tenant_id}-${d.window ?? 0}`,
+    options: () => SINGLE_SHOT,
   },
   /** Scheduled: folds every workspace with deltas waiting. */
   'rollups.sweep': {
     queue: 'rollups',
     data: z.object({}),
+    schedule: { id: 'rollups-sweep', everyMs: () => 60 * 1000 },
   },
   /** One reply on an email ticket, sent through the connected mailbox. */
   'outbound.send': {
     queue: 'outbound',
     data: z.object({ tenant_id: z.uuid(), event_id: z.uuid() }),
+    // The reply's id keeps its send single; retried with backoff while the provider is down.
+    jobId: (d: { event_id: string }) => `send-${d.event_id}`,
+    options: (c: JobSettings) => ({ removeOnComplete: true, attempts: c.OUTBOUND_ATTEMPTS, backoff: { type: 'exponential', delay: 2000 } }),
   },
   /** Scheduled: queues a refresh for every mailbox whose last check is older than MAILBOX_REFRESH_SECONDS. */
   'mailbox.sweep': {
     queue: 'mailbox',
     data: z.object({}),
+    // Runs often; each mailbox is refreshed only when its last check is MAILBOX_REFRESH_SECONDS old.
+    schedule: { id: 'mailbox-sweep', everyMs: (c: JobSettings) => Math.min(60, c.MAILBOX_REFRESH_SECONDS) * 1000 },
   },
-} as const satisfies Record<string, { queue: QueueName; data: z.ZodType }>;
+} as const satisfies Record<string, JobRow>;
 
 export type JobName = keyof typeof JOBS;
 export type JobData<N extends JobName> = z.output<(typeof JOBS)[N]['data']>;
 
-/** All retry, retention and dedupe options in one place. */
+/** What a call site may say about one job: when it is due. Ids, attempts and backoff are the row's. */
 export interface EnqueueOptions {
-  /** Dedupe key: a second add with the same id while the first is kept is a no-op. */
-  jobId?: string;
   delayMs?: number;
-  /** Tries in all, where a job's processor needs to know its last (it records the failure then). */
-  attempts?: number;
+  /** Due at this time (ms since the epoch): delayed until then. */
+  dueAt?: number;
 }
 
-export function jobOptions(name: JobName, overrides: EnqueueOptions = {}): JobsOptions {
+const DEFAULT_SETTINGS: JobSettings = { OUTBOUND_ATTEMPTS: 5, MAILBOX_REFRESH_SECONDS: 900 };
+
+const delayOf = (o: EnqueueOptions) => o.delayMs ?? (o.dueAt !== undefined ? o.dueAt - Date.now() : 0);
+
+/** Every job's options from its row and its data, in one place. */
+export function jobOptions<N extends JobName>(name: N, data?: JobData<N>, settings: JobSettings = DEFAULT_SETTINGS, opts: EnqueueOptions = {}): JobsOptions {
+  const row: JobRow = JOBS[name];
   return {
     attempts: 5,
     backoff: { type: 'exponential', delay: 1000 },
     // Completed jobs are evidence for a short while; failed ones stay longer, bounded, for inspection and retry.
     removeOnComplete: { age: 3600, count: 10_000 },
     removeOnFail: { age: 7 * 24 * 3600, count: 10_000 },
-    ...(overrides.jobId ? { jobId: overrides.jobId } : {}),
-    ...(overrides.delayMs && overrides.delayMs > 0 ? { delay: overrides.delayMs } : {}),
-    ...(name === 'audit.prune' ? { attempts: 3 } : {}),
-    // Ingest results travel on pub/sub; the finished job itself is not worth keeping. A caller answered 202
-    // was promised its delivery: 12 tries 0.2 s apart doubling (about 7 minutes in all) carry a batch through a
-    // database failover or restart, where 5 (3 s) let one die in a burst of killed connections.
-    ...(name === 'ingest.batch' || name === 'webhooks.batch' ? { removeOnComplete: true, attempts: 12, backoff: { type: 'exponential', delay: 200 } } : {}),
-    // A refresh is deduplicated by its job id (one per mailbox) only while queued or running, so a finished
-    // one must not linger and swallow the next; a provider that is down is retried by the next sweep.
-    ...(name === 'mailbox.refresh' || name === 'mailbox.poll' || name === 'rollups.fold' ? { removeOnComplete: true, removeOnFail: true, attempts: 1 } : {}),
-    // A send is retried with backoff while the provider is down; its job id (the reply) keeps it single.
-    ...(name === 'outbound.send' ? { removeOnComplete: true, backoff: { type: 'exponential', delay: 2000 } } : {}),
-    ...(overrides.attempts ? { attempts: overrides.attempts } : {}),
+    ...row.options?.(settings),
+    ...(row.jobId && data !== undefined ? { jobId: row.jobId(data as never, opts) } : {}),
+    ...(delayOf(opts) > 0 ? { delay: delayOf(opts) } : {}),
   };
 }
+
+/** The repeating jobs and their intervals. */
+export const schedules = (settings: JobSettings) =>
+  (Object.entries(JOBS) as [JobName, JobRow][]).flatMap(([name, row]) => (row.schedule ? [{ name, queue: row.queue, id: row.schedule.id, everyMs: row.schedule.everyMs(settings) }] : []));
+
+/** One run of a job as its processor sees it: which try (1-based), whether it is the last, when it was asked for. */
+export interface JobRun {
+  attempt: number;
+  last: boolean;
+  requestedAt?: Date;
+}
+
+/** The registry's reading of a BullMQ job, the same for every processor (a direct call is a single try). */
+export const runOf = (job: { attemptsMade?: number; opts?: { attempts?: number }; timestamp?: number } | undefined): JobRun => {
+  const attempt = (job?.attemptsMade ?? 0) + 1;
+  return { attempt, last: attempt >= (job?.opts?.attempts ?? 1), ...(job?.timestamp ? { requestedAt: new Date(job.timestamp) } : {}) };
+};

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { asDependencyError, dependencyUnavailable, DomainError, type ErrorCode } from '../lib/errors';
+import type { JobRun } from './jobs';
 
 /**
  * A lean reply channel for enqueue-and-await: each API process subscribes to one pub/sub channel of its own,
@@ -95,16 +95,15 @@ export async function answerBatch(
   redis: Redis,
   replyTo: string,
   items: { id: string }[],
-  job: Job | undefined,
+  try_: JobRun,
   run: () => Promise<ItemResult[]>,
 ): Promise<{ items: number }> {
   let results: ItemResult[];
   try {
     results = await run();
   } catch (err) {
-    const lastAttempt = (job?.attemptsMade ?? 0) + 1 >= (job?.opts.attempts ?? 1);
     const lost = asDependencyError(err);
-    if (lastAttempt && lost) {
+    if (try_.last && lost) {
       const refusal = { code: lost.code, detail: lost.detail };
       await publishResults(redis, replyTo, items.map((i) => ({ id: i.id, ok: false, error: refusal }))).catch(() => {});
     }

@@ -1,10 +1,9 @@
-import type { Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { JobData } from '../../src/queue/jobs';
+import type { JobData, JobRun } from '../../src/queue/jobs';
 import { answerBatch } from '../../src/queue/results';
 import type { Services } from '../../src/services';
 
 /** Every delivery of the batch is answered with one PUBLISH to the API process waiting for it. */
 export const webhookProcessors = (services: Services, redis: Redis) => ({
-  'webhooks.batch': (data: JobData<'webhooks.batch'>, job?: Job) => answerBatch(redis, data.reply_to, data.items, job, () => services.webhookProcessor.processBatch(data.items)),
+  'webhooks.batch': (data: JobData<'webhooks.batch'>, run: JobRun) => answerBatch(redis, data.reply_to, data.items, run, () => services.webhookProcessor.processBatch(data.items)),
 });

@@ -43,7 +43,7 @@ export function createMacroTriggerSink(deps: { db: Db; queues: QueueHub }): Trig
         memo?.set(key, listening);
       }
       if (!listening) return;
-      await deps.queues.enqueue('macros.trigger', { tenant_id: tenantId, ticket_id: ticketId, event, event_id: eventId }, { jobId: `macro-${eventId}` });
+      await deps.queues.enqueue('macros.trigger', { tenant_id: tenantId, ticket_id: ticketId, event, event_id: eventId });
     },
   };
 }

@@ -77,7 +77,7 @@ export function createOutboundSink(deps: { queues: QueueHub; logger: Logger; att
     },
     async dispatch(tenantId, replyEventId) {
       try {
-        await deps.queues.enqueue('outbound.send', { tenant_id: tenantId, event_id: replyEventId }, { jobId: `send-${replyEventId}`, attempts: deps.attempts });
+        await deps.queues.enqueue('outbound.send', { tenant_id: tenantId, event_id: replyEventId });
       } catch (err) {
         deps.logger.warn({ tenant_id: tenantId, event_id: replyEventId, err: (err as Error).message }, 'reply send not queued; the mailbox sweep will queue it');
       }
@@ -460,7 +460,7 @@ export function createMailboxService(deps: {
     /** Runs the check on the worker and waits for it; on a slow provider the stored status is returned. */
     async refresh(actor: Principal) {
       if (await store.getMailbox(db, actor.tenantId)) {
-        await queues.enqueueAndAwait('mailbox.refresh', { tenant_id: actor.tenantId }, { waitMs: config.JOB_WAIT_MS, jobId: `refresh-${actor.tenantId}` });
+        await queues.enqueueAndAwait('mailbox.refresh', { tenant_id: actor.tenantId }, { waitMs: config.JOB_WAIT_MS });
       }
       return read(actor.tenantId);
     },
@@ -475,12 +475,12 @@ export function createMailboxService(deps: {
     async sweep() {
       await store.pruneStates(db, new Date(Date.now() - 24 * 3600 * 1000));
       const due = await store.dueForRefresh(db, config.MAILBOX_REFRESH_SECONDS);
-      for (const tenantId of due) await queues.enqueue('mailbox.refresh', { tenant_id: tenantId }, { jobId: `refresh-${tenantId}` });
+      for (const tenantId of due) await queues.enqueue('mailbox.refresh', { tenant_id: tenantId });
       const polls = await store.dueForPoll(db, config.MAILBOX_POLL_SECONDS);
-      for (const tenantId of polls) await queues.enqueue('mailbox.poll', { tenant_id: tenantId }, { jobId: `poll-${tenantId}` });
+      for (const tenantId of polls) await queues.enqueue('mailbox.poll', { tenant_id: tenantId });
       // The outbox: a reply whose job never reached the queue is sent late rather than never.
       const waiting = await store.staleOutbound(db, 60);
-      for (const o of waiting) await queues.enqueue('outbound.send', { tenant_id: o.tenant_id, event_id: o.event_id }, { jobId: `send-${o.event_id}`, attempts: config.OUTBOUND_ATTEMPTS });
+      for (const o of waiting) await queues.enqueue('outbound.send', { tenant_id: o.tenant_id, event_id: o.event_id });
       return { refreshes: due.length, polls: polls.length, resent: waiting.length };
     },
   };

@@ -77,7 +77,7 @@ export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Lo
       // after its window has passed, so a write landing while it runs gets the next window's job instead of
       // being swallowed by the running one.
       const window = Math.floor(Date.now() / FOLD_DELAY_MS);
-      await queues.enqueue('rollups.fold', { tenant_id: tenantId }, { jobId: `fold-${tenantId}-${window}`, delayMs: FOLD_DELAY_MS });
+      await queues.enqueue('rollups.fold', { tenant_id: tenantId, window }, { delayMs: FOLD_DELAY_MS });
     } catch (err) {
       logger.warn({ tenant_id: tenantId, err: (err as Error).message }, 'rollup fold not queued; the sweep will fold');
     }

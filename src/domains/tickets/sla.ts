@@ -60,10 +60,9 @@ export function createTicketSla(deps: { db: Db; queues: QueueHub; logger: Logger
    * written and the per-minute sweep catches the breach instead.
    */
   async function schedule(tenantId: string, t: Pick<TicketRow, 'id' | 'first_response_due' | 'resolution_due'>) {
-    const now = Date.now();
     try {
       for (const due of [t.first_response_due, t.resolution_due]) {
-        await queues.enqueue('sla.check', { tenant_id: tenantId, ticket_id: t.id }, { jobId: `sla-${t.id}-${due.getTime()}`, delayMs: due.getTime() - now });
+        await queues.enqueue('sla.check', { tenant_id: tenantId, ticket_id: t.id }, { dueAt: due.getTime() });
       }
     } catch (err) {
       logger.warn({ ticket_id: t.id, err: (err as Error).message }, 'SLA timer not scheduled; the sweep will catch it');
