@@ -13,6 +13,7 @@ import { sendProblem } from './http/problem';
 import { asDependencyError, dependencyUnavailable, notFound } from './lib/errors';
 import { createOpsMetrics, mountOps } from './http/ops';
 import { expressPath, mountOperations } from './http/router';
+import { withLogContext } from './lib/log-context';
 import { serializeError } from './lib/logger';
 import { withTimeout } from './lib/time';
 import { buildOperationTable } from './operations';
@@ -69,6 +70,9 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
       customLogLevel: (_req, res, err) => (err || (res.statusCode >= 500 && res.statusCode !== 503) ? 'error' : res.statusCode >= 400 ? 'warn' : 'info'),
     }),
   );
+
+  // Every line logged while serving this request names it (and, once known, its workspace).
+  app.use((req: Request, _res: Response, next: NextFunction) => withLogContext({ request_id: String(req.id) }, next));
 
   // Request durations by operation (unmatched routes count as "none").
   app.use((req: Request, res: Response, next: NextFunction) => {

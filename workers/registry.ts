@@ -1,4 +1,5 @@
 import { UnrecoverableError, type Job } from 'bullmq';
+import { withLogContext } from '../src/lib/log-context';
 import { runOf, type JobRun } from '../src/queue/jobs';
 import type { Config } from '../src/config';
 import { JOBS, type JobName, type QueueName } from '../src/queue/jobs';
@@ -48,7 +49,11 @@ export function buildRegistry(groups: Record<string, Processor>[]) {
       if (!def || !handler) throw new UnrecoverableError(`no processor for job "${name}"`);
       const parsed = def.data.safeParse(data);
       if (!parsed.success) throw new UnrecoverableError(`invalid payload for job "${name}": ${parsed.error.message}`);
-      return handler(parsed.data as never, runOf(job));
+      // Every line logged while the job runs names it, and its workspace when the job is about one.
+      const tenantId = (parsed.data as { tenant_id?: unknown }).tenant_id;
+      return withLogContext({ ...(job?.id ? { job_id: job.id } : {}), job: name, ...(typeof tenantId === 'string' ? { tenant_id: tenantId } : {}) }, () =>
+        handler(parsed.data as never, runOf(job)),
+      );
     },
   };
 }

@@ -6,6 +6,7 @@ import { scopesCover } from '../domains/identity/scopes';
 import type { Services } from '../services';
 import { insufficientRole, insufficientScope, notFound, refuse, validationFailed, type DomainError } from '../lib/errors';
 import { toFieldErrors } from './errors';
+import { setLogTenant } from '../lib/log-context';
 import { assertStorableJson, jsonTooComplex, unstorableText } from '../lib/json-limits';
 import { bodyScannedClean, scanJsonBody, TOO_COMPLEX } from './input-guard';
 import type { Operation } from './operation';
@@ -66,6 +67,7 @@ export function mountOperations(router: Router, ops: Operation[], services: Serv
         if (op.access !== 'public') {
           principal = await services.authThrottle.authenticate(req.ip, req.headers.authorization, services.identity.authenticate);
           res.locals.tenantId = principal.tenantId;
+          setLogTenant(principal.tenantId);
           authorize(op as Parameters<typeof authorize>[0], principal);
         }
 

@@ -1,6 +1,7 @@
 import { DatabaseError } from 'pg';
 import pino, { type DestinationStream, type Logger } from 'pino';
 import type { Config } from '../config';
+import { logContext } from './log-context';
 
 /**
  * Paths pino blanks before a line is written. Secrets must never reach a log line, whatever logs them:
@@ -32,6 +33,14 @@ export function createLogger(config: Pick<Config, 'LOG_LEVEL' | 'NODE_ENV'>, des
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     serializers: { err: serializeError },
     timestamp: pino.stdTimeFunctions.isoTime,
+    // The request or job this line was written for, and its workspace (src/lib/log-context.ts).
+    mixin: (_line: object, _level: number, instance: Logger) => {
+      const context = logContext();
+      if (!context) return {};
+      // A child already bound to a key (pino-http's per-request props) keeps it once.
+      const bound = instance.bindings();
+      return Object.fromEntries(Object.entries(context).filter(([k, v]) => v !== undefined && !(k in bound)));
+    },
   };
   return destination ? pino(options, destination) : pino(options);
 }

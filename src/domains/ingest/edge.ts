@@ -5,6 +5,7 @@ import type { Config } from '../../config';
 import type { Db } from '../../db';
 import { createIntakeEdge, type IntakeOutcome } from '../../intake/edge';
 import { notFound, payloadTooComplex, refuse, validationFailed } from '../../lib/errors';
+import { setLogTenant } from '../../lib/log-context';
 import type { Principal } from '../identity/principal';
 import { isUuid } from '../../lib/ids';
 import { iso } from '../../lib/time';
@@ -86,6 +87,7 @@ export function createIngestGateway(deps: {
         throw refuse('channel_adapter_unavailable', `The ${def.id} channel has no adapter yet; messages cannot be ingested.`);
       }
       const { tenantId, tokenHash, cacheKey } = await resolveTenant(def, body, query.token);
+      setLogTenant(tenantId);
       // Parsed (pure) before the workspace is charged: a payload nobody can read costs the workspace nothing
       // (its refusal is charged to the sender's address, see chargeRefusals on the route).
       const parsed = def.adapter.parse(body.payload);

@@ -4,6 +4,7 @@ import type { Db } from '../../db';
 import { createIntakeEdge, type IntakeOutcome } from '../../intake/edge';
 import { DomainError, notFound, refuse, validationFailed } from '../../lib/errors';
 import { inspectJson, jsonTooComplex, scanJson } from '../../lib/json-limits';
+import { setLogTenant } from '../../lib/log-context';
 import type { QueueHub } from '../../queue/hub';
 import type { ItemResult, ResultBus } from '../../queue/results';
 import { classify, verifySignature, type WebhookHeaders } from './providers';
@@ -40,6 +41,7 @@ export function createWebhookEdge(deps: { db: Db; config: Config; redis: Redis; 
       // An integration is of exactly one of the three providers: any other path segment cannot match it.
       const integration = await store.integrationForIntake(db, integrationId);
       if (!integration || integration.provider !== provider) throw notFound('integration');
+      setLogTenant(integration.tenant_id);
       if (!isJson(headers['content-type'])) {
         throw refuse('unsupported_media_type', 'Send the provider payload as application/json.');
       }
