@@ -3,7 +3,7 @@ import type { AuditRow } from '../../db/types';
 import type { Principal } from '../identity/principal';
 import { iso } from '../../lib/time';
 import * as store from './store';
-import { listTenantIds } from '../workspaces/store';
+import { crossTenantListIds } from '../workspaces/store';
 
 export interface AuditTarget {
   type: string;
@@ -45,7 +45,7 @@ export function createAuditService(deps: { db: Db }) {
 
     /** Retention sweep run by the maintenance worker; each workspace is pruned on its own. */
     async prune(retentionDays: number): Promise<{ deleted: number; tenants: number }> {
-      const ids = await listTenantIds(db);
+      const ids = await crossTenantListIds(db);
       let deleted = 0;
       for (const tenantId of ids) deleted += await store.deleteOlderThan(db, tenantId, retentionDays);
       return { deleted, tenants: ids.length };

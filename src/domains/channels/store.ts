@@ -42,7 +42,7 @@ export async function setTokenHash(db: Executor, tenantId: string, channel: stri
  * Public intake resolves the workspace from what the provider sent, before any tenant is known: these two
  * lookups are keyed by the token or by (tenant, channel) and return only enabled connections.
  */
-export async function enabledByToken(db: Executor, tokenHash: Buffer) {
+export async function crossTenantConnectionByToken(db: Executor, tokenHash: Buffer) {
   return db
     .selectFrom('channel_connections')
     .select(['tenant_id', 'channel'])

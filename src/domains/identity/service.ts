@@ -45,7 +45,7 @@ export function createIdentityService(deps: { db: Db; config: Config; audit: Aud
   }
 
   async function fromApiKey(secret: string): Promise<Principal> {
-    const row = await store.findKeyByPrefix(db, apiKeyPrefixOf(secret));
+    const row = await store.crossTenantKeyByPrefix(db, apiKeyPrefixOf(secret));
     // One message for every failure so a caller cannot probe which prefixes exist.
     if (!row || !sameHash(row.secret_hash, hashApiKeySecret(config.API_KEY_PEPPER, secret))) {
       throw unauthenticated('The API key is not valid.');

@@ -22,7 +22,7 @@ export interface KeyForAuth {
 }
 
 /** The key and its creator's live membership in one round trip. */
-export async function findKeyByPrefix(db: Db, prefix: string): Promise<KeyForAuth | undefined> {
+export async function crossTenantKeyByPrefix(db: Db, prefix: string): Promise<KeyForAuth | undefined> {
   return db
     .selectFrom('api_keys as k')
     .leftJoin('memberships as m', (j) => j.onRef('m.tenant_id', '=', 'k.tenant_id').onRef('m.user_id', '=', 'k.created_by_user_id'))

@@ -57,14 +57,14 @@ export function createIngestGateway(deps: {
       const cacheKey = `token|${def.id}|${tokenHash}`;
       const cached = connected?.get(cacheKey);
       if (cached) return { tenantId: cached, tokenHash, cacheKey };
-      const conn = await channelStore.enabledByToken(db, hash);
+      const conn = await channelStore.crossTenantConnectionByToken(db, hash);
       if (!conn || conn.channel !== def.id) throw notFound('channel connection');
       connected?.set(cacheKey, conn.tenant_id);
       return { tenantId: conn.tenant_id, tokenHash, cacheKey };
     }
     let tenantId = body.tenant_id;
     if (tenantId === undefined && body.agent_id !== undefined) {
-      tenantId = isUuid(body.agent_id) ? await store.agentTenant(db, body.agent_id) : undefined;
+      tenantId = isUuid(body.agent_id) ? await store.crossTenantAgentWorkspace(db, body.agent_id) : undefined;
       if (!tenantId) throw notFound('channel connection');
     }
     if (tenantId === undefined) {

@@ -95,7 +95,7 @@ export async function lockSenders(db: Executor, tenantId: string, keys: string[]
     from (select distinct hashtextextended(${tenantId} || '|' || k, 0) as h from unnest(${keys}::text[]) as k order by h) as ordered`.execute(db);
 }
 
-export async function agentTenant(db: Executor, agentId: string): Promise<string | undefined> {
+export async function crossTenantAgentWorkspace(db: Executor, agentId: string): Promise<string | undefined> {
   const row = await db.selectFrom('agents').select('tenant_id').where('id', '=', agentId).executeTakeFirst();
   return row?.tenant_id;
 }

@@ -425,7 +425,7 @@ export function createMailboxService(deps: {
       // and a provider that is down leaves the state usable for a retry within its lifetime (OAUTH_STATE_TTL_SECONDS). A state of
       // another workspace is refused and left as it was.
       await db.transaction().execute(async (tx) => {
-        const row = await store.lockState(tx, hash);
+        const row = await store.crossTenantLockOAuthState(tx, hash);
         if (!row || row.used_at !== null || row.expires_at.getTime() <= Date.now() || row.provider !== p.id) throw invalidState();
         if (row.tenant_id !== actor.tenantId) {
           throw refuse('oauth_state_mismatch', 'This state was minted for another workspace; complete the connection from the workspace that started it.');
@@ -473,13 +473,13 @@ export function createMailboxService(deps: {
 
     /** The scheduled sweep: one refresh per mailbox due, deduplicated by job id so none is queued twice. */
     async sweep() {
-      await store.pruneStates(db, new Date(Date.now() - 24 * 3600 * 1000));
-      const due = await store.dueForRefresh(db, config.MAILBOX_REFRESH_SECONDS);
+      await store.crossTenantPruneOAuthStates(db, new Date(Date.now() - 24 * 3600 * 1000));
+      const due = await store.crossTenantDueForRefresh(db, config.MAILBOX_REFRESH_SECONDS);
       for (const tenantId of due) await queues.enqueue('mailbox.refresh', { tenant_id: tenantId });
-      const polls = await store.dueForPoll(db, config.MAILBOX_POLL_SECONDS);
+      const polls = await store.crossTenantDueForPoll(db, config.MAILBOX_POLL_SECONDS);
       for (const tenantId of polls) await queues.enqueue('mailbox.poll', { tenant_id: tenantId });
       // The outbox: a reply whose job never reached the queue is sent late rather than never.
-      const waiting = await store.staleOutbound(db, 60);
+      const waiting = await store.crossTenantStaleOutbound(db, 60);
       for (const o of waiting) await queues.enqueue('outbound.send', { tenant_id: o.tenant_id, event_id: o.event_id });
       return { refreshes: due.length, polls: polls.length, resent: waiting.length };
     },

@@ -10,7 +10,7 @@ export async function insertState(db: Executor, tenantId: string, s: { hash: Buf
  * The state row, locked, whatever workspace it belongs to: the caller must see a foreign state to refuse it
  * as a mismatch (and leave it unconsumed). This is the one lookup not scoped by the caller's workspace.
  */
-export async function lockState(db: Executor, hash: Buffer) {
+export async function crossTenantLockOAuthState(db: Executor, hash: Buffer) {
   return db.selectFrom('oauth_states').selectAll().where('state_hash', '=', hash).forUpdate().executeTakeFirst();
 }
 
@@ -18,7 +18,7 @@ export async function consumeState(db: Executor, tenantId: string, hash: Buffer)
   await db.updateTable('oauth_states').set({ used_at: sql`now()` }).where('tenant_id', '=', tenantId).where('state_hash', '=', hash).execute();
 }
 
-export async function pruneStates(db: Executor, olderThan: Date) {
+export async function crossTenantPruneOAuthStates(db: Executor, olderThan: Date) {
   await db.deleteFrom('oauth_states').where('expires_at', '<', olderThan).execute();
 }
 
@@ -65,7 +65,7 @@ export async function recordChecks(
 }
 
 /** Connected mailboxes whose last check is older than the interval (or that were never checked). */
-export async function dueForRefresh(db: Executor, intervalSeconds: number): Promise<string[]> {
+export async function crossTenantDueForRefresh(db: Executor, intervalSeconds: number): Promise<string[]> {
   const rows = await db
     .selectFrom('mailboxes')
     .select('tenant_id')
@@ -90,7 +90,7 @@ export async function setCheck(db: Executor, tenantId: string, check: MailboxChe
     .execute();
 }
 
-export async function dueForPoll(db: Executor, intervalSeconds: number): Promise<string[]> {
+export async function crossTenantDueForPoll(db: Executor, intervalSeconds: number): Promise<string[]> {
   const rows = await db
     .selectFrom('mailboxes')
     .select('tenant_id')
@@ -142,7 +142,7 @@ export async function sentToday(db: Executor, tenantId: string): Promise<number>
 }
 
 /** Sends still waiting a while after their reply committed (their job was lost, e.g. Redis was down). */
-export async function staleOutbound(db: Executor, olderThanSeconds: number): Promise<{ tenant_id: string; event_id: string }[]> {
+export async function crossTenantStaleOutbound(db: Executor, olderThanSeconds: number): Promise<{ tenant_id: string; event_id: string }[]> {
   return db
     .selectFrom('outbound_emails')
     .select(['tenant_id', 'event_id'])

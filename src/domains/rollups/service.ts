@@ -277,7 +277,7 @@ export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Lo
 
     /** The per-minute sweep: folds every workspace with deltas waiting (their job may have been lost). */
     async sweep() {
-      const tenants = await store.tenantsWithJournal(db);
+      const tenants = await store.crossTenantWithJournal(db);
       for (const t of tenants) await db.transaction().execute((tx) => store.fold(tx, t));
       return { folded: tenants.length };
     },

@@ -137,7 +137,7 @@ export async function fold(db: Executor, tenantId: string): Promise<{ moved: num
 }
 
 /** Workspaces with deltas waiting (the sweep folds them if their coalesced job was lost). */
-export async function tenantsWithJournal(db: Executor): Promise<string[]> {
+export async function crossTenantWithJournal(db: Executor): Promise<string[]> {
   const { rows } = await sql<{ tenant_id: string }>`select distinct tenant_id from rollup_journal`.execute(db);
   return rows.map((r) => r.tenant_id);
 }

@@ -6,7 +6,7 @@ import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
 import { dueTimes, DEFAULT_SLA_TARGETS, type Priority } from '../sla/targets';
 import * as slaStore from '../sla/store';
-import { listTenantIds, lockTenant } from '../workspaces/store';
+import { crossTenantListIds, lockTenant } from '../workspaces/store';
 import * as store from './store';
 
 /**
@@ -95,7 +95,7 @@ export function createTicketSla(deps: { db: Db; queues: QueueHub; logger: Logger
   /** The sla.sweep job: every workspace checked (a cross-tenant pass by design: it backs up lost timers). */
   async function sweepAllTenants(): Promise<{ breached: number }> {
     let breached = 0;
-    for (const tenantId of await listTenantIds(db)) breached += await check(tenantId);
+    for (const tenantId of await crossTenantListIds(db)) breached += await check(tenantId);
     return { breached };
   }
 

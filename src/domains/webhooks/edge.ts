@@ -39,7 +39,7 @@ export function createWebhookEdge(deps: { db: Db; config: Config; redis: Redis; 
   return {
     async receive(provider: string, integrationId: string, raw: Buffer, headers: WebhookHeaders): Promise<IntakeOutcome> {
       // An integration is of exactly one of the three providers: any other path segment cannot match it.
-      const integration = await store.integrationForIntake(db, integrationId);
+      const integration = await store.crossTenantIntegrationForIntake(db, integrationId);
       if (!integration || integration.provider !== provider) throw notFound('integration');
       setLogTenant(integration.tenant_id);
       if (!isJson(headers['content-type'])) {

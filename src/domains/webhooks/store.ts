@@ -35,7 +35,7 @@ export async function deleteIntegration(db: Executor, tenantId: string, id: stri
 }
 
 /** The intake lookup: the integration id in the URL is what selects the workspace, so this is not tenant-scoped. */
-export async function integrationForIntake(db: Executor, id: string) {
+export async function crossTenantIntegrationForIntake(db: Executor, id: string) {
   return db.selectFrom('integrations').select(['id', 'tenant_id', 'provider', 'signing_secret_sealed']).where('id', '=', id).executeTakeFirst();
 }
 

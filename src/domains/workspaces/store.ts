@@ -6,7 +6,7 @@ export async function insertTenant(db: Executor, tenantId: string, name: string)
 }
 
 /** For maintenance sweeps that visit every workspace in turn. */
-export async function listTenantIds(db: Executor): Promise<string[]> {
+export async function crossTenantListIds(db: Executor): Promise<string[]> {
   const rows = await db.selectFrom('tenants').select('id').orderBy('id').execute();
   return rows.map((r) => r.id);
 }
