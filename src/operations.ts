@@ -13,6 +13,7 @@ import { channelOperations } from './domains/channels/routes';
 import { mailboxOperations } from './domains/mailbox/routes';
 import { webhookOperations } from './domains/webhooks/routes';
 import { rollupOperations } from './domains/rollups/routes';
+import { workOperations } from './domains/work/routes';
 import { workspaceOperations } from './domains/workspaces/routes';
 import { helpCentreOperations } from './domains/help-centre/routes';
 import { ingestOperations } from './domains/ingest/routes';
@@ -34,6 +35,7 @@ const ALL: Operation[] = [
   ...channelOperations,
   ...mailboxOperations,
   ...webhookOperations,
+  ...workOperations,
   ...rollupOperations,
   ...workspaceOperations,
   ...helpCentreOperations,

@@ -25,6 +25,7 @@ import { createWebhookEdge } from './domains/webhooks/edge';
 import { createWebhookService } from './domains/webhooks/service';
 import { createWebhookWorker } from './domains/webhooks/worker';
 import { createRollupService } from './domains/rollups/service';
+import { createWorkService } from './domains/work/service';
 import { createHelpCentreService } from './domains/help-centre/service';
 import { createArticleService } from './domains/help-centre/articles';
 import { createAuthThrottle } from './http/auth-throttle';
@@ -49,6 +50,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     threadWindowHours: config.THREAD_WINDOW_HOURS,
   });
   const helpCentre = createHelpCentreService({ db, config });
+  const rollups = createRollupService({ db, queues, logger });
   const ingestProcessor = createIngestWorker({ db, tickets: tickets.commands, customers, logger });
   return {
     identity: createIdentityService({ db, config, audit }),
@@ -69,7 +71,8 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     ingest: createIngestGateway({ db, config, redis, queues, bus, channels }),
     ingestProcessor,
     slaPolicies: createSlaPolicyService({ db }),
-    rollups: createRollupService({ db, queues, logger }),
+    rollups,
+    work: createWorkService({ db, rollups, tickets: tickets.queries }),
     settings: createWorkspaceSettingsService({ db, config, audit }),
     helpCentre,
     articles: createArticleService({ db, config, centres: helpCentre }),

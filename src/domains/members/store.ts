@@ -154,3 +154,8 @@ export async function userName(db: Executor, userId: string): Promise<string | n
   const row = await db.selectFrom('users').select('name').where('id', '=', userId).executeTakeFirst();
   return row?.name ?? null;
 }
+
+/** Whether the user holds a membership of any status (work may be attributed to an invited or former member). */
+export async function isMember(db: Executor, tenantId: string, userId: string): Promise<boolean> {
+  return (await db.selectFrom('memberships').select('user_id').where('tenant_id', '=', tenantId).where('user_id', '=', userId).executeTakeFirst()) !== undefined;
+}

@@ -1,12 +1,8 @@
 import type { Logger } from 'pino';
 import type { Db, Executor } from '../../db';
-import type { TimeEntryRow, TodoRow } from '../../db/types';
-import { notFound, refuse } from '../../lib/errors';
+import type { CsatResponseRow, TimeEntryRow } from '../../db/types';
 import type { Principal } from '../identity/principal';
-import { newId } from '../../lib/ids';
-import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
-import * as ticketStore from '../tickets/store';
 import * as store from './store';
 
 const DAY_MS = 24 * 3600 * 1000;
@@ -15,30 +11,11 @@ const FOLD_DELAY_MS = 500;
 
 const split = (minutes: number, billable: number) => ({ minutes, billable_minutes: billable, non_billable_minutes: minutes - billable });
 
-const presentEntry = (e: TimeEntryRow) => ({
-  id: e.id,
-  ticket_id: e.ticket_id,
-  ...(e.user_id ? { user_id: e.user_id } : {}),
-  ...(e.team_id ? { team_id: e.team_id } : {}),
-  minutes: e.minutes,
-  billable: e.billable,
-  worked_on: e.worked_on,
-  created_at: iso(e.created_at),
-});
-
-const presentTodo = (t: TodoRow) => ({
-  id: t.id,
-  ticket_id: t.ticket_id,
-  title: t.title,
-  ...(t.assignee_id ? { assignee_id: t.assignee_id } : {}),
-  due_at: t.due_at ? iso(t.due_at) : null,
-  done: t.done_at !== null,
-  done_at: t.done_at ? iso(t.done_at) : null,
-  created_at: iso(t.created_at),
-});
-
 /** A time entry's contribution to its bucket, signed: +1 on create, −1 for the old version on edit or delete. */
-const timeDelta = (e: TimeEntryRow, sign: 1 | -1): store.Delta => ({
+/** A satisfaction response's contribution to its bucket. */
+export const csatDelta = (row: CsatResponseRow): store.Delta => ({ kind: 'csat', day: store.dayOf(row.created_at), user_id: row.assignee_id, team_id: null, worked_on: null, billable: null, score: row.score, entries: 1, minutes: 0 });
+
+export const timeDelta = (e: TimeEntryRow, sign: 1 | -1): store.Delta => ({
   kind: 'time',
   day: store.dayOf(e.created_at),
   user_id: e.user_id,
@@ -51,24 +28,12 @@ const timeDelta = (e: TimeEntryRow, sign: 1 | -1): store.Delta => ({
 });
 
 /**
- * The rollup sources (time entries, todos, satisfaction responses) and the rollups read from them. Every
- * source write journals its signed delta in its own transaction and asks for a fold; reads are exact
- * whether or not the fold has run (see store.timeGroups).
+ * The rollups read from the work on tickets (time entries, todos, satisfaction responses: the work domain
+ * writes them): every source write journals its signed delta in its own transaction (`journaled`) and asks
+ * for a fold; reads are exact whether or not the fold has run (see store.timeGroups).
  */
 export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Logger }) {
   const { db, queues, logger } = deps;
-
-  async function ticketIn(tx: Executor, tenantId: string, id: string) {
-    const t = await ticketStore.getTicket(tx, tenantId, id);
-    if (!t) throw notFound('ticket');
-    return t;
-  }
-
-  async function memberOrRefuse(tx: Executor, tenantId: string, userId: string | null | undefined, field: string) {
-    if (userId && !(await store.isMember(tx, tenantId, userId))) {
-      throw refuse('member_unknown', 'No such member in this workspace.', [{ path: `body.${field}`, message: 'not a member of the workspace' }]);
-    }
-  }
 
   /** After commit: a lost enqueue (Redis down) only delays the fold; the per-minute sweep catches up. */
   async function requestFold(tenantId: string) {
@@ -102,101 +67,11 @@ export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Lo
   };
 
   return {
-    async addTimeEntry(actor: Principal, ticketId: string, input: { minutes: number; billable: boolean; user_id?: string; worked_on?: string }) {
-      return journaled(actor.tenantId, async (tx) => {
-        const ticket = await ticketIn(tx, actor.tenantId, ticketId);
-        await memberOrRefuse(tx, actor.tenantId, input.user_id, 'user_id');
-        const row = await store.insertTimeEntry(tx, actor.tenantId, {
-          id: newId(),
-          ticket_id: ticket.id,
-          user_id: input.user_id ?? actor.userId,
-          // The team the ticket had when the time was logged: a later move does not re-attribute past work.
-          team_id: ticket.team_id,
-          minutes: input.minutes,
-          billable: input.billable,
-          worked_on: input.worked_on ?? null,
-        });
-        return { result: presentEntry(row), deltas: [timeDelta(row, 1)] };
-      });
-    },
-
-    async patchTimeEntry(actor: Principal, id: string, input: { minutes?: number; billable?: boolean; user_id?: string | null; worked_on?: string | null }) {
-      return journaled(actor.tenantId, async (tx) => {
-        const old = await store.lockTimeEntry(tx, actor.tenantId, id);
-        if (!old) throw notFound('time entry');
-        await memberOrRefuse(tx, actor.tenantId, input.user_id, 'user_id');
-        const row = await store.updateTimeEntry(tx, actor.tenantId, id, input);
-        return { result: presentEntry(row), deltas: [timeDelta(old, -1), timeDelta(row, 1)] };
-      });
-    },
-
-    async deleteTimeEntry(actor: Principal, id: string) {
-      await journaled(actor.tenantId, async (tx) => {
-        const old = await store.lockTimeEntry(tx, actor.tenantId, id);
-        if (!old) throw notFound('time entry');
-        await store.deleteTimeEntry(tx, actor.tenantId, id);
-        return { result: undefined, deltas: [timeDelta(old, -1)] };
-      });
-    },
-
-    async listTimeEntries(actor: Principal, ticketId: string) {
-      await ticketIn(db, actor.tenantId, ticketId);
-      return { time_entries: (await store.listTimeEntries(db, actor.tenantId, ticketId)).map(presentEntry) };
-    },
-
-    async addTodo(actor: Principal, ticketId: string, input: { title: string; assignee_id?: string; due_at?: string }) {
-      return db.transaction().execute(async (tx) => {
-        const ticket = await ticketIn(tx, actor.tenantId, ticketId);
-        await memberOrRefuse(tx, actor.tenantId, input.assignee_id, 'assignee_id');
-        const row = await store.insertTodo(tx, actor.tenantId, {
-          id: newId(),
-          ticket_id: ticket.id,
-          title: input.title,
-          assignee_id: input.assignee_id ?? null,
-          due_at: input.due_at ? new Date(input.due_at) : null,
-        });
-        return presentTodo(row);
-      });
-    },
-
-    async patchTodo(actor: Principal, id: string, input: { title?: string; done?: boolean; assignee_id?: string | null; due_at?: string | null }) {
-      return db.transaction().execute(async (tx) => {
-        const current = await store.getTodo(tx, actor.tenantId, id);
-        if (!current) throw notFound('todo');
-        await memberOrRefuse(tx, actor.tenantId, input.assignee_id, 'assignee_id');
-        const row = await store.updateTodo(tx, actor.tenantId, id, {
-          ...(input.title !== undefined ? { title: input.title } : {}),
-          ...(input.assignee_id !== undefined ? { assignee_id: input.assignee_id } : {}),
-          ...(input.due_at !== undefined ? { due_at: input.due_at === null ? null : new Date(input.due_at) } : {}),
-          // Marking done twice keeps the first time it was done.
-          ...(input.done !== undefined ? { done_at: input.done ? (current.done_at ?? new Date()) : null } : {}),
-        });
-        return presentTodo(row!);
-      });
-    },
-
-    async deleteTodo(actor: Principal, id: string) {
-      if (!(await store.deleteTodo(db, actor.tenantId, id))) throw notFound('todo');
-    },
-
-    async addCsat(actor: Principal, ticketId: string, input: { score: number; comment?: string }) {
-      return journaled(actor.tenantId, async (tx) => {
-        const ticket = await ticketIn(tx, actor.tenantId, ticketId);
-        const row = await store.insertCsat(tx, actor.tenantId, {
-          id: newId(),
-          ticket_id: ticket.id,
-          assignee_id: ticket.assignee_id,
-          score: input.score,
-          comment: input.comment ?? '',
-          created_by_user_id: actor.userId,
-        });
-        const delta: store.Delta = { kind: 'csat', day: store.dayOf(row.created_at), user_id: row.assignee_id, team_id: null, worked_on: null, billable: null, score: row.score, entries: 1, minutes: 0 };
-        return {
-          result: { id: row.id, ticket_id: row.ticket_id, ...(row.assignee_id ? { assignee_id: row.assignee_id } : {}), score: row.score, comment: row.comment, created_at: iso(row.created_at) },
-          deltas: [delta],
-        };
-      });
-    },
+    /**
+     * A write to a rollup source (time entries, satisfaction responses) in one transaction with the signed
+     * deltas it journals; a fold is asked for after commit.
+     */
+    journaled,
 
     async timeSummary(actor: Principal, q: { since_days: number; user_id?: string; team_id?: string; by_ticket_limit: number }) {
       const w = windowOf(q.since_days, q.user_id, q.team_id);

@@ -2,7 +2,7 @@ import type { Db, Executor } from '../../db';
 import type { TicketEventRow, TicketRow } from '../../db/types';
 import { notFound } from '../../lib/errors';
 import { iso } from '../../lib/time';
-import { workTotals } from '../rollups/store';
+import { workTotals } from '../work/store';
 import type { TicketFilters } from './schemas';
 import { legalNextStates } from './status';
 import * as store from './store';
@@ -66,6 +66,8 @@ export function createTicketQueries(deps: { db: Db }) {
 
   return {
     detailIn,
+    /** The ticket row, for other domains' writes about it (work logged on it); undefined when there is none. */
+    find: (exec: Executor, tenantId: string, id: string) => store.getTicket(exec, tenantId, id),
     // One snapshot for the row and its timeline: read as separate statements, a change committing in between
     // showed its event next to the fields from before it.
     detail: (tenantId: string, id: string) =>

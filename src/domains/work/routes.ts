@@ -1,0 +1,115 @@
+import { defineOperation } from '../../http/operation';
+import {
+  createCsatBody,
+  createTimeEntryBody,
+  createTodoBody,
+  csatResponse,
+  patchTimeEntryBody,
+  patchTodoBody,
+  ticketParams,
+  timeEntry,
+  timeEntryList,
+  timeEntryParams,
+  todo,
+  todoParams,
+} from './schemas';
+
+const write = { floor: 'editor', tag: 'tickets', action: 'write' } as const;
+
+export const workOperations = [
+  defineOperation({
+    id: 'create_time_entry',
+    method: 'post',
+    path: '/v1/tickets/{ticket_id}/time-entries',
+    summary: 'Log time on a ticket (user_id defaults to the caller; the ticket\'s current team is recorded with it)',
+    access: write,
+    params: ticketParams,
+    body: createTimeEntryBody,
+    response: { status: 201, description: 'The entry', schema: timeEntry },
+    errors: ['member_unknown'],
+    handler: async ({ principal, params, body }, s) => ({ status: 201, body: await s.work.addTimeEntry(principal, params.ticket_id, body) }),
+  }),
+  defineOperation({
+    id: 'list_time_entries',
+    method: 'get',
+    path: '/v1/tickets/{ticket_id}/time-entries',
+    summary: 'The ticket\'s time entries, oldest first',
+    access: { floor: 'viewer', tag: 'tickets', action: 'read' },
+    params: ticketParams,
+    response: { status: 200, description: 'Entries', schema: timeEntryList },
+    handler: async ({ principal, params }, s) => ({ body: await s.work.listTimeEntries(principal, params.ticket_id) }),
+  }),
+  defineOperation({
+    id: 'patch_time_entry',
+    method: 'patch',
+    path: '/v1/time-entries/{entry_id}',
+    summary: 'Change a time entry (minutes, billable, user_id, worked_on)',
+    access: write,
+    params: timeEntryParams,
+    body: patchTimeEntryBody,
+    response: { status: 200, description: 'The entry', schema: timeEntry },
+    errors: ['member_unknown'],
+    handler: async ({ principal, params, body }, s) => ({ body: await s.work.patchTimeEntry(principal, params.entry_id, body) }),
+  }),
+  defineOperation({
+    id: 'delete_time_entry',
+    method: 'delete',
+    path: '/v1/time-entries/{entry_id}',
+    summary: 'Delete a time entry',
+    access: write,
+    params: timeEntryParams,
+    response: { status: 204, description: 'Deleted' },
+    handler: async ({ principal, params }, s) => {
+      await s.work.deleteTimeEntry(principal, params.entry_id);
+      return { status: 204 };
+    },
+  }),
+  defineOperation({
+    id: 'create_todo',
+    method: 'post',
+    path: '/v1/tickets/{ticket_id}/todos',
+    summary: 'Add a todo to a ticket',
+    access: write,
+    params: ticketParams,
+    body: createTodoBody,
+    response: { status: 201, description: 'The todo', schema: todo },
+    errors: ['member_unknown'],
+    handler: async ({ principal, params, body }, s) => ({ status: 201, body: await s.work.addTodo(principal, params.ticket_id, body) }),
+  }),
+  defineOperation({
+    id: 'patch_todo',
+    method: 'patch',
+    path: '/v1/todos/{todo_id}',
+    summary: 'Change a todo (title, done, assignee_id, due_at)',
+    access: write,
+    params: todoParams,
+    body: patchTodoBody,
+    response: { status: 200, description: 'The todo', schema: todo },
+    errors: ['member_unknown'],
+    handler: async ({ principal, params, body }, s) => ({ body: await s.work.patchTodo(principal, params.todo_id, body) }),
+  }),
+  defineOperation({
+    id: 'delete_todo',
+    method: 'delete',
+    path: '/v1/todos/{todo_id}',
+    summary: 'Delete a todo',
+    access: write,
+    params: todoParams,
+    response: { status: 204, description: 'Deleted' },
+    handler: async ({ principal, params }, s) => {
+      await s.work.deleteTodo(principal, params.todo_id);
+      return { status: 204 };
+    },
+  }),
+  defineOperation({
+    id: 'create_csat_response',
+    method: 'post',
+    path: '/v1/tickets/{ticket_id}/csat',
+    summary: 'Record a satisfaction response (the ticket\'s assignee at this moment is the agent it rates)',
+    access: write,
+    params: ticketParams,
+    body: createCsatBody,
+    response: { status: 201, description: 'The response', schema: csatResponse },
+    handler: async ({ principal, params, body }, s) => ({ status: 201, body: await s.work.addCsat(principal, params.ticket_id, body) }),
+  }),
+];

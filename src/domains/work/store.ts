@@ -1,0 +1,68 @@
+import { sql } from 'kysely';
+import type { Executor } from '../../db';
+import type { CsatResponseRow, TimeEntryRow, TodoRow } from '../../db/types';
+
+export async function insertTimeEntry(db: Executor, tenantId: string, e: Omit<TimeEntryRow, 'tenant_id' | 'created_at'>): Promise<TimeEntryRow> {
+  return db.insertInto('time_entries').values({ ...e, tenant_id: tenantId }).returningAll().executeTakeFirstOrThrow();
+}
+
+export async function lockTimeEntry(db: Executor, tenantId: string, id: string): Promise<TimeEntryRow | undefined> {
+  return db.selectFrom('time_entries').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).forUpdate().executeTakeFirst();
+}
+
+export async function updateTimeEntry(db: Executor, tenantId: string, id: string, patch: Partial<Pick<TimeEntryRow, 'minutes' | 'billable' | 'user_id' | 'worked_on'>>) {
+  return db.updateTable('time_entries').set(patch).where('tenant_id', '=', tenantId).where('id', '=', id).returningAll().executeTakeFirstOrThrow();
+}
+
+export async function deleteTimeEntry(db: Executor, tenantId: string, id: string): Promise<void> {
+  await db.deleteFrom('time_entries').where('tenant_id', '=', tenantId).where('id', '=', id).execute();
+}
+
+export async function listTimeEntries(db: Executor, tenantId: string, ticketId: string): Promise<TimeEntryRow[]> {
+  return db.selectFrom('time_entries').selectAll().where('tenant_id', '=', tenantId).where('ticket_id', '=', ticketId).orderBy('created_at').orderBy('id').execute();
+}
+
+export async function insertTodo(db: Executor, tenantId: string, t: Omit<TodoRow, 'tenant_id' | 'created_at' | 'done_at'>): Promise<TodoRow> {
+  return db.insertInto('todos').values({ ...t, tenant_id: tenantId }).returningAll().executeTakeFirstOrThrow();
+}
+
+export async function updateTodo(db: Executor, tenantId: string, id: string, patch: Partial<Pick<TodoRow, 'title' | 'assignee_id' | 'due_at' | 'done_at'>>) {
+  return db.updateTable('todos').set(patch).where('tenant_id', '=', tenantId).where('id', '=', id).returningAll().executeTakeFirst();
+}
+
+export async function deleteTodo(db: Executor, tenantId: string, id: string): Promise<boolean> {
+  const r = await db.deleteFrom('todos').where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+  return Number(r.numDeletedRows) === 1;
+}
+
+export async function getTodo(db: Executor, tenantId: string, id: string): Promise<TodoRow | undefined> {
+  return db.selectFrom('todos').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+}
+
+export async function insertCsat(db: Executor, tenantId: string, c: Omit<CsatResponseRow, 'tenant_id' | 'created_at'>): Promise<CsatResponseRow> {
+  return db.insertInto('csat_responses').values({ ...c, tenant_id: tenantId }).returningAll().executeTakeFirstOrThrow();
+}
+
+/** A ticket's time and todo totals, as its detail shows them (the read model of work on one ticket). */
+export async function workTotals(db: Executor, tenantId: string, ticketId: string) {
+  const time = await db
+    .selectFrom('time_entries')
+    .select([
+      sql<number>`coalesce(sum(minutes), 0)::int`.as('total'),
+      sql<number>`coalesce(sum(minutes) filter (where billable), 0)::int`.as('billable'),
+    ])
+    .where('tenant_id', '=', tenantId)
+    .where('ticket_id', '=', ticketId)
+    .executeTakeFirstOrThrow();
+  const todos = await db
+    .selectFrom('todos')
+    .select([
+      sql<number>`count(*) filter (where done_at is null)::int`.as('open'),
+      sql<number>`count(*) filter (where done_at is not null)::int`.as('done'),
+      sql<number>`count(*) filter (where done_at is null and due_at < now())::int`.as('overdue'),
+    ])
+    .where('tenant_id', '=', tenantId)
+    .where('ticket_id', '=', ticketId)
+    .executeTakeFirstOrThrow();
+  return { time, todos };
+}
