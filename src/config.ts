@@ -128,6 +128,76 @@ const schema = z
 
 export type Config = z.infer<typeof schema>;
 
+/** Every variable the service reads (optional ones included). */
+export const CONFIG_KEYS = Object.keys(schema.shape) as (keyof Config)[];
+
+/**
+ * The configuration in sections, one per concern: a factory is handed the sections it needs (`section`),
+ * never the whole config, so what each part of the service can read is visible in its type. Every variable
+ * belongs to exactly one section (test/config.test.ts).
+ */
+export const CONFIG_SECTIONS = {
+  runtime: ['NODE_ENV', 'LOG_LEVEL', 'SHUTDOWN_GRACE_MS'],
+  http: ['PORT', 'HOST', 'PUBLIC_BASE_URL', 'BODY_LIMIT_BYTES', 'TRUST_PROXY', 'JOB_WAIT_MS'],
+  db: ['DATABASE_URL', 'PG_POOL_MAX', 'PG_CONNECT_TIMEOUT_MS', 'PG_STATEMENT_TIMEOUT_MS'],
+  redis: ['REDIS_URL', 'REDIS_PREFIX'],
+  secrets: ['API_KEY_PEPPER', 'ENCRYPTION_KEYS'],
+  identity: [
+    'API_KEY_TOUCH_INTERVAL_SECONDS',
+    'REALM_JWKS_URL',
+    'REALM_PUBLIC_KEY',
+    'REALM_ISSUER',
+    'REALM_AUDIENCE',
+    'REALM_ALGORITHMS',
+    'AUTH_FAILURE_RATE_POINTS',
+    'AUTH_FAILURE_WINDOW_SECONDS',
+  ],
+  workers: ['WORKER_CONCURRENCY', 'WORKER_METRICS_PUSH_MS', 'AUDIT_RETENTION_DAYS'],
+  tickets: ['PRESENCE_TTL_SECONDS', 'THREAD_WINDOW_HOURS'],
+  intake: [
+    'INGEST_RATE_POINTS',
+    'INGEST_RATE_WINDOW_SECONDS',
+    'INGEST_BATCH_MAX',
+    'INGEST_BATCH_WINDOW_MS',
+    'INGEST_ROUTE_CACHE_MS',
+    'INGEST_MAX_MESSAGES_PER_REQUEST',
+    'INGEST_REFUSAL_RATE_POINTS',
+    'INGEST_REFUSAL_RATE_WINDOW_SECONDS',
+  ],
+  webhooks: ['WEBHOOK_BATCH_MAX', 'WEBHOOK_BATCH_WINDOW_MS', 'WEBHOOK_RATE_POINTS', 'WEBHOOK_RATE_WINDOW_SECONDS', 'WEBHOOKS_REQUIRE_SIGNATURE', 'MAX_INTEGRATIONS_PER_WORKSPACE'],
+  mailbox: [
+    'OAUTH_REDIRECT_URL',
+    'OAUTH_STATE_TTL_SECONDS',
+    'GOOGLE_CLIENT_ID',
+    'GOOGLE_CLIENT_SECRET',
+    'GOOGLE_AUTH_URL',
+    'GOOGLE_TOKEN_URL',
+    'GOOGLE_GMAIL_API_URL',
+    'MICROSOFT_CLIENT_ID',
+    'MICROSOFT_CLIENT_SECRET',
+    'MICROSOFT_AUTH_URL',
+    'MICROSOFT_TOKEN_URL',
+    'MICROSOFT_GRAPH_API_URL',
+    'MAIL_PROVIDER_TIMEOUT_MS',
+    'MAILBOX_REFRESH_SECONDS',
+    'MAILBOX_POLL_SECONDS',
+    'MAILBOX_DAILY_SEND_LIMIT',
+    'OUTBOUND_ATTEMPTS',
+  ],
+  helpCentre: ['HELP_CENTRE_BASE_DOMAIN', 'RENDER_THREADS', 'RENDER_BUDGET_MS', 'RENDER_QUEUE_WAIT_MS'],
+  ops: ['OPS_USER', 'OPS_PASSWORD'],
+} as const satisfies Record<string, readonly (keyof Config)[]>;
+
+export type SectionName = keyof typeof CONFIG_SECTIONS;
+/** The variables of the named sections, and nothing else. */
+export type ConfigSection<S extends SectionName> = Pick<Config, (typeof CONFIG_SECTIONS)[S][number]>;
+
+/** A copy of `config` holding only the named sections' variables. */
+export function section<S extends SectionName>(config: Config, ...names: S[]): ConfigSection<S> {
+  const keys = names.flatMap((n) => CONFIG_SECTIONS[n] as readonly (keyof Config)[]);
+  return Object.fromEntries(keys.map((k) => [k, config[k]])) as ConfigSection<S>;
+}
+
 export class ConfigError extends Error {}
 
 /** Parses an environment into a typed config; the error message names the first offending variable. */

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Config } from './config';
+import { section, type Config } from './config';
 import type { Db } from './db';
 import { createAgentService } from './domains/agents/service';
 import { createApiKeyService } from './domains/api-keys/service';
@@ -35,10 +35,10 @@ import { createRefusalBudget } from './http/throttle';
 export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: Redis; bus: ResultBus }) {
   const { db, config, queues, logger, redis, bus } = deps;
   const audit = createAuditService({ db });
-  const apiKeys = createApiKeyService({ db, config, audit });
+  const apiKeys = createApiKeyService({ db, config: section(config, 'secrets'), audit });
   const customers = createCustomerService({ db });
   const notifications = createNotificationService({ db });
-  const channels = createChannelService({ db, config });
+  const channels = createChannelService({ db, config: section(config, 'secrets') });
   const tickets = createTicketService({
     db,
     customers,
@@ -46,16 +46,16 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     queues,
     logger,
     triggers: createMacroTriggerSink({ db, queues }),
-    outbound: createOutboundSink({ queues, logger, attempts: config.OUTBOUND_ATTEMPTS }),
+    outbound: createOutboundSink({ queues, logger }),
     threadWindowHours: config.THREAD_WINDOW_HOURS,
   });
-  const helpCentre = createHelpCentreService({ db, config });
+  const helpCentre = createHelpCentreService({ db, config: section(config, 'helpCentre') });
   const rollups = createRollupService({ db, queues, logger });
   const ingestProcessor = createIngestWorker({ db, tickets: tickets.commands, customers, logger });
   return {
-    identity: createIdentityService({ db, config, audit }),
-    authThrottle: createAuthThrottle({ redis, config, logger }),
-    intakeRefusals: createRefusalBudget({ redis, config, logger }),
+    identity: createIdentityService({ db, config: section(config, 'identity', 'secrets'), audit }),
+    authThrottle: createAuthThrottle({ redis, config: section(config, 'identity', 'redis'), logger }),
+    intakeRefusals: createRefusalBudget({ redis, config: section(config, 'intake', 'redis'), logger }),
     audit,
     apiKeys,
     members: createMemberService({ db, audit, apiKeys }),
@@ -64,22 +64,22 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     customers,
     notifications,
     tickets,
-    teams: createTeamService({ db, config, tickets: tickets.commands }),
+    teams: createTeamService({ db, config: section(config, 'tickets'), tickets: tickets.commands }),
     savedViews: createSavedViewService({ db }),
     macros: createMacroService({ db, tickets: tickets.commands, queries: tickets.queries }),
     channels,
-    ingest: createIngestGateway({ db, config, redis, queues, bus, channels }),
+    ingest: createIngestGateway({ db, config: section(config, 'intake', 'redis', 'http'), redis, queues, bus, channels }),
     ingestProcessor,
     slaPolicies: createSlaPolicyService({ db }),
     rollups,
     work: createWorkService({ db, rollups, tickets: tickets.queries }),
-    settings: createWorkspaceSettingsService({ db, config, audit }),
+    settings: createWorkspaceSettingsService({ db, config: section(config, 'secrets'), audit }),
     helpCentre,
-    articles: createArticleService({ db, config, centres: helpCentre }),
-    webhooks: createWebhookService({ db, config, audit }),
-    webhookIntake: createWebhookEdge({ db, config, redis, queues, bus }),
+    articles: createArticleService({ db, config: section(config, 'helpCentre'), centres: helpCentre }),
+    webhooks: createWebhookService({ db, config: section(config, 'webhooks', 'secrets', 'http'), audit }),
+    webhookIntake: createWebhookEdge({ db, config: section(config, 'webhooks', 'secrets', 'redis', 'http'), redis, queues, bus }),
     webhookProcessor: createWebhookWorker({ db }),
-    mailbox: createMailboxService({ db, config, queues, logger, channels, tickets: tickets.commands, ingest: ingestProcessor }),
+    mailbox: createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, tickets: tickets.commands, ingest: ingestProcessor }),
   };
 }
 

@@ -1,4 +1,4 @@
-import { ConfigError, loadConfig } from '../src/config';
+import { CONFIG_KEYS, CONFIG_SECTIONS, ConfigError, loadConfig, section } from '../src/config';
 
 describe('configuration from the environment', () => {
   test('applies documented defaults', () => {
@@ -45,5 +45,21 @@ describe('configuration from the environment', () => {
       expect((err as Error).message).toMatch(/API_KEY_PEPPER/);
       expect((err as Error).message).not.toContain('short-secret');
     }
+  });
+});
+
+describe('configuration sections', () => {
+  test('every variable belongs to exactly one section', () => {
+    const placed = Object.values(CONFIG_SECTIONS).flat() as string[];
+    expect(placed.length).toBe(new Set(placed).size);
+    expect([...placed].sort()).toEqual([...CONFIG_KEYS].sort());
+  });
+
+  test('a factory handed a section sees only that section\'s variables', () => {
+    const config = loadConfig({ OPS_USER: 'ops', OPS_PASSWORD: 'a-long-password' });
+    const mailbox = section(config, 'mailbox', 'http');
+    expect(Object.keys(mailbox).sort()).toEqual([...CONFIG_SECTIONS.mailbox, ...CONFIG_SECTIONS.http].sort());
+    expect(mailbox).not.toHaveProperty('OPS_PASSWORD');
+    expect(mailbox).not.toHaveProperty('ENCRYPTION_KEYS');
   });
 });

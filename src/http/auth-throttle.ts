@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
-import type { Config } from '../config';
+import type { ConfigSection } from '../config';
 import { DomainError } from '../lib/errors';
 import { problemOf } from './errors';
 import type { Principal } from '../domains/identity/principal';
@@ -17,7 +17,7 @@ export const authFailuresThrottled = (retryAfterSeconds: number) =>
  * Successes spend nothing. Redis unreachable: authentication goes on as without the throttle (logged), so an
  * outage of the counter never turns into refusals of valid keys.
  */
-export function createAuthThrottle(deps: { redis: Redis; config: Config; logger: Logger }) {
+export function createAuthThrottle(deps: { redis: Redis; config: ConfigSection<'identity' | 'redis'>; logger: Logger }) {
   const { config, logger } = deps;
   const limiter = new RateLimiterRedis({
     storeClient: deps.redis,

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { RateLimiterRes, RateLimiterRedis } from 'rate-limiter-flexible';
-import type { Config } from '../config';
+import type { ConfigSection } from '../config';
 import { DomainError } from '../lib/errors';
 import { retryAfterSeconds } from '../lib/rate';
 import { problemOf } from './errors';
@@ -18,7 +18,7 @@ const isRefusal = (err: unknown): boolean => {
  * spend a workspace's budget. Over the rate, that address's refusals become 429; its accepted requests are
  * untouched, since a provider's shared egress address also carries other workspaces' good deliveries.
  */
-export function createRefusalBudget(deps: { redis: Redis; config: Config; logger: Logger }) {
+export function createRefusalBudget(deps: { redis: Redis; config: ConfigSection<'intake' | 'redis'>; logger: Logger }) {
   const { config, logger } = deps;
   const limiter = new RateLimiterRedis({
     storeClient: deps.redis,

@@ -1,4 +1,4 @@
-import type { Config } from '../../config';
+import type { ConfigSection } from '../../config';
 import type { Db, Executor } from '../../db';
 import type { ApiKeyRow } from '../../db/types';
 import { type FieldError, insufficientScope, notFound, refuse, unauthenticated } from '../../lib/errors';
@@ -25,7 +25,7 @@ const presentListed = (k: ApiKeyRow) => ({
   revoked_at: isoOrNull(k.revoked_at),
 });
 
-export function createApiKeyService(deps: { db: Db; config: Config; audit: AuditService }) {
+export function createApiKeyService(deps: { db: Db; config: ConfigSection<'secrets'>; audit: AuditService }) {
   const { db, config, audit } = deps;
 
   /**

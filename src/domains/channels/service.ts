@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Config } from '../../config';
+import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import type { ChannelConnectionRow } from '../../db/types';
 import { DomainError, notFound } from '../../lib/errors';
@@ -23,7 +23,7 @@ const registryView = (c: ChannelDefinition) => ({
 
 const newInboundToken = () => `itk_${randomBytes(24).toString('base64url')}`;
 
-export function createChannelService(deps: { db: Db; config: Config }) {
+export function createChannelService(deps: { db: Db; config: ConfigSection<'secrets'> }) {
   const { db, config } = deps;
   const tokenHash = (token: string) => hashApiKeySecret(config.API_KEY_PEPPER, token);
 

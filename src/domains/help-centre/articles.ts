@@ -1,4 +1,4 @@
-import type { Config } from '../../config';
+import type { ConfigSection } from '../../config';
 import type { Db, Executor } from '../../db';
 import type { HelpTranslationRow } from '../../db/types';
 import { notFound, refuse } from '../../lib/errors';
@@ -65,7 +65,7 @@ const asJson = (v: unknown) => (typeof v === 'string' ? v : JSON.stringify(v ?? 
  * two, and the read. Every body served is the sanitiser's render; the incoming HTML is kept in
  * body_source_html and pending.body_source_html and never leaves the service.
  */
-export function createArticleService(deps: { db: Db; config: Config; centres: HelpCentreService }) {
+export function createArticleService(deps: { db: Db; config: ConfigSection<'helpCentre'>; centres: HelpCentreService }) {
   const { db, config, centres } = deps;
 
   /**

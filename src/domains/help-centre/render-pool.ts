@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { MessageChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import type { Config } from '../../config';
+import type { ConfigSection } from '../../config';
 import { dependencyUnavailable, payloadTooComplex } from '../../lib/errors';
 import { ARTICLE_LIMITS, type Rendered, type RenderOutcome, type RenderTask } from './render';
 
@@ -28,7 +28,7 @@ let warm = false;
  */
 const COLD_START_WAIT_MS = 15_000;
 
-function poolFor(config: Config): Piscina {
+function poolFor(config: ConfigSection<'helpCentre'>): Piscina {
   if (!pool) warm = false;
   pool ??= new Piscina({
     filename: path.join(__dirname, 'render-thread.js'),
@@ -54,7 +54,7 @@ export async function closeRenderPool(): Promise<void> {
  * a render past its budget has its thread stopped and answers 400 payload_too_complex; a render that waits
  * too long for a thread, or finds the queue full, answers 503 with Retry-After.
  */
-export async function renderInPool(config: Config, task: Omit<RenderTask, 'started'>): Promise<Rendered> {
+export async function renderInPool(config: ConfigSection<'helpCentre'>, task: Omit<RenderTask, 'started'>): Promise<Rendered> {
   const field = task.source.kind === 'html' ? 'body.body_html' : 'body.body_markdown';
   const controller = new AbortController();
   const { port1, port2 } = new MessageChannel();

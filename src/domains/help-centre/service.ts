@@ -1,4 +1,4 @@
-import type { Config } from '../../config';
+import type { ConfigSection } from '../../config';
 import type { Db, Executor } from '../../db';
 import { DomainError, notFound, refuse } from '../../lib/errors';
 import type { Principal } from '../identity/principal';
@@ -12,7 +12,7 @@ const brandRefused = (r: Extract<ReturnType<typeof checkBrand>, { ok: false }>) 
   new DomainError(r.code, r.detail, { errors: [{ path: `body.${r.key}`, message: r.detail }] });
 
 /** Help centres, their hosts and branding (the help-centre-staff group). */
-export function createHelpCentreService(deps: { db: Db; config: Config }) {
+export function createHelpCentreService(deps: { db: Db; config: ConfigSection<'helpCentre'> }) {
   const { db, config } = deps;
 
   /**

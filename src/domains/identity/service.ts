@@ -1,6 +1,6 @@
 import { createRemoteJWKSet, errors as joseErrors, importSPKI, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { types } from 'node:util';
-import type { Config } from '../../config';
+import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import type { AuditService } from '../audit/service';
 import { dependencyUnavailable, notFound, refuse, unauthenticated } from '../../lib/errors';
@@ -26,7 +26,7 @@ function verifiedEmailOf(payload: JWTPayload): string | null {
   return trimmed.length > 0 && trimmed.length <= 320 ? trimmed : null;
 }
 
-export function createIdentityService(deps: { db: Db; config: Config; audit: AuditService }): IdentityService {
+export function createIdentityService(deps: { db: Db; config: ConfigSection<'identity' | 'secrets'>; audit: AuditService }): IdentityService {
   const { db, config, audit } = deps;
   const touchedAt = new Map<string, number>();
   const touchIntervalMs = config.API_KEY_TOUCH_INTERVAL_SECONDS * 1000;

@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import type { Config } from '../../config';
+import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import { createIntakeEdge, type IntakeOutcome } from '../../intake/edge';
 import { notFound, payloadTooComplex, refuse, validationFailed } from '../../lib/errors';
@@ -30,7 +30,7 @@ export const ingestQuery = z.strictObject({ token: z.string().min(1).max(200).op
  */
 export function createIngestGateway(deps: {
   db: Db;
-  config: Config;
+  config: ConfigSection<'intake' | 'redis' | 'http'>;
   redis: Redis;
   queues: QueueHub;
   bus: ResultBus;

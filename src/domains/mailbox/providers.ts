@@ -1,4 +1,4 @@
-import type { Config } from '../../config';
+import type { ConfigSection } from '../../config';
 
 export type MailProviderId = 'google' | 'microsoft';
 export const MAIL_PROVIDERS: readonly MailProviderId[] = ['google', 'microsoft'];
@@ -160,7 +160,7 @@ function parseFrom(value: string | undefined): { address: string; name?: string 
   return { address: v.slice(lt + 1, gt).trim(), ...(name ? { name } : {}) };
 }
 
-function google(config: Config): MailProvider {
+function google(config: ConfigSection<'mailbox'>): MailProvider {
   const name = 'Google';
   const t = config.MAIL_PROVIDER_TIMEOUT_MS;
   const SEND = ['https://www.googleapis.com/auth/gmail.send', 'https://www.googleapis.com/auth/gmail.compose', 'https://www.googleapis.com/auth/gmail.modify', 'https://mail.google.com/'];
@@ -257,7 +257,7 @@ function google(config: Config): MailProvider {
   };
 }
 
-function microsoft(config: Config): MailProvider {
+function microsoft(config: ConfigSection<'mailbox'>): MailProvider {
   const name = 'Microsoft';
   const t = config.MAIL_PROVIDER_TIMEOUT_MS;
   const has = (scopes: string[], wanted: string[]) => scopes.some((s) => wanted.includes(s.replace(/^https:\/\/graph\.microsoft\.com\//i, '').toLowerCase()));
@@ -343,6 +343,6 @@ function microsoft(config: Config): MailProvider {
   };
 }
 
-export function createMailProviders(config: Config): Record<MailProviderId, MailProvider> {
+export function createMailProviders(config: ConfigSection<'mailbox'>): Record<MailProviderId, MailProvider> {
   return { google: google(config), microsoft: microsoft(config) };
 }

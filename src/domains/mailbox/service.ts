@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import type { Logger } from 'pino';
-import type { Config } from '../../config';
+import type { ConfigSection } from '../../config';
 import type { Db, Executor } from '../../db';
 import type { MailboxCheck, MailboxRow } from '../../db/types';
 import { DomainError, notFound, refuse } from '../../lib/errors';
@@ -69,7 +69,7 @@ const present = (m: MailboxRow | undefined, sentToday = 0): MailboxStatus =>
  * transaction (an outbox row), and its job queued after commit. A queue that is down then loses nothing:
  * the mailbox sweep re-queues sends still waiting.
  */
-export function createOutboundSink(deps: { queues: QueueHub; logger: Logger; attempts: number }): OutboundSink {
+export function createOutboundSink(deps: { queues: QueueHub; logger: Logger }): OutboundSink {
   return {
     async record(tx: Executor, tenantId: string, ticket, replyEventId) {
       await store.insertOutbound(tx, tenantId, { event_id: replyEventId, ticket_id: ticket.id });
@@ -97,7 +97,7 @@ function replyTarget(m: MailboxRow, ref: store.StoredMailboxRef | null): ReplyTa
 
 export function createMailboxService(deps: {
   db: Db;
-  config: Config;
+  config: ConfigSection<'mailbox' | 'secrets' | 'http'>;
   queues: QueueHub;
   logger: Logger;
   channels: ChannelService;

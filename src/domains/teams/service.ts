@@ -1,4 +1,4 @@
-import type { Config } from '../../config';
+import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import { DomainError, notFound, refuse } from '../../lib/errors';
 import type { Principal } from '../identity/principal';
@@ -22,7 +22,7 @@ export function ineligibility(m: store.RotationEntry): SkipReason | null {
   return null;
 }
 
-export function createTeamService(deps: { db: Db; config: Config; tickets: Pick<TicketCommands, 'userActor' | 'lockForChange' | 'assign' | 'afterCommit'> }) {
+export function createTeamService(deps: { db: Db; config: ConfigSection<'tickets'>; tickets: Pick<TicketCommands, 'userActor' | 'lockForChange' | 'assign' | 'afterCommit'> }) {
   const { db, config, tickets } = deps;
 
   return {

@@ -1,4 +1,4 @@
-import type { Config } from '../../config';
+import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import type { IntegrationRow, TranscriptEventRow } from '../../db/types';
 import { notFound, refuse } from '../../lib/errors';
@@ -26,7 +26,7 @@ const mayListIntegrations = (actor: Principal) => roleAtLeast(actor.role, 'admin
  * The integrations that receive webhooks from other helpdesks (Zendesk, Front, Help Scout), and the
  * transcripts their deliveries build. Intake itself is edge.ts (HTTP tier) and worker.ts (the batch job).
  */
-export function createWebhookService(deps: { db: Db; config: Config; audit: AuditService }) {
+export function createWebhookService(deps: { db: Db; config: ConfigSection<'webhooks' | 'secrets' | 'http'>; audit: AuditService }) {
   const { db, config, audit } = deps;
   const secrets = createSecrets(config);
 

@@ -1,4 +1,4 @@
-import type { Config } from '../../config';
+import type { ConfigSection } from '../../config';
 import type { Db, Executor } from '../../db';
 import { refuse } from '../../lib/errors';
 import { createSealer } from '../../lib/crypto';
@@ -57,7 +57,7 @@ export type WorkspaceService = ReturnType<typeof createWorkspaceService>;
  * nothing, and never a read-modify-write of the workspace: two admins saving different settings at once
  * both keep theirs. The database enforces daily cap ≤ monthly cap on the row as it stands.
  */
-export function createWorkspaceSettingsService(deps: { db: Db; config: Config; audit: AuditService }) {
+export function createWorkspaceSettingsService(deps: { db: Db; config: ConfigSection<'secrets'>; audit: AuditService }) {
   const { db, audit } = deps;
   const sealer = createSealer(deps.config.ENCRYPTION_KEYS);
   const keyContext = (tenantId: string, provider: string) => `provider_key:${tenantId}:${provider}`;
