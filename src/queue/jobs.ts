@@ -49,6 +49,13 @@ const INTAKE_BATCH: JobsOptions = { removeOnComplete: true, attempts: 12, backof
 /** Tried once and forgotten either way: the next sweep or trigger asks again. */
 const SINGLE_SHOT: JobsOptions = { removeOnComplete: true, removeOnFail: true, attempts: 1 };
 
+/**
+ * A coalesced intake batch: the requesting API process's result channel, and the deliveries (each with the
+ * id its caller waits on and its workspace) with the intake's own fields.
+ */
+const intakeBatch = <F extends z.ZodRawShape>(fields: F) =>
+  z.object({ reply_to: z.string().min(1), items: z.array(z.object({ id: z.string().min(1), tenant_id: z.uuid(), ...fields })).min(1) });
+
 export const JOBS = {
   /**
    * Concurrent ingest requests coalesced into one job; the worker answers all of them with one PUBLISH on
@@ -57,20 +64,11 @@ export const JOBS = {
   'ingest.batch': {
     queue: 'ingest',
     options: () => INTAKE_BATCH,
-    data: z.object({
-      reply_to: z.string().min(1),
-      items: z
-        .array(
-          z.object({
-            id: z.string().min(1),
-            tenant_id: z.uuid(),
-            channel: z.string().min(1),
-            // Hex HMAC of the ?token= the delivery came with: the worker checks it is still the connection's.
-            token_hash: z.string().optional(),
-            message: inboundMessage,
-          }),
-        )
-        .min(1),
+    data: intakeBatch({
+      channel: z.string().min(1),
+      // Hex HMAC of the ?token= the delivery came with: the worker checks it is still the connection's.
+      token_hash: z.string().optional(),
+      message: inboundMessage,
     }),
   },
   'audit.prune': {
@@ -123,27 +121,18 @@ export const JOBS = {
   'webhooks.batch': {
     queue: 'webhooks',
     options: () => INTAKE_BATCH,
-    data: z.object({
-      reply_to: z.string().min(1),
-      items: z
-        .array(
-          z.object({
-            id: z.string().min(1),
-            tenant_id: z.uuid(),
-            integration_id: z.uuid(),
-            dedupe_key: z.string().min(1),
-            provider_event_id: z.string().nullable(),
-            external_ticket_id: z.string().min(1),
-            type: z.string().min(1),
-            occurred_at: z.string().nullable(),
-            status: z.string().nullable(),
-            subject: z.string().nullable(),
-            priority: z.string().nullable(),
-            requester: z.string().nullable(),
-            raw: z.string(),
-          }),
-        )
-        .min(1),
+    data: intakeBatch({
+      integration_id: z.uuid(),
+      dedupe_key: z.string().min(1),
+      provider_event_id: z.string().nullable(),
+      external_ticket_id: z.string().min(1),
+      type: z.string().min(1),
+      occurred_at: z.string().nullable(),
+      status: z.string().nullable(),
+      subject: z.string().nullable(),
+      priority: z.string().nullable(),
+      requester: z.string().nullable(),
+      raw: z.string(),
     }),
   },
   /** Folds a workspace's journaled rollup deltas into its buckets (coalesced: one waiting job per workspace). */

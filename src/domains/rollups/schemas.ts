@@ -1,14 +1,7 @@
 import { z } from 'zod';
 import { intParam } from '../../http/params';
+import { ex, int, teamId, ticketId, userId } from '../work/schemas';
 
-
-const TICKET_ID = '595be628-f6f2-4262-9c10-6389c6c4a5b8';
-const USER_ID = 'a169451c-8525-4352-b8ca-070dd449a1a5';
-const TEAM_ID = '810007d0-bec5-486c-b5d1-28fcd8a079ba';
-const ex = <T extends z.ZodType>(schema: T, example: unknown) => schema.meta({ examples: [example] });
-const ticketId = ex(z.string(), TICKET_ID);
-const userId = ex(z.string(), USER_ID);
-const teamId = ex(z.string(), TEAM_ID);
 const userName = ex(z.string(), 'Jonas Berg');
 const teamName = ex(z.string(), 'Billing');
 
@@ -20,7 +13,6 @@ export const timeSummaryQuery = z.strictObject({
 });
 export const csatQuery = z.strictObject({ since_days: intParam(1, 365).default(30) });
 
-const int = (example: number) => ex(z.number().int(), example);
 const split = { minutes: int(95), billable_minutes: int(60), non_billable_minutes: int(35) };
 const todoCounts = { total: int(3), open: int(1), done: int(2), overdue: int(0) };
 

@@ -1,20 +1,11 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
+import type { RollupJournalTable } from '../../db/types';
 
 // ---- journal and buckets ----
 
-export interface Delta {
-  kind: 'time' | 'csat';
-  /** The UTC day of the source row's created_at: the bucket it belongs to. */
-  day: string;
-  user_id: string | null;
-  team_id: string | null;
-  worked_on: string | null;
-  billable: boolean | null;
-  score: number | null;
-  entries: number;
-  minutes: number;
-}
+/** One signed change to a bucket: a journal row without its id and workspace. */
+export type Delta = Omit<RollupJournalTable, 'id' | 'tenant_id'>;
 
 export async function journal(db: Executor, tenantId: string, deltas: Delta[]): Promise<void> {
   if (deltas.length === 0) return;

@@ -8,12 +8,13 @@ const isoDateTime = z.iso.datetime({ offset: true });
 const TICKET_ID = '595be628-f6f2-4262-9c10-6389c6c4a5b8';
 const USER_ID = 'a169451c-8525-4352-b8ca-070dd449a1a5';
 const TEAM_ID = '810007d0-bec5-486c-b5d1-28fcd8a079ba';
-const ex = <T extends z.ZodType>(schema: T, example: unknown) => schema.meta({ examples: [example] });
-const ticketId = ex(z.string(), TICKET_ID);
-const userId = ex(z.string(), USER_ID);
-const teamId = ex(z.string(), TEAM_ID);
+/** Example values for the OpenAPI document, shared with the rollups that read this work. */
+export const ex = <T extends z.ZodType>(schema: T, example: unknown) => schema.meta({ examples: [example] });
+export const ticketId = ex(z.string(), TICKET_ID);
+export const userId = ex(z.string(), USER_ID);
+export const teamId = ex(z.string(), TEAM_ID);
+export const int = (example: number) => ex(z.number().int(), example);
 const at = ex(z.string(), '2025-03-14T09:58:02.000Z');
-const int = (example: number) => ex(z.number().int(), example);
 const TASK_TITLE = 'Confirm the refund reached the card';
 const DUE = '2025-03-17T17:00:00Z';
 
