@@ -1,0 +1,236 @@
+/**
+ * The connected mailbox in other deployments: no worker running, a daily send limit of 1, only Google
+ * configured, and a short OAuth state lifetime.
+ */
+import type { Job } from 'bullmq';
+import { startTestApp, type TestContext } from './helpers/context';
+import { createWorkspace } from './helpers/factories';
+import { startMailProviderDouble, type MailProviderDouble } from './helpers/mail-provider-double';
+import { createTicket } from './helpers/tickets';
+import { eventually } from './helpers/wait';
+import { PROVIDERS, SENTENCE, appWithWorkers, checkOf, helpers, providerEnv, suite, tag, tokenCalls } from './helpers/mailbox';
+
+let double: MailProviderDouble;
+beforeAll(async () => {
+  double = suite.double = await startMailProviderDouble();
+});
+afterAll(async () => {
+  await double.close();
+});
+
+// =========================================================================================================
+
+describe('Connected mailbox, no worker running', () => {
+  let ctx: TestContext;
+  const h = helpers(() => ctx);
+  beforeAll(async () => {
+    ctx = await startTestApp({ env: providerEnv({ JOB_WAIT_MS: '300', OUTBOUND_ATTEMPTS: '7' }) });
+  });
+  afterAll(async () => {
+    await ctx.close();
+  });
+
+  const waitingJobs = async (queue: 'mailbox' | 'outbound', name: string): Promise<Job[]> => {
+    const jobs = await ctx.runtime.queues.queue(queue).getJobs(['waiting', 'active', 'delayed', 'prioritized']);
+    return jobs.filter((j): j is Job => j !== undefined && j !== null && j.name === name);
+  };
+  const forTenant = (jobs: Job[], tenantId: string) => jobs.filter((j) => (j.data as { tenant_id?: string }).tenant_id === tenantId);
+
+  test('the scheduled sweep, run five times at once, leaves exactly one mailbox.refresh job per mailbox that is due; an on-demand refresh joins it', async () => {
+    const due = await createWorkspace(ctx);
+    const dueToo = await createWorkspace(ctx);
+    const fresh = await createWorkspace(ctx);
+    await h.connect(due, 'google');
+    await h.connect(dueToo, 'microsoft');
+    await h.connect(fresh, 'google');
+    await ctx.db
+      .updateTable('mailboxes')
+      .set({ last_checked_at: new Date(Date.now() - 2 * ctx.config.MAILBOX_REFRESH_SECONDS * 1000) })
+      .where('tenant_id', 'in', [due.tenantId, dueToo.tenantId])
+      .execute();
+
+    await Promise.all(Array.from({ length: 5 }, () => ctx.services.mailbox.sweep()));
+
+    const refreshes = await waitingJobs('mailbox', 'mailbox.refresh');
+    expect(forTenant(refreshes, due.tenantId)).toHaveLength(1);
+    expect(forTenant(refreshes, dueToo.tenantId)).toHaveLength(1);
+    expect(forTenant(refreshes, fresh.tenantId)).toHaveLength(0);
+    const polls = await waitingJobs('mailbox', 'mailbox.poll');
+    for (const ws of [due, dueToo, fresh]) expect(forTenant(polls, ws.tenantId)).toHaveLength(1);
+
+    // An admin's refresh while the scheduled one waits is the same job, not a second one.
+    const res = await h.refresh(due.ownerKey);
+    expect(res.status).toBe(200);
+    expect(res.body.connected).toBe(true);
+    expect(forTenant(await waitingJobs('mailbox', 'mailbox.refresh'), due.tenantId)).toHaveLength(1);
+  });
+
+  test.each(PROVIDERS)('%s: with the provider down, an early attempt fails for a retry and the last attempt (OUTBOUND_ATTEMPTS) records the reply as failed; nothing is sent', async (p) => {
+    const ws = await createWorkspace(ctx);
+    const { email: mailbox } = await h.connect(ws, p);
+    const mail = await h.emailTicket(ws, p, mailbox);
+    const { eventId } = await h.reply(ws, mail.ticketId, 'This will not get through.');
+    const job = await ctx.runtime.queues.queue('outbound').getJob(`send-${eventId}`);
+    expect(job?.data).toEqual({ tenant_id: ws.tenantId, event_id: eventId });
+    expect(await h.outbound(ws.tenantId, eventId)).toMatchObject({ state: 'queued', attempts: 0 });
+
+    const last = ctx.config.OUTBOUND_ATTEMPTS;
+    double.setDown(p, true);
+    try {
+      await expect(ctx.services.mailbox.send(ws.tenantId, eventId, 1)).rejects.toThrow();
+      expect(await h.outbound(ws.tenantId, eventId)).toMatchObject({ state: 'queued', attempts: 1 });
+      // The early failure is on the ticket, committed even though the job failed for its retry.
+      const early = await h.deliveries(ws, mail.ticketId);
+      expect(early).toHaveLength(1);
+      expect(early[0]!.meta).toMatchObject({ state: 'retrying', reply_event_id: eventId, attempts: 1 });
+      expect(early[0]!.body).toMatch(new RegExp(`Attempt 1 of ${last}; retrying`));
+
+      expect(await ctx.services.mailbox.send(ws.tenantId, eventId, last)).toEqual({ state: 'failed' });
+    } finally {
+      double.setDown(p, false);
+    }
+    const row = await h.outbound(ws.tenantId, eventId);
+    expect(row).toMatchObject({ state: 'failed', attempts: last, sent_at: null });
+    expect(row!.last_error).toEqual(expect.any(String));
+    const deliveries = await h.deliveries(ws, mail.ticketId);
+    expect(deliveries.map((d) => d.meta.state)).toEqual(['retrying', 'failed']);
+    expect(deliveries[1]!.meta).toMatchObject({ state: 'failed', reply_event_id: eventId, attempts: last });
+    expect(deliveries[1]!.body).not.toBe('');
+
+    // Once failed it stays failed: a late run with the provider back sends nothing.
+    expect(await ctx.services.mailbox.send(ws.tenantId, eventId, last)).toEqual({ state: 'failed' });
+    expect(double.sent(p, mailbox)).toEqual([]);
+    expect((await h.statusOk(ws)).sent_today).toBe(0);
+  });
+
+  test('the OAuth state lives OAUTH_STATE_TTL_SECONDS: ten minutes unless configured', async () => {
+    const ws = await createWorkspace(ctx);
+    const before = Date.now();
+    const { expires_at } = await h.startOk(ws, 'google');
+    expect(ctx.config.OAUTH_STATE_TTL_SECONDS).toBe(600);
+    expect(new Date(expires_at).getTime()).toBeGreaterThanOrEqual(before + 600_000 - 1000);
+    expect(new Date(expires_at).getTime()).toBeLessThanOrEqual(Date.now() + 600_000 + 1000);
+  });
+
+  test('the outbound.send job is queued with OUTBOUND_ATTEMPTS attempts, so the last attempt (the one that records a failure) actually runs', async () => {
+    const ws = await createWorkspace(ctx);
+    const { email: mailbox } = await h.connect(ws, 'google');
+    const mail = await h.emailTicket(ws, 'google', mailbox);
+    const { eventId } = await h.reply(ws, mail.ticketId, 'Counting attempts.');
+    const job = await ctx.runtime.queues.queue('outbound').getJob(`send-${eventId}`);
+    expect(ctx.config.OUTBOUND_ATTEMPTS).toBe(7);
+    expect(job?.opts.attempts).toBe(ctx.config.OUTBOUND_ATTEMPTS);
+  });
+
+  test('a reply on a ticket that did not come by email queues nothing', async () => {
+    const ws = await createWorkspace(ctx);
+    await h.connect(ws, 'google');
+    const t = await createTicket(ctx, ws);
+    expect(t.source).not.toBe('email');
+    const { eventId, event } = await h.reply(ws, t.id, 'Replying in the app.');
+    expect(event.meta).not.toHaveProperty('email_delivery');
+    expect(await h.outbound(ws.tenantId, eventId)).toBeUndefined();
+    expect(await h.count('outbound_emails', ws.tenantId)).toBe(0);
+    expect(await ctx.runtime.queues.queue('outbound').getJob(`send-${eventId}`)).toBeUndefined();
+    expect(forTenant(await waitingJobs('outbound', 'outbound.send'), ws.tenantId)).toEqual([]);
+  });
+});
+
+// =========================================================================================================
+
+describe('Connected mailbox with a daily send limit of 1', () => {
+  let ctx: TestContext;
+  const h = helpers(() => ctx);
+  beforeAll(async () => {
+    ctx = await appWithWorkers(providerEnv({ MAILBOX_DAILY_SEND_LIMIT: '1' }));
+  });
+  afterAll(async () => {
+    await ctx.close();
+  });
+
+  test.each(PROVIDERS)('%s: the second reply of the day is blocked with a clear email_delivery event and a failing daily_send_quota check', async (p) => {
+    const ws = await createWorkspace(ctx);
+    const { email: mailbox } = await h.connect(ws, p);
+    const mail = await h.emailTicket(ws, p, mailbox);
+    const first = await h.reply(ws, mail.ticketId, 'First reply.');
+    await eventually(async () => ((await h.outbound(ws.tenantId, first.eventId))?.state === 'sent' ? true : undefined), 10_000, 'the first reply to be sent');
+
+    const second = await h.reply(ws, mail.ticketId, 'Second reply.');
+    const row = await eventually(async () => {
+      const o = await h.outbound(ws.tenantId, second.eventId);
+      return o && o.state !== 'queued' ? o : undefined;
+    }, 10_000, 'the second reply to be settled');
+    expect(row).toMatchObject({ state: 'blocked', sent_at: null });
+    expect(double.sent(p, mailbox)).toHaveLength(1);
+
+    const deliveries = await h.deliveries(ws, mail.ticketId);
+    expect(deliveries.map((d) => d.meta.state)).toEqual(['sent', 'blocked']);
+    const blocked = deliveries[1]!;
+    expect(blocked.meta.reply_event_id).toBe(second.eventId);
+    expect(blocked.body).toMatch(/quota/i);
+
+    const s = await h.statusOk(ws);
+    expect(s.sent_today).toBe(1);
+    const quota = checkOf(s, 'daily_send_quota');
+    expect(quota.status).toBe('failing');
+    expect(quota.remediation).toMatch(SENTENCE);
+  });
+});
+
+// =========================================================================================================
+
+describe('A deployment with only Google configured', () => {
+  let ctx: TestContext;
+  const h = helpers(() => ctx);
+  beforeAll(async () => {
+    const { MICROSOFT_CLIENT_ID: _id, MICROSOFT_CLIENT_SECRET: _secret, ...rest } = providerEnv();
+    ctx = await startTestApp({ env: rest });
+  });
+  afterAll(async () => {
+    await ctx.close();
+  });
+
+  test('microsoft start and complete are 409 mail_provider_not_configured; google still starts', async () => {
+    const ws = await createWorkspace(ctx);
+    const start = await h.start(ws.ownerKey, 'microsoft');
+    expect(start.status).toBe(409);
+    expect(start.body.code).toBe('mail_provider_not_configured');
+    const complete = await h.complete(ws.ownerKey, 'microsoft', { code: 'c', state: 's' });
+    expect(complete.status).toBe(409);
+    expect(complete.body.code).toBe('mail_provider_not_configured');
+    expect(await h.count('oauth_states', ws.tenantId)).toBe(0);
+    expect((await h.start(ws.ownerKey, 'google')).status).toBe(200);
+  });
+});
+
+// =========================================================================================================
+
+describe('A deployment with OAUTH_STATE_TTL_SECONDS=2', () => {
+  let ctx: TestContext;
+  const h = helpers(() => ctx);
+  beforeAll(async () => {
+    ctx = await startTestApp({ env: providerEnv({ OAUTH_STATE_TTL_SECONDS: '2' }) });
+  });
+  afterAll(async () => {
+    await ctx.close();
+  });
+
+  test('a state completes within its two seconds; one completed after them is 400 oauth_state_invalid and its code is not exchanged', async () => {
+    const ws = await createWorkspace(ctx);
+    const before = Date.now();
+    const early = await h.startOk(ws, 'google');
+    expect(new Date(early.expires_at).getTime()).toBeLessThanOrEqual(Date.now() + 2000 + 1000);
+    expect(new Date(early.expires_at).getTime()).toBeGreaterThanOrEqual(before + 2000 - 1000);
+    const late = await h.startOk(ws, 'microsoft');
+    const ok = await h.complete(ws.ownerKey, 'google', { code: h.code('google', `early-${tag()}@acme.test`), state: early.state });
+    expect(ok.status).toBe(200);
+
+    await new Promise((r) => setTimeout(r, Math.max(0, new Date(late.expires_at).getTime() - Date.now()) + 100));
+    const mark = double.requests.length;
+    const res = await h.complete(ws.ownerKey, 'microsoft', { code: h.code('microsoft', `late-${tag()}@acme.test`), state: late.state });
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('oauth_state_invalid');
+    expect(tokenCalls(mark, 'microsoft')).toEqual([]);
+    expect((await h.statusOk(ws)).provider).toBe('google');
+  });
+});
