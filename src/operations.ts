@@ -18,9 +18,10 @@ import { workspaceOperations } from './domains/workspaces/routes';
 import { helpCentreOperations } from './domains/help-centre/routes';
 import { ingestOperations } from './domains/ingest/routes';
 import type { Operation } from './http/operation';
+import type { Services } from './services';
 
 /** Every operation of the API, assembled from the domains and checked once at start-up. */
-const ALL: Operation[] = [
+const ALL: Operation<Services>[] = [
   ...apiKeyOperations,
   ...auditOperations,
   ...memberOperations,
@@ -42,7 +43,7 @@ const ALL: Operation[] = [
   ...ingestOperations,
 ];
 
-export function buildOperationTable(rows: Operation[] = ALL): Operation[] {
+export function buildOperationTable(rows: Operation<Services>[] = ALL): Operation<Services>[] {
   const ids = new Set<string>();
   const routes = new Set<string>();
   for (const op of rows) {

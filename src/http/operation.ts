@@ -3,7 +3,6 @@ import type { DomainErrorCode } from './errors';
 import type { Role } from '../db/types';
 import type { ScopeAction, ScopeTag } from '../domains/identity/scopes';
 import type { Principal } from '../domains/identity/principal';
-import type { Services } from '../services';
 import type { HandlerResult } from './result';
 
 export type Method = 'get' | 'post' | 'put' | 'patch' | 'delete';
@@ -14,7 +13,6 @@ export interface Access {
   action: ScopeAction;
 }
 
-// Services return it, so it lives apart from the operation type (which names Services): no import circle.
 export type { HandlerResult } from './result';
 
 export interface OperationInput<P, Q, B> {
@@ -35,6 +33,7 @@ type Infer<T> = T extends z.ZodType ? z.output<T> : undefined;
  * derived from these fields, so they cannot drift apart.
  */
 export interface Operation<
+  S = never,
   P extends z.ZodType | undefined = z.ZodType | undefined,
   Q extends z.ZodType | undefined = z.ZodType | undefined,
   B extends z.ZodType | undefined = z.ZodType | undefined,
@@ -70,14 +69,17 @@ export interface Operation<
   example?: { request?: unknown; response?: unknown; params?: Record<string, string>; query?: Record<string, string> };
   /** Other success answers (e.g. 202 when the worker's answer did not come in time), in the same schema. */
   alsoAnswers?: { status: number; description: string; example: unknown }[];
-  handler: (input: OperationInput<Infer<P>, Infer<Q>, Infer<B>>, services: Services) => Promise<HandlerResult>;
+  /** `services` is the service container the app mounts the table with (generic: src/http knows no domain). */
+  handler: (input: OperationInput<Infer<P>, Infer<Q>, Infer<B>>, services: S) => Promise<HandlerResult>;
 }
 
-/** Identity function that keeps each row's schema types attached to its handler's input. */
-export function defineOperation<
-  P extends z.ZodType | undefined = undefined,
-  Q extends z.ZodType | undefined = undefined,
-  B extends z.ZodType | undefined = undefined,
->(op: Operation<P, Q, B>): Operation {
-  return op as unknown as Operation;
-}
+/**
+ * `defineOperation` for a service container type: an identity function that keeps each row's schema types
+ * attached to its handler's input (src/define-operation.ts binds it to the app's Services).
+ */
+export const operationsFor =
+  <S>() =>
+  <P extends z.ZodType | undefined = undefined, Q extends z.ZodType | undefined = undefined, B extends z.ZodType | undefined = undefined>(
+    op: Operation<S, P, Q, B>,
+  ): Operation<S> =>
+    op as unknown as Operation<S>;

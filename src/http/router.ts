@@ -3,13 +3,14 @@ import express, { type NextFunction, type Request, type RequestHandler, type Res
 import { z } from 'zod';
 import { roleAtLeast } from '../domains/identity/roles';
 import { scopesCover } from '../domains/identity/scopes';
-import type { Services } from '../services';
 import { insufficientRole, insufficientScope, notFound, refuse, validationFailed, type DomainError } from '../lib/errors';
 import { toFieldErrors } from './errors';
 import { setLogTenant } from '../lib/log-context';
 import { assertStorableJson, jsonTooComplex, unstorableText } from '../lib/json-limits';
 import { bodyScannedClean, scanJsonBody, TOO_COMPLEX } from './input-guard';
+import type { AuthThrottle } from './auth-throttle';
 import type { Operation } from './operation';
+import type { RefusalBudget } from './throttle';
 import type { Principal } from '../domains/identity/principal';
 
 const noQuery = z.strictObject({});
@@ -55,7 +56,14 @@ function bodyParserError(err: unknown): DomainError | null {
   return null;
 }
 
-export function mountOperations(router: Router, ops: Operation[], services: Services, opts: { bodyLimit: number }): void {
+/** What the router itself asks of the service container: authentication and the intake refusal budget. */
+export interface RouterServices {
+  authThrottle: Pick<AuthThrottle, 'authenticate'>;
+  identity: { authenticate(authorization: string | undefined): Promise<Principal> };
+  intakeRefusals: Pick<RefusalBudget, 'charge'>;
+}
+
+export function mountOperations<S extends RouterServices>(router: Router, ops: Operation<S>[], services: S, opts: { bodyLimit: number }): void {
   const json = express.json({ limit: opts.bodyLimit, strict: true, type: () => true, verify: scanJsonBody });
   const raw = express.raw({ limit: opts.bodyLimit, type: () => true });
 

@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { agent, agentList, createAgentBody } from './schemas';
 
 export const agentOperations = [

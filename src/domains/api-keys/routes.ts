@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { apiKeyList, createApiKeyBody, createdApiKey, keyIdParams, listApiKeysQuery, revokeResult } from './schemas';
 
 export const apiKeyOperations = [

@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { auditList, auditListQuery } from './schemas';
 
 export const auditOperations = [

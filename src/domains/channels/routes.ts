@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { channelConnection, channelList, channelParams, rotatedToken, upsertChannelBody } from './schemas';
 
 export const channelOperations = [

@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { createCustomerBody, customer, customerIdParams, customerList, listCustomersQuery } from './schemas';
 
 export const customerOperations = [

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { intParam } from '../../http/params';
 import { intakeAnswer } from '../../http/result';
 import { ingestBody, ingestQuery } from './edge';

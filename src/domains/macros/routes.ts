@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { EXAMPLE_TICKET, ticketDetail } from '../tickets/schemas';
 import { applyParams, createMacroBody, macro, macroIdParams, macroList, patchMacroBody } from './schemas';
 

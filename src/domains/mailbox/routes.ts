@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { completeOauthBody, mailboxStatus, mailProviderParams, oauthStart } from './schemas';
 
 export const mailboxOperations = [

@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { addMemberBody, member, memberList, patchMemberBody, preferencesBody, preferencesResult, presenceBody, presenceResult, userIdParams } from './schemas';
 
 export const memberOperations = [

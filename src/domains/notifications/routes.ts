@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { listNotificationsQuery, markReadBody, markReadResult, notificationList } from './schemas';
 
 export const notificationOperations = [

@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { csatAggregate, csatQuery, timeSummary, timeSummaryQuery } from './schemas';
 
 export const rollupOperations = [

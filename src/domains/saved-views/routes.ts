@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { createViewBody, savedView, savedViewList, viewIdParams } from './schemas';
 
 export const savedViewOperations = [

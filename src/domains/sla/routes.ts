@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { createPolicyBody, slaPolicy, slaPolicyList } from './schemas';
 
 export const slaPolicyOperations = [

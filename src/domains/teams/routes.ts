@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { addTeamMemberBody, assignBody, assignmentResult, createTeamBody, team, teamIdParams, teamList, teamMemberParams } from './schemas';
 
 export const teamOperations = [

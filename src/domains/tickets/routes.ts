@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { createTicketBody, EXAMPLE_TICKET, listTicketsQuery, mergeBody, messageBody, patchTicketBody, ticketDetail, ticketIdParams, ticketList } from './schemas';
 
 const write = { floor: 'editor', tag: 'tickets', action: 'write' } as const;

@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { intakeAnswer } from '../../http/result';
 import {
   createIntegrationBody,

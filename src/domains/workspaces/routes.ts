@@ -1,4 +1,4 @@
-import { defineOperation } from '../../http/operation';
+import { defineOperation } from '../../define-operation';
 import { patchTenantBody, tenantView } from './schemas';
 
 export const workspaceOperations = [
