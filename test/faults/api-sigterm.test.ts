@@ -99,11 +99,15 @@ describe('SIGTERM to the API process under load', () => {
     }
     // After the signal, new connections are refused (nothing listens), or answered 503 shutting_down.
     for (const o of late) expect(o.error === 'ECONNREFUSED' || isCleanRefusal(o)).toBe(true);
-    // Steady readers: answered 200, or refused cleanly; a reset only where Node documents the keep-alive
-    // race (a request written to a reused idle socket just as the server closed it), never on a fresh one.
+    // Steady readers: answered 200, or refused cleanly; a reset only where it is a refusal by another name:
+    // Node's keep-alive race (a request written to a reused idle socket just as the server closed it), or a
+    // fresh connection still in the kernel's accept queue when the listener closed at the signal (Linux resets
+    // those; nothing read a byte of them). A reset on a fresh socket before the signal still fails.
     expect(readsBefore).toBeGreaterThan(0);
+    const atShutdown = (o: Outcome) => o.sentAt >= signalledAt - 50;
     for (const o of reads) {
-      const ok = o.status === 200 || isCleanRefusal(o) || o.error === 'ECONNREFUSED' || (o.reusedSocket && o.error === 'ECONNRESET');
+      const ok =
+        o.status === 200 || isCleanRefusal(o) || o.error === 'ECONNREFUSED' || (o.error === 'ECONNRESET' && (o.reusedSocket || atShutdown(o)));
       if (!ok) throw new Error(`unclean outcome for a steady read: ${JSON.stringify({ ...o, headers: undefined })}`);
     }
     expect(code).toBe(0);
