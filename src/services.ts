@@ -26,6 +26,7 @@ import { createWebhookService } from './domains/webhooks/service';
 import { createWebhookWorker } from './domains/webhooks/worker';
 import { createRollupService } from './domains/rollups/service';
 import { createWorkService } from './domains/work/service';
+import { createIdempotencyService } from './domains/idempotency/service';
 import { createHelpCentreService } from './domains/help-centre/service';
 import { createArticleService } from './domains/help-centre/articles';
 import { createAuthThrottle } from './http/auth-throttle';
@@ -55,6 +56,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
   return {
     identity: createIdentityService({ db, config: section(config, 'identity', 'secrets'), audit }),
     authThrottle: createAuthThrottle({ redis, config: section(config, 'identity', 'redis'), logger }),
+    idempotency: createIdempotencyService({ db, config: section(config, 'http') }),
     intakeRefusals: createRefusalBudget({ redis, config: section(config, 'intake', 'redis'), logger }),
     audit,
     apiKeys,

@@ -45,6 +45,7 @@ test('every store function takes the tenant id second, or says in its name that 
     'crossTenantIntegrationForIntake',
     'crossTenantKeyByPrefix',
     'crossTenantListIds',
+    'crossTenantPruneExpiredKeys',
     'crossTenantLockOAuthState',
     'crossTenantPruneOAuthStates',
     'crossTenantStaleOutbound',

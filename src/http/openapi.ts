@@ -12,6 +12,7 @@ import {
 } from '../lib/errors';
 import { DOMAIN_ERRORS, exampleOf, titleOf, toProblem, type AppError } from './errors';
 import type { Operation } from './operation';
+import { takesIdempotencyKey } from './router';
 import { authFailuresThrottled } from './auth-throttle';
 import { toFieldErrors } from './errors';
 
@@ -27,6 +28,19 @@ const GUARD_ERRORS: Record<number, string[]> = {
 
 /** What the body parser answers before any operation runs, for every operation that takes a body. */
 const BODY_ERRORS: ErrorCode[] = ['payload_too_large', 'payload_too_complex', 'unsupported_media_type'];
+
+/** What an Idempotency-Key can be answered with, on every operation that takes one. */
+const IDEMPOTENCY_ERRORS: ErrorCode[] = ['idempotency_key_invalid', 'idempotency_key_reused', 'idempotency_key_in_use'];
+
+const idempotencyKeyParameter = {
+  name: 'Idempotency-Key',
+  in: 'header',
+  required: false,
+  description:
+    'Makes a retry safe (IETF httpapi Idempotency-Key draft): the first request with a key runs and its answer is kept for IDEMPOTENCY_TTL_SECONDS (24 h by default); a repeat with the same method, path and body answers the same status and body with `Idempotent-Replayed: true` and does nothing again. The same key with another body → 422 idempotency_key_reused; a repeat while the first still runs → 409 idempotency_key_in_use. Keys are per workspace and caller; 1 to 255 printable ASCII characters. A request answered with an error keeps nothing: a retry runs again.',
+  schema: { type: 'string', minLength: 1, maxLength: 255 },
+  example: 'b5b1c2c4-6a3e-4f1b-9d0e-3c7a2f9e8d11',
+};
 
 
 const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
@@ -182,13 +196,15 @@ export function buildOpenApi(ops: Operation[], info: { version: string }) {
     for (const [s, codes] of Object.entries(GUARD_ERRORS)) {
       if (op.access !== 'public' || s === '400' || s === '404' || s === '503') codesByStatus.set(Number(s), new Set(codes));
     }
-    for (const code of [...(op.errors ?? []), ...(op.body ? BODY_ERRORS : [])]) {
+    const idempotent = takesIdempotencyKey(op);
+    for (const code of [...(op.errors ?? []), ...(op.body ? BODY_ERRORS : []), ...(idempotent ? IDEMPOTENCY_ERRORS : [])]) {
       const s = DOMAIN_ERRORS[code];
       codesByStatus.set(s, (codesByStatus.get(s) ?? new Set()).add(code));
     }
     const responses: Record<string, unknown> = {
       [op.response.status]: {
         description: op.response.description,
+        ...(idempotent ? { headers: { 'Idempotent-Replayed': { description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key.', schema: { type: 'string', enum: ['true'] } } } } : {}),
         ...(op.response.schema ? { content: jsonContent(op.response.schema, 'output', op.example?.response) } : {}),
       },
     };
@@ -217,7 +233,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string }) {
       'x-floor': access ? access.floor : 'public',
       'x-scope': scope,
       security: pub ? [] : [{ bearer: [] }],
-      parameters: [...parametersOf(op.params, 'path', op.example?.params), ...parametersOf(op.query, 'query', op.example?.query)],
+      parameters: [...parametersOf(op.params, 'path', op.example?.params), ...parametersOf(op.query, 'query', op.example?.query), ...(idempotent ? [idempotencyKeyParameter] : [])],
       ...(op.body ? { requestBody: { required: true, content: jsonContent(op.body, 'input', op.example?.request) } } : {}),
       responses,
     };

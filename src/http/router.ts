@@ -11,6 +11,7 @@ import { bodyScannedClean, scanJsonBody, TOO_COMPLEX } from './input-guard';
 import type { AuthThrottle } from './auth-throttle';
 import type { Operation } from './operation';
 import type { RefusalBudget } from './throttle';
+import type { IdempotencyService } from '../domains/idempotency/service';
 import type { Principal } from '../domains/identity/principal';
 
 const noQuery = z.strictObject({});
@@ -61,7 +62,11 @@ export interface RouterServices {
   authThrottle: Pick<AuthThrottle, 'authenticate'>;
   identity: { authenticate(authorization: string | undefined): Promise<Principal> };
   intakeRefusals: Pick<RefusalBudget, 'charge'>;
+  idempotency: Pick<IdempotencyService, 'check' | 'fingerprint' | 'start' | 'finish' | 'release'>;
 }
+
+/** Authenticated writes a retry can repeat: each may carry an Idempotency-Key (see the idempotency domain). */
+export const takesIdempotencyKey = (op: Pick<Operation, 'access' | 'method'>) => op.access !== 'public' && (op.method === 'post' || op.method === 'patch');
 
 export function mountOperations<S extends RouterServices>(router: Router, ops: Operation<S>[], services: S, opts: { bodyLimit: number }): void {
   const json = express.json({ limit: opts.bodyLimit, strict: true, type: () => true, verify: scanJsonBody });
@@ -117,19 +122,51 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
           body = parsed.data;
         }
 
-        const result = await op.handler(
-          { principal, params: params.data, query: query.data, body, requestId: String(req.id), ...(rawInput ? { raw: rawInput } : {}) },
-          services,
-        );
+        // Safe retries: a key seen before answers what its first request answered, without running again.
+        const idempotencyKey = takesIdempotencyKey(op) ? req.get('idempotency-key') : undefined;
+        if (idempotencyKey !== undefined) {
+          services.idempotency.check(idempotencyKey);
+          // The request as sent (before schema defaults), so the fingerprint is the caller's own payload.
+          const sentBody: unknown = rawInput ? rawInput.body.toString('utf8') : op.body ? req.body : undefined;
+          const start = await services.idempotency.start(principal, idempotencyKey, services.idempotency.fingerprint(req.method, req.path, sentBody));
+          if (!start.run) {
+            res.setHeader('Idempotent-Replayed', 'true');
+            if (start.body === null) res.status(start.status).end();
+            else res.status(start.status).type('application/json').send(start.body);
+            return;
+          }
+        }
+        // The answer is kept for replay. If that fails the answer still goes out (the work is done); the key
+        // then stays in use until it expires, so a retry is refused (409) rather than run twice.
+        const keep = (key: string, status: number, sent: string | null) =>
+          services.idempotency.finish(principal, key, status, sent).catch((err: unknown) => req.log.warn({ err_code: 'idempotency_not_kept', cause: (err as Error)?.message }, 'idempotent answer not kept'));
+        let result;
+        try {
+          result = await op.handler(
+            { principal, params: params.data, query: query.data, body, requestId: String(req.id), ...(rawInput ? { raw: rawInput } : {}) },
+            services,
+          );
+        } catch (err) {
+          // A refusal or a failure wrote nothing to keep: the key is free for the retry.
+          if (idempotencyKey !== undefined) await services.idempotency.release(principal, idempotencyKey).catch(() => {});
+          throw err;
+        }
         for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);
         if (result.duplicate) res.locals.duplicate = true;
         const status = result.status ?? op.response.status;
         if (status === 204 || result.body === undefined) {
+          if (idempotencyKey !== undefined) await keep(idempotencyKey, status, null);
           res.status(status).end();
           return;
         }
         // The response schema is the allowlist of what leaves the service: unknown fields are stripped.
         const out = op.response.schema ? op.response.schema.parse(result.body) : result.body;
+        if (idempotencyKey !== undefined) {
+          const sent = JSON.stringify(out);
+          await keep(idempotencyKey, status, sent);
+          res.status(status).type('application/json').send(sent);
+          return;
+        }
         if (op.etag) {
           const json = JSON.stringify(out);
           const tag = `"${createHash('sha256').update(json).digest('base64url').slice(0, 27)}"`;

@@ -77,6 +77,12 @@ export const JOBS = {
     options: () => ({ attempts: 3 }),
     schedule: { id: 'audit-prune-daily', everyMs: () => 24 * 3600 * 1000 },
   },
+  /** Expired Idempotency-Keys of every workspace, hourly. */
+  'idempotency.prune': {
+    queue: 'maintenance',
+    data: z.object({}),
+    schedule: { id: 'idempotency-prune', everyMs: () => 3600 * 1000 },
+  },
   /** Fired at a ticket's due time; re-checks the ticket, so a stale job (target met, due moved) does nothing. */
   'sla.check': {
     queue: 'maintenance',

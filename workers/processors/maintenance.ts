@@ -6,5 +6,6 @@ export const maintenanceProcessors = (services: Services, config: ConfigSection<
   'audit.prune': (data: JobData<'audit.prune'>) => services.audit.prune(data.retention_days ?? config.AUDIT_RETENTION_DAYS),
   'sla.check': async (data: JobData<'sla.check'>) => ({ breached: await services.tickets.checkSla(data.tenant_id, data.ticket_id) }),
   'sla.sweep': () => services.tickets.sweepSla(),
+  'idempotency.prune': async () => ({ pruned: await services.idempotency.pruneExpired() }),
   'macros.trigger': (data: JobData<'macros.trigger'>) => services.macros.runTriggered(data),
 });
