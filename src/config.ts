@@ -53,6 +53,10 @@ const schema = z
       .default('RS256,ES256,EdDSA')
       .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
     JOB_WAIT_MS: int(0, 120000).default(5000),
+    // The authenticated API's budgets: per caller (API key, or user of an access token) and per workspace.
+    API_RATE_POINTS: int(1, 10_000_000).default(6000),
+    WORKSPACE_RATE_POINTS: int(1, 100_000_000).default(20000),
+    API_RATE_WINDOW_SECONDS: int(1, 86400).default(60),
     // How long an Idempotency-Key's first answer is kept for replay (the draft suggests at least 24 hours).
     IDEMPOTENCY_TTL_SECONDS: int(1, 30 * 86400).default(86400),
     WORKER_CONCURRENCY: int(1, 256).default(8),
@@ -140,7 +144,7 @@ export const CONFIG_KEYS = Object.keys(schema.shape) as (keyof Config)[];
  */
 export const CONFIG_SECTIONS = {
   runtime: ['NODE_ENV', 'LOG_LEVEL', 'SHUTDOWN_GRACE_MS'],
-  http: ['PORT', 'HOST', 'PUBLIC_BASE_URL', 'BODY_LIMIT_BYTES', 'TRUST_PROXY', 'JOB_WAIT_MS', 'IDEMPOTENCY_TTL_SECONDS'],
+  http: ['PORT', 'HOST', 'PUBLIC_BASE_URL', 'BODY_LIMIT_BYTES', 'TRUST_PROXY', 'JOB_WAIT_MS', 'IDEMPOTENCY_TTL_SECONDS', 'API_RATE_POINTS', 'WORKSPACE_RATE_POINTS', 'API_RATE_WINDOW_SECONDS'],
   db: ['DATABASE_URL', 'PG_POOL_MAX', 'PG_CONNECT_TIMEOUT_MS', 'PG_STATEMENT_TIMEOUT_MS'],
   redis: ['REDIS_URL', 'REDIS_PREFIX'],
   secrets: ['API_KEY_PEPPER', 'ENCRYPTION_KEYS'],

@@ -27,6 +27,7 @@ import { createWebhookWorker } from './domains/webhooks/worker';
 import { createRollupService } from './domains/rollups/service';
 import { createWorkService } from './domains/work/service';
 import { createIdempotencyService } from './domains/idempotency/service';
+import { createApiLimits } from './http/api-limits';
 import { createHelpCentreService } from './domains/help-centre/service';
 import { createArticleService } from './domains/help-centre/articles';
 import { createAuthThrottle } from './http/auth-throttle';
@@ -56,6 +57,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
   return {
     identity: createIdentityService({ db, config: section(config, 'identity', 'secrets'), audit }),
     authThrottle: createAuthThrottle({ redis, config: section(config, 'identity', 'redis'), logger }),
+    apiLimits: createApiLimits({ redis, config: section(config, 'http', 'redis'), logger }),
     idempotency: createIdempotencyService({ db, config: section(config, 'http') }),
     intakeRefusals: createRefusalBudget({ redis, config: section(config, 'intake', 'redis'), logger }),
     audit,

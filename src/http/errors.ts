@@ -55,8 +55,9 @@ export const DOMAIN_ERRORS = Object.fromEntries(Object.keys(ERRORS).map((c) => [
 export type DomainErrorCode = ErrorCode;
 
 function headersOf(err: DomainError): Record<string, string> | undefined {
-  if (kindOf(err.code) === 'unauthenticated' && err.code === 'unauthenticated') return { 'WWW-Authenticate': 'Bearer realm="helpdesk"' };
-  return err.extra.retryAfterSeconds !== undefined ? { 'Retry-After': String(err.extra.retryAfterSeconds) } : undefined;
+  if (err.code === 'unauthenticated') return { 'WWW-Authenticate': 'Bearer realm="helpdesk"' };
+  const headers = { ...err.extra.headers, ...(err.extra.retryAfterSeconds !== undefined ? { 'Retry-After': String(err.extra.retryAfterSeconds) } : {}) };
+  return Object.keys(headers).length > 0 ? headers : undefined;
 }
 
 /** A domain refusal as the problem the HTTP layer answers. */

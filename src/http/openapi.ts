@@ -21,7 +21,8 @@ const GUARD_ERRORS: Record<number, string[]> = {
   401: ['unauthenticated'],
   403: ['insufficient_role', 'insufficient_scope', 'member_deactivated'],
   404: ['not_found'],
-  // Failed authentications from one client address past AUTH_FAILURE_RATE_POINTS (src/http/auth-throttle.ts).
+  // Past the caller's or workspace's budget (src/http/api-limits.ts), or failed authentications from one client
+  // address past AUTH_FAILURE_RATE_POINTS (src/http/auth-throttle.ts).
   429: ['throttled'],
   503: ['dependency_unavailable', 'shutting_down'],
 };
@@ -31,6 +32,18 @@ const BODY_ERRORS: ErrorCode[] = ['payload_too_large', 'payload_too_complex', 'u
 
 /** What an Idempotency-Key can be answered with, on every operation that takes one. */
 const IDEMPOTENCY_ERRORS: ErrorCode[] = ['idempotency_key_invalid', 'idempotency_key_reused', 'idempotency_key_in_use'];
+
+/** The budget headers every authenticated answer carries (IETF httpapi RateLimit header fields draft). */
+const RATE_LIMIT_HEADERS = {
+  'RateLimit-Policy': {
+    description: 'The budgets this request counts against: `"caller"` (the API key, or the user of an access token) and `"workspace"`, each with its quota `q` and window `w` in seconds (API_RATE_POINTS, WORKSPACE_RATE_POINTS, API_RATE_WINDOW_SECONDS).',
+    schema: { type: 'string', example: '"caller";q=6000;w=60, "workspace";q=20000;w=60' },
+  },
+  RateLimit: {
+    description: 'What is left of each budget (`r`) and the seconds until its window resets (`t`).',
+    schema: { type: 'string', example: '"caller";r=5999;t=60, "workspace";r=19999;t=60' },
+  },
+};
 
 const idempotencyKeyParameter = {
   name: 'Idempotency-Key',
@@ -204,7 +217,14 @@ export function buildOpenApi(ops: Operation[], info: { version: string }) {
     const responses: Record<string, unknown> = {
       [op.response.status]: {
         description: op.response.description,
-        ...(idempotent ? { headers: { 'Idempotent-Replayed': { description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key.', schema: { type: 'string', enum: ['true'] } } } } : {}),
+        ...(op.access !== 'public'
+          ? {
+              headers: {
+                ...RATE_LIMIT_HEADERS,
+                ...(idempotent ? { 'Idempotent-Replayed': { description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key.', schema: { type: 'string', enum: ['true'] } } } : {}),
+              },
+            }
+          : {}),
         ...(op.response.schema ? { content: jsonContent(op.response.schema, 'output', op.example?.response) } : {}),
       },
     };
@@ -217,6 +237,9 @@ export function buildOpenApi(ops: Operation[], info: { version: string }) {
     for (const [s, codes] of [...codesByStatus.entries()].sort((a, b) => a[0] - b[0])) {
       responses[s] = {
         description: `Problem: ${[...codes].join(', ')}`,
+        ...(s === 429
+          ? { headers: { 'Retry-After': { description: 'Whole seconds to wait before retrying.', schema: { type: 'integer', minimum: 1 } }, ...(op.access !== 'public' ? { RateLimit: RATE_LIMIT_HEADERS.RateLimit } : {}) } }
+          : {}),
         content: {
           'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' }, example: problemExample(op, s, codes) },
         },

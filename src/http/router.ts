@@ -8,6 +8,7 @@ import { toFieldErrors } from './errors';
 import { setLogTenant } from '../lib/log-context';
 import { assertStorableJson, jsonTooComplex, unstorableText } from '../lib/json-limits';
 import { bodyScannedClean, scanJsonBody, TOO_COMPLEX } from './input-guard';
+import type { ApiLimits } from './api-limits';
 import type { AuthThrottle } from './auth-throttle';
 import type { Operation } from './operation';
 import type { RefusalBudget } from './throttle';
@@ -63,6 +64,7 @@ export interface RouterServices {
   identity: { authenticate(authorization: string | undefined): Promise<Principal> };
   intakeRefusals: Pick<RefusalBudget, 'charge'>;
   idempotency: Pick<IdempotencyService, 'check' | 'fingerprint' | 'start' | 'finish' | 'release'>;
+  apiLimits: Pick<ApiLimits, 'take'>;
 }
 
 /** Authenticated writes a retry can repeat: each may carry an Idempotency-Key (see the idempotency domain). */
@@ -82,6 +84,8 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
           res.locals.tenantId = principal.tenantId;
           setLogTenant(principal.tenantId);
           authorize(op as Parameters<typeof authorize>[0], principal);
+          // The caller's and the workspace's budgets, said on every authenticated answer (429 past either).
+          for (const [name, value] of Object.entries(await services.apiLimits.take(principal))) res.setHeader(name, value);
         }
 
         // A malformed id cannot name anything, so it is the same 404 as an unknown one; nor can an id holding

@@ -112,7 +112,7 @@ export class DomainError extends Error {
   constructor(
     readonly code: ErrorCode,
     readonly detail: string,
-    readonly extra: { errors?: FieldError[]; retryAfterSeconds?: number } = {},
+    readonly extra: { errors?: FieldError[]; retryAfterSeconds?: number; headers?: Record<string, string> } = {},
   ) {
     super(detail);
     this.name = 'DomainError';
