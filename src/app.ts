@@ -44,6 +44,8 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
   app.disable('x-powered-by');
   app.set('trust proxy', config.TRUST_PROXY);
   app.set('query parser', 'simple');
+  // No accidental ETags: only operations that declare one (versioned resources, polled rollups) send it.
+  app.set('etag', false);
 
   app.use(
     pinoHttp({

@@ -76,7 +76,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     ingestProcessor,
     slaPolicies: createSlaPolicyService({ db }),
     rollups,
-    work: createWorkService({ db, rollups, tickets: tickets.queries }),
+    work: createWorkService({ db, rollups, tickets: { find: tickets.queries.find, bumpVersion: tickets.commands.bumpVersion } }),
     settings: createWorkspaceSettingsService({ db, config: section(config, 'secrets'), audit }),
     helpCentre,
     articles: createArticleService({ db, config: section(config, 'helpCentre'), centres: helpCentre }),

@@ -276,6 +276,8 @@ export interface TicketsTable {
   reopened_at: Date | null;
   merged_into_id: string | null;
   conversation_key: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Bumped by a trigger on every update: the ticket's strong ETag. */
+  version: ColumnType<number, never, never>;
   created_at: CreatedAt;
   updated_at: UpdatedAt;
 }

@@ -28,6 +28,7 @@ const KIND_HTTP: Record<ErrorKind, { status: number; title: string }> = {
   forbidden: { status: 403, title: 'Forbidden' },
   not_found: { status: 404, title: 'Not found' },
   conflict: { status: 409, title: 'Conflict' },
+  precondition: { status: 412, title: 'Precondition failed' },
   too_large: { status: 413, title: 'Payload too large' },
   unsupported_media: { status: 415, title: 'Unsupported media type' },
   unprocessable: { status: 422, title: 'Unprocessable content' },

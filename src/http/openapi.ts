@@ -45,6 +45,27 @@ const RATE_LIMIT_HEADERS = {
   },
 };
 
+const ifMatchParameter = {
+  name: 'If-Match',
+  in: 'header',
+  required: false,
+  description:
+    'No lost updates (RFC 9110): the ETag of the version you read. A change made on a stale read is refused with `412 precondition_failed` and nothing is written; `*` matches any current version. Weak tags (W/) never match a write.',
+  schema: { type: 'string' },
+  example: '"7"',
+};
+
+const ifNoneMatchParameter = {
+  name: 'If-None-Match',
+  in: 'header',
+  required: false,
+  description: 'The ETag of the version you hold: `304 Not Modified` (no body) while it is still current.',
+  schema: { type: 'string' },
+  example: '"7"',
+};
+
+const etagHeader = { ETag: { description: 'A strong entity tag of this version of the resource (send it back in If-Match or If-None-Match).', schema: { type: 'string', example: '"7"' } } };
+
 const idempotencyKeyParameter = {
   name: 'Idempotency-Key',
   in: 'header',
@@ -221,6 +242,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string }) {
           ? {
               headers: {
                 ...RATE_LIMIT_HEADERS,
+                ...(op.versioned || op.etag ? etagHeader : {}),
                 ...(idempotent ? { 'Idempotent-Replayed': { description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key.', schema: { type: 'string', enum: ['true'] } } } : {}),
               },
             }
@@ -228,6 +250,8 @@ export function buildOpenApi(ops: Operation[], info: { version: string }) {
         ...(op.response.schema ? { content: jsonContent(op.response.schema, 'output', op.example?.response) } : {}),
       },
     };
+    // 304 wherever it can be answered: versioned resources and polled rollups, on a current If-None-Match.
+    if ((op.versioned || op.etag) && op.method === 'get') responses['304'] = { description: 'Not modified: the If-None-Match names the current version (no body).' };
     for (const extra of op.alsoAnswers ?? []) {
       responses[extra.status] = {
         description: extra.description,
@@ -256,7 +280,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string }) {
       'x-floor': access ? access.floor : 'public',
       'x-scope': scope,
       security: pub ? [] : [{ bearer: [] }],
-      parameters: [...parametersOf(op.params, 'path', op.example?.params), ...parametersOf(op.query, 'query', op.example?.query), ...(idempotent ? [idempotencyKeyParameter] : [])],
+      parameters: [...parametersOf(op.params, 'path', op.example?.params), ...parametersOf(op.query, 'query', op.example?.query), ...(idempotent ? [idempotencyKeyParameter] : []), ...(op.versioned || op.etag ? [op.method === 'get' ? ifNoneMatchParameter : ifMatchParameter] : [])],
       ...(op.body ? { requestBody: { required: true, content: jsonContent(op.body, 'input', op.example?.request) } } : {}),
       responses,
     };

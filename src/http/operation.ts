@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { VersionCondition } from '../lib/errors';
 import type { DomainErrorCode } from './errors';
 import type { Role } from '../db/types';
 import type { ScopeAction, ScopeTag } from '../domains/identity/scopes';
@@ -22,6 +23,8 @@ export interface OperationInput<P, Q, B> {
   query: Q;
   body: B;
   requestId: string;
+  /** Versioned operations: the If-Match the request sent, if any. */
+  ifMatch?: VersionCondition;
   /** Operations with `rawBody`: the bytes exactly as sent (decompressed) and the request headers. */
   raw?: { body: Buffer; headers: Record<string, string | string[] | undefined> };
 }
@@ -58,6 +61,12 @@ export interface Operation<
   chargeRefusals?: boolean;
   /** Answers carry an ETag of their body; a matching If-None-Match gets 304 (clients polling rollups). */
   etag?: boolean;
+  /**
+   * The resource has a version (the handler answers it): answers carry it as a strong ETag, a GET whose
+   * If-None-Match names it gets 304, and a write's If-Match reaches the handler (`ifMatch`) to be checked
+   * against the locked row (412 precondition_failed when stale).
+   */
+  versioned?: boolean;
   response: { status: number; description: string; schema?: z.ZodType };
   /** Codes this operation can answer beyond the guard's own (documented in OpenAPI). */
   errors?: DomainErrorCode[];

@@ -3,7 +3,7 @@ import express, { type NextFunction, type Request, type RequestHandler, type Res
 import { z } from 'zod';
 import { roleAtLeast } from '../domains/identity/roles';
 import { scopesCover } from '../domains/identity/scopes';
-import { insufficientRole, insufficientScope, notFound, refuse, validationFailed, type DomainError } from '../lib/errors';
+import { insufficientRole, insufficientScope, notFound, refuse, validationFailed, type DomainError, type VersionCondition } from '../lib/errors';
 import { toFieldErrors } from './errors';
 import { setLogTenant } from '../lib/log-context';
 import { assertStorableJson, jsonTooComplex, unstorableText } from '../lib/json-limits';
@@ -69,6 +69,20 @@ export interface RouterServices {
 
 /** Authenticated writes a retry can repeat: each may carry an Idempotency-Key (see the idempotency domain). */
 export const takesIdempotencyKey = (op: Pick<Operation, 'access' | 'method'>) => op.access !== 'public' && (op.method === 'post' || op.method === 'patch');
+
+/** `If-Match: "3", W/"4"` → ['3'] (a weak tag never matches a write); `*` → '*'. */
+export function parseIfMatch(header: string): VersionCondition {
+  if (header.trim() === '*') return '*';
+  return header
+    .split(',')
+    .map((t) => t.trim())
+    .filter((t) => /^"[^"]*"$/.test(t))
+    .map((t) => t.slice(1, -1));
+}
+
+/** Whether If-None-Match names this (strong) tag: weak comparison, as RFC 9110 says for GET. */
+const ifNoneMatch = (header: string | undefined, tag: string) =>
+  header !== undefined && (header.trim() === '*' || header.split(',').some((t) => t.trim().replace(/^W\//, '') === tag));
 
 export function mountOperations<S extends RouterServices>(router: Router, ops: Operation<S>[], services: S, opts: { bodyLimit: number }): void {
   const json = express.json({ limit: opts.bodyLimit, strict: true, type: () => true, verify: scanJsonBody });
@@ -147,7 +161,15 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
         let result;
         try {
           result = await op.handler(
-            { principal, params: params.data, query: query.data, body, requestId: String(req.id), ...(rawInput ? { raw: rawInput } : {}) },
+            {
+              principal,
+              params: params.data,
+              query: query.data,
+              body,
+              requestId: String(req.id),
+              ...(rawInput ? { raw: rawInput } : {}),
+              ...(op.versioned && req.get('if-match') !== undefined ? { ifMatch: parseIfMatch(req.get('if-match')!) } : {}),
+            },
             services,
           );
         } catch (err) {
@@ -156,6 +178,14 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
           throw err;
         }
         for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);
+        if (op.versioned && result.version !== undefined) {
+          const tag = `"${result.version}"`;
+          res.setHeader('ETag', tag);
+          if (op.method === 'get' && ifNoneMatch(req.get('if-none-match'), tag)) {
+            res.status(304).end();
+            return;
+          }
+        }
         if (result.duplicate) res.locals.duplicate = true;
         const status = result.status ?? op.response.status;
         if (status === 204 || result.body === undefined) {
@@ -163,6 +193,9 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
           res.status(status).end();
           return;
         }
+        // Express answers 304 by itself to any If-None-Match it thinks fresh (even `*` with no ETag sent): only
+        // operations that declare an ETag may answer 304, so the others never see the header.
+        if (!op.etag && !op.versioned) delete req.headers['if-none-match'];
         // The response schema is the allowlist of what leaves the service: unknown fields are stripped.
         const out = op.response.schema ? op.response.schema.parse(result.body) : result.body;
         if (idempotencyKey !== undefined) {
@@ -175,8 +208,7 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
           const json = JSON.stringify(out);
           const tag = `"${createHash('sha256').update(json).digest('base64url').slice(0, 27)}"`;
           res.setHeader('ETag', tag);
-          const presented = String(req.headers['if-none-match'] ?? '').split(',').map((t) => t.trim().replace(/^W\//, ''));
-          if (presented.includes(tag) || presented.includes('*')) {
+          if (ifNoneMatch(req.get('if-none-match'), tag)) {
             res.status(304).end();
             return;
           }

@@ -27,6 +27,7 @@ export type ErrorKind =
   | 'forbidden' // this caller may not
   | 'not_found'
   | 'conflict' // the resource's state forbids it now
+  | 'precondition' // the caller's If-Match names a version that is no longer current
   | 'too_large'
   | 'unsupported_media'
   | 'unprocessable' // well-formed, but names something that does not exist or cannot be
@@ -96,6 +97,7 @@ export const ERRORS = {
   idempotency_key_invalid: ['invalid', 'Idempotency-Key must be 1 to 255 printable ASCII characters.'],
   idempotency_key_reused: ['unprocessable', 'This Idempotency-Key was used for a different request; use a new key for a new request.'],
   idempotency_key_in_use: ['conflict', 'A request with this Idempotency-Key is still being processed; retry after it answers.'],
+  precondition_failed: ['precondition', 'The ticket changed since the ETag you sent (If-Match "7", now "9"); read it again and reapply your change.'],
   integration_limit_reached: ['conflict', 'A workspace can hold at most 20 integrations; delete one first.'],
   payload_too_large: ['too_large', 'The request body exceeds the size limit.'],
   unsupported_media_type: ['unsupported_media', 'Send the body as application/json.'],
@@ -169,4 +171,17 @@ export function asDependencyError(err: unknown): DomainError | null {
     return dependencyUnavailable('Redis');
   }
   return null;
+}
+
+/**
+ * What a write was conditioned on (`If-Match`): any current version (`*`), or one of these versions (strong
+ * comparison: a weak tag never matches).
+ */
+export type VersionCondition = '*' | string[];
+
+/** Refuses the write (412 precondition_failed) unless the resource's current version is one the caller named. */
+export function requireVersion(condition: VersionCondition | undefined, what: string, version: string | number): void {
+  const current = String(version);
+  if (condition === undefined || condition === '*' || condition.includes(current)) return;
+  throw new DomainError('precondition_failed', `The ${what} changed since the ETag you sent (If-Match ${condition.map((v) => `"${v}"`).join(', ')}, now "${current}"); read it again and reapply your change.`);
 }

@@ -328,8 +328,14 @@ export function createTicketCommands(deps: {
     return event.id;
   }
 
-  /** Events about a ticket that change none of its fields (deliveries, macro bookkeeping), by the system or a person. */
-  const recordEvents = (tx: Executor, tenantId: string, events: NewEvent[]) => store.insertEvents(tx, tenantId, events);
+  /**
+   * Events about a ticket that change none of its fields (deliveries, macro bookkeeping), by the system or a
+   * person. The timeline is part of what the ticket reads as, so its version (ETag) moves on.
+   */
+  async function recordEvents(tx: Executor, tenantId: string, events: NewEvent[]) {
+    await store.insertEvents(tx, tenantId, events);
+    await store.bumpVersions(tx, tenantId, [...new Set(events.map((e) => e.ticket_id))]);
+  }
 
   /** After commit: timers for moved due times, and triggered macros for the event (never for system changes). */
   async function afterCommit(tenantId: string, ticketId: string, o: { dueMoved: boolean; trigger?: { event: TicketTrigger; eventId: string }; memo?: Map<string, boolean> }) {
@@ -362,6 +368,8 @@ export function createTicketCommands(deps: {
     applyChanges,
     assign,
     recordEvents,
+    /** Something the ticket's read shows changed elsewhere (work logged on it): its version moves on. */
+    bumpVersion: (tx: Executor, tenantId: string, id: string) => store.bumpVersions(tx, tenantId, [id]),
     /** Whether one ticket passes a filter set, with exactly the list's semantics (macro trigger conditions). */
     matches: (tx: Executor, tenantId: string, ticketId: string, f: TicketFilters) => store.matchesFilters(tx, tenantId, ticketId, f),
     afterCommit,

@@ -61,6 +61,8 @@ export function createTicketQueries(deps: { db: Db }) {
       time_billable_minutes: totals.time.billable,
       todo_counts: totals.todos,
       events: events.map(presentEvent),
+      /** Not in the body (the response schema drops it): the strong ETag of this read. */
+      version: String(t.version),
     };
   }
 

@@ -47,7 +47,11 @@ export const ticketOperations = [
     access: read,
     params: ticketIdParams,
     response: detail('The ticket'),
-    handler: async ({ principal, params }, s) => ({ body: await s.tickets.detail(principal, params.ticket_id) }),
+    versioned: true,
+    handler: async ({ principal, params }, s) => {
+      const t = await s.tickets.detail(principal, params.ticket_id);
+      return { body: t, version: t.version };
+    },
   }),
   defineOperation({
     id: 'patch_ticket',
@@ -59,8 +63,12 @@ export const ticketOperations = [
     params: ticketIdParams,
     body: patchTicketBody,
     response: detail('The ticket as it now stands'),
-    errors: ['illegal_transition', 'ticket_merged', 'assignee_unknown', 'team_unknown'],
-    handler: async ({ principal, params, body }, s) => ({ body: await s.tickets.patch(principal, params.ticket_id, body) }),
+    errors: ['illegal_transition', 'ticket_merged', 'assignee_unknown', 'team_unknown', 'precondition_failed'],
+    versioned: true,
+    handler: async ({ principal, params, body, ifMatch }, s) => {
+      const t = await s.tickets.patch(principal, params.ticket_id, body, ifMatch);
+      return { body: t, version: t.version };
+    },
   }),
   defineOperation({
     id: 'reply_ticket',

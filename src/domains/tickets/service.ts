@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { Db } from '../../db';
 import type { NewTicketEvent } from '../../db/types';
-import { notFound, refuse, ticketMerged } from '../../lib/errors';
+import { notFound, refuse, requireVersion, ticketMerged, type VersionCondition } from '../../lib/errors';
 import { newId } from '../../lib/ids';
 import type { QueueHub } from '../../queue/hub';
 import type { CustomerService } from '../customers/service';
@@ -88,9 +88,11 @@ export function createTicketService(deps: {
       return queries.detail(actor.tenantId, created.id);
     },
 
-    async patch(actor: Principal, id: string, input: PatchTicketInput) {
+    async patch(actor: Principal, id: string, input: PatchTicketInput, ifMatch?: VersionCondition) {
       const { result, applied } = await db.transaction().execute(async (tx) => {
         const t = await commands.lockForChange(tx, actor.tenantId, id);
+        // No lost updates: a change made on a stale read is refused with nothing written.
+        requireVersion(ifMatch, 'ticket', t.version);
         const applied = await commands.applyChanges(tx, actor.tenantId, await commands.userActor(tx, actor), t, input);
         return { result: await queries.detailIn(tx, actor.tenantId, id), applied };
       });

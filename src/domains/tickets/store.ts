@@ -17,6 +17,13 @@ export async function touchTickets(db: Executor, tenantId: string, ids: string[]
   await db.updateTable('tickets').set({ updated_at: sql`now()` }).where('tenant_id', '=', tenantId).where('id', 'in', ids).execute();
 }
 
+/** The tickets' timelines changed without their rows: their versions (ETags) move on, updated_at does not. */
+export async function bumpVersions(db: Executor, tenantId: string, ids: string[]): Promise<void> {
+  if (ids.length === 0) return;
+  // The row trigger adds one to version on any update; this update changes nothing else.
+  await db.updateTable('tickets').set({ tenant_id: tenantId }).where('tenant_id', '=', tenantId).where('id', 'in', ids).execute();
+}
+
 export async function getTicket(db: Executor, tenantId: string, id: string): Promise<TicketRow | undefined> {
   return db.selectFrom('tickets').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
 }

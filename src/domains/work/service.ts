@@ -38,7 +38,11 @@ export function createWorkService(deps: {
   db: Db;
   rollups: Pick<RollupService, 'journaled'>;
   /** The ticket a write is about (its team and assignee are recorded with the work). */
-  tickets: { find(exec: Executor, tenantId: string, id: string): Promise<{ id: string; team_id: string | null; assignee_id: string | null } | undefined> };
+  tickets: {
+    find(exec: Executor, tenantId: string, id: string): Promise<{ id: string; team_id: string | null; assignee_id: string | null } | undefined>;
+    /** The ticket's read shows work totals: each change to its work moves the ticket's version (ETag) on. */
+    bumpVersion(exec: Executor, tenantId: string, id: string): Promise<void>;
+  };
 }) {
   const { db, rollups } = deps;
 
@@ -69,6 +73,7 @@ export function createWorkService(deps: {
           billable: input.billable,
           worked_on: input.worked_on ?? null,
         });
+        await deps.tickets.bumpVersion(tx, actor.tenantId, row.ticket_id);
         return { result: presentEntry(row), deltas: [timeDelta(row, 1)] };
       });
     },
@@ -79,6 +84,7 @@ export function createWorkService(deps: {
         if (!old) throw notFound('time entry');
         await memberOrRefuse(tx, actor.tenantId, input.user_id, 'user_id');
         const row = await store.updateTimeEntry(tx, actor.tenantId, id, input);
+        await deps.tickets.bumpVersion(tx, actor.tenantId, row.ticket_id);
         return { result: presentEntry(row), deltas: [timeDelta(old, -1), timeDelta(row, 1)] };
       });
     },
@@ -88,6 +94,7 @@ export function createWorkService(deps: {
         const old = await store.lockTimeEntry(tx, actor.tenantId, id);
         if (!old) throw notFound('time entry');
         await store.deleteTimeEntry(tx, actor.tenantId, id);
+        await deps.tickets.bumpVersion(tx, actor.tenantId, old.ticket_id);
         return { result: undefined, deltas: [timeDelta(old, -1)] };
       });
     },
@@ -108,6 +115,7 @@ export function createWorkService(deps: {
           assignee_id: input.assignee_id ?? null,
           due_at: input.due_at ? new Date(input.due_at) : null,
         });
+        await deps.tickets.bumpVersion(tx, actor.tenantId, row.ticket_id);
         return presentTodo(row);
       });
     },
@@ -124,12 +132,17 @@ export function createWorkService(deps: {
           // Marking done twice keeps the first time it was done.
           ...(input.done !== undefined ? { done_at: input.done ? (current.done_at ?? new Date()) : null } : {}),
         });
+        await deps.tickets.bumpVersion(tx, actor.tenantId, current.ticket_id);
         return presentTodo(row!);
       });
     },
 
     async deleteTodo(actor: Principal, id: string) {
-      if (!(await store.deleteTodo(db, actor.tenantId, id))) throw notFound('todo');
+      await db.transaction().execute(async (tx) => {
+        const ticketId = await store.deleteTodo(tx, actor.tenantId, id);
+        if (!ticketId) throw notFound('todo');
+        await deps.tickets.bumpVersion(tx, actor.tenantId, ticketId);
+      });
     },
 
     async addCsat(actor: Principal, ticketId: string, input: { score: number; comment?: string }) {

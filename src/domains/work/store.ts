@@ -30,9 +30,10 @@ export async function updateTodo(db: Executor, tenantId: string, id: string, pat
   return db.updateTable('todos').set(patch).where('tenant_id', '=', tenantId).where('id', '=', id).returningAll().executeTakeFirst();
 }
 
-export async function deleteTodo(db: Executor, tenantId: string, id: string): Promise<boolean> {
-  const r = await db.deleteFrom('todos').where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
-  return Number(r.numDeletedRows) === 1;
+/** The deleted todo's ticket, or undefined when there was none. */
+export async function deleteTodo(db: Executor, tenantId: string, id: string): Promise<string | undefined> {
+  const r = await db.deleteFrom('todos').where('tenant_id', '=', tenantId).where('id', '=', id).returning('ticket_id').executeTakeFirst();
+  return r?.ticket_id;
 }
 
 export async function getTodo(db: Executor, tenantId: string, id: string): Promise<TodoRow | undefined> {

@@ -1,0 +1,112 @@
+/**
+ * No lost updates (issue 18, part 3; RFC 9110): a ticket's strong ETag is its version; If-Match on PATCH
+ * refuses a stale change with 412 and writes nothing; If-None-Match on GET answers 304 while current; every
+ * change to what the ticket reads as (fields, timeline, work totals) moves the version on; and no operation
+ * sends an ETag it did not declare.
+ */
+import { sql } from 'kysely';
+import { startTestApp, type TestContext } from './helpers/context';
+import { bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { createTicket } from './helpers/tickets';
+
+let ctx: TestContext;
+let ws: Workspace;
+
+beforeAll(async () => {
+  ctx = await startTestApp();
+  ws = await createWorkspace(ctx);
+});
+afterAll(async () => {
+  await ctx?.close();
+});
+
+const get = (id: string, headers: Record<string, string> = {}) => ctx.http.get(`/v1/tickets/${id}`).set({ ...bearer(ws.ownerKey), ...headers });
+const patch = (id: string, body: Record<string, unknown>, headers: Record<string, string> = {}) => ctx.http.patch(`/v1/tickets/${id}`).set({ ...bearer(ws.ownerKey), ...headers }).send(body);
+const etagOf = async (id: string) => {
+  const res = await get(id);
+  expect(res.headers.etag).toMatch(/^"\d+"$/);
+  return res.headers.etag as string;
+};
+
+test('a ticket read carries a strong ETag; a PATCH with the current one applies and answers the next', async () => {
+  const t = (await createTicket(ctx, ws)) as { id: string };
+  const tag = await etagOf(t.id);
+  const res = await patch(t.id, { priority: 'high' }, { 'If-Match': tag });
+  expect(res.status).toBe(200);
+  expect(res.body.priority).toBe('high');
+  expect(res.headers.etag).toMatch(/^"\d+"$/);
+  expect(res.headers.etag).not.toBe(tag);
+  expect(await etagOf(t.id)).toBe(res.headers.etag);
+});
+
+test('a PATCH on a stale read → 412 precondition_failed, nothing written', async () => {
+  const t = (await createTicket(ctx, ws)) as { id: string };
+  const stale = await etagOf(t.id);
+  await patch(t.id, { tags: ['theirs'] }).expect(200);
+  const before = (await sql<{ n: number }>`select count(*)::int as n from ticket_events where ticket_id = ${t.id}`.execute(ctx.db)).rows[0]!.n;
+  const res = await patch(t.id, { priority: 'urgent', tags: ['mine'] }, { 'If-Match': stale });
+  expect(res.status).toBe(412);
+  expect(res.body.code).toBe('precondition_failed');
+  const now = await get(t.id);
+  expect(now.body.priority).not.toBe('urgent');
+  expect(now.body.tags).toEqual(['theirs']);
+  const after = (await sql<{ n: number }>`select count(*)::int as n from ticket_events where ticket_id = ${t.id}`.execute(ctx.db)).rows[0]!.n;
+  expect(after).toBe(before);
+});
+
+test('If-Match: * applies to any current version; a weak tag never matches a write; no If-Match applies as before', async () => {
+  const t = (await createTicket(ctx, ws)) as { id: string };
+  expect((await patch(t.id, { tags: ['a'] }, { 'If-Match': '*' })).status).toBe(200);
+  const current = await etagOf(t.id);
+  expect((await patch(t.id, { tags: ['b'] }, { 'If-Match': `W/${current}` })).status).toBe(412);
+  expect((await patch(t.id, { tags: ['c'] }, { 'If-Match': `"0", ${current}` })).status).toBe(200);
+  expect((await patch(t.id, { tags: ['d'] })).status).toBe(200);
+});
+
+test('If-None-Match with the current ETag → 304 without a body; after any change → 200 with the new one', async () => {
+  const t = (await createTicket(ctx, ws)) as { id: string };
+  const tag = await etagOf(t.id);
+  const unchanged = await get(t.id, { 'If-None-Match': tag });
+  expect(unchanged.status).toBe(304);
+  expect(unchanged.text ?? '').toBe('');
+  // A reply (timeline), a time entry and a todo (work totals): each is part of the read, so each moves it on.
+  const seen = new Set([tag]);
+  const steps = [
+    () => ctx.http.post(`/v1/tickets/${t.id}/notes`).set(bearer(ws.ownerKey)).send({ body: 'Looking into it.' }),
+    () => ctx.http.post(`/v1/tickets/${t.id}/time-entries`).set(bearer(ws.ownerKey)).send({ minutes: 5 }),
+    () => ctx.http.post(`/v1/tickets/${t.id}/todos`).set(bearer(ws.ownerKey)).send({ title: 'Call back' }),
+  ];
+  for (const step of steps) {
+    const before = [...seen].at(-1)!;
+    expect((await step()).status).toBe(201);
+    const res = await get(t.id, { 'If-None-Match': before });
+    expect(res.status).toBe(200);
+    const tag = String(res.headers.etag);
+    expect(seen.has(tag)).toBe(false);
+    seen.add(tag);
+  }
+});
+
+test('no accidental ETags: lists and other reads send none unless they declare one', async () => {
+  const list = await ctx.http.get('/v1/tickets').set(bearer(ws.ownerKey));
+  expect(list.status).toBe(200);
+  expect(list.headers.etag).toBeUndefined();
+  const members = await ctx.http.get('/v1/members').set(bearer(ws.ownerKey));
+  expect(members.headers.etag).toBeUndefined();
+  // So no If-None-Match can turn them into a 304 the client did not expect.
+  expect((await ctx.http.get('/v1/members').set({ ...bearer(ws.ownerKey), 'If-None-Match': '*' })).status).toBe(200);
+});
+
+test('the OpenAPI document says it: ETag and 304 on the ticket read, If-Match and 412 on its PATCH', async () => {
+  const doc = (await ctx.http.get('/v1/openapi.json')).body as {
+    paths: Record<string, Record<string, { parameters: { name: string; in: string }[]; responses: Record<string, { description: string; headers?: Record<string, unknown> }> }>>;
+  };
+  const read = doc.paths['/v1/tickets/{ticket_id}']!.get!;
+  const write = doc.paths['/v1/tickets/{ticket_id}']!.patch!;
+  expect(read.parameters.map((p) => p.name)).toContain('If-None-Match');
+  expect(read.responses['304']).toBeDefined();
+  expect(read.responses['200']!.headers).toHaveProperty('ETag');
+  expect(write.parameters.map((p) => p.name)).toContain('If-Match');
+  expect(write.responses['412']!.description).toContain('precondition_failed');
+  expect(doc.paths['/v1/tickets']!.get!.responses['304']).toBeUndefined();
+});
