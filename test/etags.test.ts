@@ -110,3 +110,30 @@ test('the OpenAPI document says it: ETag and 304 on the ticket read, If-Match an
   expect(write.responses['412']!.description).toContain('precondition_failed');
   expect(doc.paths['/v1/tickets']!.get!.responses['304']).toBeUndefined();
 });
+
+describe('workspace settings', () => {
+  const settings = (headers: Record<string, string> = {}) => ctx.http.get('/v1/tenants/me').set({ ...bearer(ws.ownerKey), ...headers });
+  const change = (body: Record<string, unknown>, headers: Record<string, string> = {}) => ctx.http.patch('/v1/tenants/me').set({ ...bearer(ws.ownerKey), ...headers }).send(body);
+
+  test('carry a strong ETag; a stale If-Match → 412 with nothing written; the current one applies', async () => {
+    const read = await settings();
+    const tag = String(read.headers.etag);
+    expect(tag).toMatch(/^"\d+"$/);
+    expect((await settings({ 'If-None-Match': tag })).status).toBe(304);
+    const applied = await change({ name: 'Renamed once' }, { 'If-Match': tag });
+    expect(applied.status).toBe(200);
+    expect(applied.headers.etag).not.toBe(tag);
+    const stale = await change({ name: 'Renamed on a stale read' }, { 'If-Match': tag });
+    expect(stale.status).toBe(412);
+    expect(stale.body.code).toBe('precondition_failed');
+    expect((await settings()).body.name).toBe('Renamed once');
+  });
+
+  test('a provider key set or deleted (rows of their own) moves the version on too', async () => {
+    const before = String((await settings()).headers.etag);
+    await change({ provider_keys: { openai: 'sk-test-0123456789' } }).expect(200);
+    const after = await settings({ 'If-None-Match': before });
+    expect(after.status).toBe(200);
+    expect(after.body.provider_keys_set.openai).toBe(true);
+  });
+});

@@ -18,6 +18,8 @@ export interface TenantsTable {
   monthly_usd_cap: ColumnType<string | null, string | null | undefined, string | null>;
   deployment_mode: ColumnType<'shared' | 'dedicated' | 'self_hosted', 'shared' | 'dedicated' | 'self_hosted' | undefined, 'shared' | 'dedicated' | 'self_hosted'>;
   onboarding: ColumnType<Record<string, unknown>, string | undefined, string>;
+  /** Bumped by a trigger on every update: the settings' strong ETag. */
+  version: ColumnType<number, never, never>;
   created_at: CreatedAt;
   updated_at: UpdatedAt;
 }
@@ -96,6 +98,8 @@ export interface HelpArticleTranslationsTable {
   pending: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
   created_at: CreatedAt;
   updated_at: UpdatedAt;
+  /** Bumped by a trigger on every update: the translation's strong ETag. */
+  version: ColumnType<number, never, never>;
 }
 
 export interface TenantProviderKeysTable {

@@ -9,7 +9,11 @@ export const workspaceOperations = [
     summary: 'The workspace\'s settings; provider keys only as whether each is set',
     access: { floor: 'viewer', tag: 'tenants', action: 'read' },
     response: { status: 200, description: 'The workspace', schema: tenantView },
-    handler: async ({ principal }, s) => ({ body: await s.settings.get(principal) }),
+    versioned: true,
+    handler: async ({ principal }, s) => {
+      const t = await s.settings.get(principal);
+      return { body: t, version: t.version };
+    },
   }),
   defineOperation({
     id: 'patch_my_tenant',
@@ -20,7 +24,11 @@ export const workspaceOperations = [
     access: { floor: 'admin', tag: 'tenants', action: 'write' },
     body: patchTenantBody,
     response: { status: 200, description: 'The workspace as it now stands', schema: tenantView },
-    errors: ['cap_order'],
-    handler: async ({ principal, body }, s) => ({ body: await s.settings.patch(principal, body) }),
+    errors: ['cap_order', 'precondition_failed'],
+    versioned: true,
+    handler: async ({ principal, body, ifMatch }, s) => {
+      const t = await s.settings.patch(principal, body, ifMatch);
+      return { body: t, version: t.version };
+    },
   }),
 ];

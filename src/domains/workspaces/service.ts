@@ -1,6 +1,6 @@
 import type { ConfigSection } from '../../config';
 import type { Db, Executor } from '../../db';
-import { refuse } from '../../lib/errors';
+import { refuse, requireVersion, type VersionCondition } from '../../lib/errors';
 import { createSealer } from '../../lib/crypto';
 import { iso } from '../../lib/time';
 import { PROVIDER_KEY_NAMES, type PatchTenantInput } from './schemas';
@@ -78,16 +78,21 @@ export function createWorkspaceSettingsService(deps: { db: Db; config: ConfigSec
       provider_keys_set: Object.fromEntries(PROVIDER_KEY_NAMES.map((p) => [p, set.has(p)])),
       created_at: iso(t.created_at),
       updated_at: iso(t.updated_at),
+      /** Not in the body (the response schema drops it): the strong ETag of this read. */
+      version: String(t.version),
     };
   }
 
   return {
     get: (actor: Principal) => read(db, actor.tenantId),
 
-    async patch(actor: Principal, input: PatchTenantInput) {
+    async patch(actor: Principal, input: PatchTenantInput, ifMatch?: VersionCondition) {
       try {
         return await db.transaction().execute(async (tx) => {
           const t = actor.tenantId;
+          // No lost updates: the settings are locked, then the caller's If-Match checked against them.
+          await store.lockTenant(tx, t);
+          requireVersion(ifMatch, 'workspace settings', (await store.getTenant(tx, t)).version);
           for (const column of ['name', 'region', 'default_model', 'default_embedding_model', 'deployment_mode', 'daily_usd_cap', 'monthly_usd_cap'] as const) {
             if (input[column] !== undefined) await store.setColumn(tx, t, column, input[column]);
           }
@@ -102,6 +107,8 @@ export function createWorkspaceSettingsService(deps: { db: Db; config: ConfigSec
             settings: Object.keys(input).filter((k) => k !== 'provider_keys'),
             provider_keys: Object.fromEntries(Object.entries(input.provider_keys ?? {}).filter(([, v]) => v !== undefined).map(([p, v]) => [p, v === '' ? 'deleted' : 'set'])),
           });
+          // Provider keys live in their own rows: the settings' version moves on with any change.
+          await store.bumpTenantVersion(tx, t);
           return read(tx, t);
         });
       } catch (err) {

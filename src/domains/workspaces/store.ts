@@ -19,6 +19,11 @@ export async function lockTenant(db: Executor, tenantId: string): Promise<void> 
   await db.selectFrom('tenants').select('id').where('id', '=', tenantId).forUpdate().executeTakeFirst();
 }
 
+/** The settings changed in rows of their own (provider keys): their version (ETag) moves on. */
+export async function bumpTenantVersion(db: Executor, tenantId: string): Promise<void> {
+  await db.updateTable('tenants').set({ id: tenantId }).where('id', '=', tenantId).execute();
+}
+
 export async function getTenant(db: Executor, tenantId: string) {
   return db.selectFrom('tenants').selectAll().where('id', '=', tenantId).executeTakeFirstOrThrow();
 }
