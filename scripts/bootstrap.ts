@@ -1,5 +1,5 @@
 /**
- * npm run bootstrap -- --workspace "Acme" --owner-email owner@acme.test [--owner-name "Ada"] [--owner-subject sub]
+ * npm run -s bootstrap -- --workspace "Acme" --owner-email owner@acme.test [--owner-name "Ada"] [--owner-subject sub]
  * Prints exactly one JSON object on stdout: {tenant_id, owner_user_id, api_key: {id, prefix, secret}}.
  */
 import { parseArgs } from 'node:util';

@@ -32,7 +32,7 @@ cat >&2 <<MSG
 
   Helpdesk API is up:  http://localhost:$port   (readiness: /readyz, API document: /v1/openapi.json)
 
-  First credential:    npm run bootstrap -- --workspace "Acme" --owner-email owner@acme.test
+  First credential:    npm run -s bootstrap -- --workspace "Acme" --owner-email owner@acme.test
                        prints {tenant_id, owner_user_id, api_key: {secret, ...}}; send it as
                        Authorization: Bearer <secret>
   Dev access token:    npm run dev-token -- --sub <realm_subject> --tenant <tenant_id> [--email <address>]

@@ -21,9 +21,12 @@ interface RunResult {
 const running = new Set<ChildProcess>();
 
 /** Runs `tsx <args>` from the project root with exactly `env` (plus PATH/HOME), killing it after `timeoutMs`. */
-function runTsx(args: string[], env: Record<string, string>, timeoutMs = 30_000): Promise<RunResult> {
+const runTsx = (args: string[], env: Record<string, string>, timeoutMs = 30_000) => run(TSX, args, env, timeoutMs);
+
+/** Runs `bin <args>` from the project root with exactly `env` (plus PATH/HOME), killing it after `timeoutMs`. */
+function run(bin: string, args: string[], env: Record<string, string>, timeoutMs = 30_000): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(TSX, args, {
+    const child = spawn(bin, args, {
       cwd: ROOT,
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -56,6 +59,13 @@ afterAll(async () => {
 
 describe('npm run bootstrap', () => {
   const env = () => ({ NODE_ENV: 'test', DATABASE_URL: ctx.config.DATABASE_URL, API_KEY_PEPPER: ctx.config.API_KEY_PEPPER });
+
+  test('the command the README documents (npm run -s bootstrap) prints only the JSON line, no npm banner', async () => {
+    const out = await run('npm', ['run', '-s', 'bootstrap', '--', '--workspace', 'Documented', '--owner-email', 'documented@acme.test'], env(), 60_000);
+    expect(out.code).toBe(0);
+    expect(lines(out.stdout)).toHaveLength(1);
+    expect(JSON.parse(lines(out.stdout)[0]!)).toMatchObject({ tenant_id: expect.any(String), api_key: { secret: expect.stringMatching(/^sk_zr_/) } });
+  });
 
   test('prints one line of JSON whose owner key works against the API', async () => {
     const run = await runTsx(['scripts/bootstrap.ts', '--workspace', 'Acme', '--owner-email', 'owner@acme.test'], env());
