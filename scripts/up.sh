@@ -35,7 +35,7 @@ cat >&2 <<MSG
   First credential:    npm run -s bootstrap -- --workspace "Acme" --owner-email owner@acme.test
                        prints {tenant_id, owner_user_id, api_key: {secret, ...}}; send it as
                        Authorization: Bearer <secret>
-  Dev access token:    npm run dev-token -- --sub <realm_subject> --tenant <tenant_id> [--email <address>]
+  Dev access token:    npm run -s dev-token -- --sub <realm_subject> --tenant <tenant_id> [--email <address>]
 
 MSG
 wait "$api"
