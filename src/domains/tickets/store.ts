@@ -20,8 +20,9 @@ export async function touchTickets(db: Executor, tenantId: string, ids: string[]
 /** The tickets' timelines changed without their rows: their versions (ETags) move on, updated_at does not. */
 export async function bumpVersions(db: Executor, tenantId: string, ids: string[]): Promise<void> {
   if (ids.length === 0) return;
-  // The row trigger adds one to version on any update; this update changes nothing else.
-  await db.updateTable('tickets').set({ tenant_id: tenantId }).where('tenant_id', '=', tenantId).where('id', 'in', ids).execute();
+  // The row trigger adds one to version on any update. Only a non-key column is written: updating a key column
+  // would take FOR UPDATE and deadlock with the FOR KEY SHARE that inserts referencing the ticket hold.
+  await db.updateTable('tickets').set({ version: sql`version` } as never).where('tenant_id', '=', tenantId).where('id', 'in', ids).execute();
 }
 
 export async function getTicket(db: Executor, tenantId: string, id: string): Promise<TicketRow | undefined> {
