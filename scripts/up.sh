@@ -17,11 +17,20 @@ if [ -z "${REALM_JWKS_URL:-}" ] && [ -z "${REALM_PUBLIC_KEY:-}" ] && [ "${NODE_E
 fi
 
 port="${PORT:-8080}"
-npx tsx workers/index.ts &
+# Each process in a process group of its own (setsid), stopped as a group: npx and tsx each start a child
+# node, and a signal to the outer process alone (which is all `kill $pid` sends) left both running.
+setsid npx tsx workers/index.ts &
 workers=$!
-npx tsx src/server.ts &
+setsid npx tsx src/server.ts &
 api=$!
-trap 'kill -TERM $api $workers 2>/dev/null; wait $api $workers 2>/dev/null' EXIT INT TERM
+stop() {
+  trap - EXIT INT TERM
+  kill -TERM -- "-$api" "-$workers" 2>/dev/null || true
+  wait "$api" "$workers" 2>/dev/null || true
+}
+trap 'stop; exit 130' INT
+trap 'stop; exit 143' TERM
+trap stop EXIT
 
 for _ in $(seq 1 60); do
   if node -e "fetch('http://127.0.0.1:$port/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"; then break; fi
