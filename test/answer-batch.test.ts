@@ -67,4 +67,10 @@ describe('answerBatch', () => {
       expect(totalMs).toBeGreaterThan(5 * 60_000);
     }
   });
+
+  test('finished intake batches stay briefly visible on the dashboard, bounded, because they hold message bodies', () => {
+    for (const name of ['ingest.batch', 'webhooks.batch'] as const) {
+      expect(jobOptions(name).removeOnComplete).toEqual({ age: 300, count: 500 });
+    }
+  });
 });

@@ -41,11 +41,14 @@ interface JobRow {
 }
 
 /**
- * Intake results travel on pub/sub; the finished job itself is not worth keeping. A caller answered 202 was
- * promised its delivery: 12 tries 0.2 s apart doubling (about 7 minutes in all) carry a batch through a
- * database failover or restart, where 5 (3 s) let one die in a burst of killed connections.
+ * Intake results travel on pub/sub, so a finished batch is kept only as a short window for the queue
+ * dashboard (an operator watching a burst sees its throughput): at most 500 jobs and 5 minutes, because its
+ * data holds customers' message bodies, which need not outlive their delivery. Failed batches keep theirs as
+ * long as a retry may need them (the default 7 days, bounded). A caller answered 202 was promised its
+ * delivery: 12 tries 0.2 s apart doubling (about 7 minutes in all) carry a batch through a database failover
+ * or restart, where 5 (3 s) let one die in a burst of killed connections.
  */
-const INTAKE_BATCH: JobsOptions = { removeOnComplete: true, attempts: 12, backoff: { type: 'exponential', delay: 200 } };
+const INTAKE_BATCH: JobsOptions = { removeOnComplete: { age: 300, count: 500 }, attempts: 12, backoff: { type: 'exponential', delay: 200 } };
 /** Tried once and forgotten either way: the next sweep or trigger asks again. */
 const SINGLE_SHOT: JobsOptions = { removeOnComplete: true, removeOnFail: true, attempts: 1 };
 
