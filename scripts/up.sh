@@ -16,6 +16,15 @@ if [ -z "${REALM_JWKS_URL:-}" ] && [ -z "${REALM_PUBLIC_KEY:-}" ] && [ "${NODE_E
   say "development realm: access tokens from 'npm run dev-token' are accepted"
 fi
 
+# Without ops credentials, a development login for the queue dashboard and /metrics (production requires them).
+if [ -z "${OPS_USER:-}" ] && [ -z "${OPS_PASSWORD:-}" ] && [ "${NODE_ENV:-development}" != production ]; then
+  mkdir -p .dev
+  [ -s .dev/ops-password ] || node -e "process.stdout.write(require('node:crypto').randomBytes(18).toString('base64url'))" > .dev/ops-password
+  export OPS_USER=ops
+  OPS_PASSWORD="$(cat .dev/ops-password)"
+  export OPS_PASSWORD
+fi
+
 port="${PORT:-8080}"
 # Each process in a process group of its own (setsid), stopped as a group: npx and tsx each start a child
 # node, and a signal to the outer process alone (which is all `kill $pid` sends) left both running.
@@ -39,7 +48,8 @@ for _ in $(seq 1 60); do
 done
 cat >&2 <<MSG
 
-  Helpdesk API is up:  http://localhost:$port   (readiness: /readyz, API document: /v1/openapi.json)
+  Helpdesk API is up:  http://localhost:$port   (readiness: /readyz, API document: /v1/openapi.json, docs: /docs)
+  Queue dashboard:     http://localhost:$port/admin/queues   (and /metrics), login $OPS_USER / $OPS_PASSWORD
 
   First credential:    npm run -s bootstrap -- --workspace "Acme" --owner-email owner@acme.test
                        prints {tenant_id, owner_user_id, api_key: {secret, ...}}; send it as

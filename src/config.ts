@@ -127,6 +127,11 @@ const schema = z
     if (c.NODE_ENV === 'production' && (c.REALM_JWKS_URL || c.REALM_PUBLIC_KEY) && !c.REALM_AUDIENCE) {
       ctx.addIssue({ code: 'custom', path: ['REALM_AUDIENCE'], message: 'is required in production when REALM_JWKS_URL or REALM_PUBLIC_KEY is set' });
     }
+    // The queue dashboard and /metrics are an operator's only window on the workers: a production deployment
+    // names their login (development gets a generated one from `npm run up`).
+    if (c.NODE_ENV === 'production' && (!c.OPS_USER || !c.OPS_PASSWORD)) {
+      ctx.addIssue({ code: 'custom', path: [c.OPS_USER ? 'OPS_PASSWORD' : 'OPS_USER'], message: 'is required in production (the queue dashboard and /metrics login)' });
+    }
     if (c.REALM_JWKS_URL && c.REALM_PUBLIC_KEY) {
       ctx.addIssue({ code: 'custom', path: ['REALM_PUBLIC_KEY'], message: 'set either REALM_JWKS_URL or REALM_PUBLIC_KEY, not both' });
     }

@@ -32,9 +32,17 @@ describe('configuration from the environment', () => {
   });
 
   test('starts in production with a realm when its audience is set, and without a realm at all', () => {
-    const prod = { NODE_ENV: 'production', API_KEY_PEPPER: 'p'.repeat(40), ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}` };
+    const prod = { NODE_ENV: 'production', API_KEY_PEPPER: 'p'.repeat(40), ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}`, OPS_USER: 'ops', OPS_PASSWORD: 'a-long-ops-password' };
     expect(loadConfig({ ...prod, REALM_PUBLIC_KEY: 'pem', REALM_ISSUER: 'https://realm.example/', REALM_AUDIENCE: 'helpdesk-api' }).REALM_AUDIENCE).toBe('helpdesk-api');
     expect(loadConfig(prod).REALM_AUDIENCE).toBeUndefined();
+  });
+
+  test('production refuses to start without the queue dashboard\'s login (development gets one from npm run up)', () => {
+    const prod = { NODE_ENV: 'production', API_KEY_PEPPER: 'p'.repeat(40), ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}` };
+    expect(() => loadConfig(prod)).toThrow(/OPS_USER is required in production/);
+    expect(() => loadConfig({ ...prod, OPS_USER: 'ops' })).toThrow(/OPS_PASSWORD is required in production/);
+    expect(loadConfig({ ...prod, OPS_USER: 'ops', OPS_PASSWORD: 'a-long-ops-password' }).OPS_USER).toBe('ops');
+    expect(loadConfig({}).OPS_USER).toBeUndefined();
   });
 
   test('never echoes a secret-looking value in the error', () => {
