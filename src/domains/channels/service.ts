@@ -45,6 +45,14 @@ export function createChannelService(deps: { db: Db; config: ConfigSection<'secr
   }
 
   return {
+    /**
+     * Whether a browser at `origin` may post to the web chat connection holding `token`: its `allowed_origins`
+     * (exact scheme, host and port, compared case-insensitively). Unknown tokens allow nothing.
+     */
+    async webChatOriginAllowed(token: string, origin: string): Promise<boolean> {
+      const wanted = origin.toLowerCase();
+      return (await store.crossTenantWebChatOrigins(db, tokenHash(token))).some((o) => o.trim().toLowerCase().replace(/\/$/, '') === wanted);
+    },
     tokenHash,
 
     /**

@@ -51,6 +51,19 @@ export async function crossTenantConnectionByToken(db: Executor, tokenHash: Buff
     .executeTakeFirst();
 }
 
+/** The origins an enabled web chat connection (found by its inbound token) lets browsers post from. */
+export async function crossTenantWebChatOrigins(db: Executor, tokenHash: Buffer): Promise<string[]> {
+  const row = await db
+    .selectFrom('channel_connections')
+    .select('config')
+    .where('inbound_token_hash', '=', tokenHash)
+    .where('channel', '=', 'web_chat')
+    .where('enabled', '=', true)
+    .executeTakeFirst();
+  const origins = (row?.config as { allowed_origins?: unknown } | undefined)?.allowed_origins;
+  return Array.isArray(origins) ? origins.filter((o): o is string => typeof o === 'string') : [];
+}
+
 /**
  * Of these deliveries, those whose channel is connected and enabled in the workspace and, for one that came
  * with an inbound token, whose token is still the connection's.
