@@ -38,7 +38,7 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
   const { config, logger, db, redis } = deps;
   const services = createServices({ db, config, queues: deps.queues, logger, redis, bus: deps.bus });
   const operations = buildOperationTable();
-  const openapi = buildOpenApi(operations, { version: '1.0.0' });
+  const openapi = buildOpenApi(operations, { version: '1.0.0', ...(config.PUBLIC_BASE_URL ? { serverUrl: config.PUBLIC_BASE_URL } : {}) });
 
   const metrics = createOpsMetrics();
   const app = express();

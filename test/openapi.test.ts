@@ -34,6 +34,12 @@ test('the OpenAPI document lists every operation of the table with its floor, sc
   expect(documented).toHaveLength(ops.length);
 });
 
+test('the document names a server (generators need one) and introduces authentication, errors, retries, limits and concurrency', async () => {
+  const res = await ctx.http.get('/v1/openapi.json');
+  expect(res.body.servers).toEqual([expect.objectContaining({ url: expect.any(String) })]);
+  for (const topic of ['Authentication', 'Errors', 'Retries', 'Limits', 'Concurrency', 'Paging']) expect(res.body.info.description).toContain(`**${topic}.**`);
+});
+
 test('the create-key request schema comes from the zod schema (bounds included)', async () => {
   const res = await ctx.http.get('/v1/openapi.json');
   const schema = res.body.paths['/v1/api-keys'].post.requestBody.content['application/json'].schema;

@@ -164,6 +164,23 @@ const problem = {
   },
 };
 
+/** What every client needs to know before its first call (the document's own introduction). */
+const API_DESCRIPTION = [
+  'A multi-tenant helpdesk API: tickets, customers, channels, macros, teams, rollups and help centres, one workspace per credential.',
+  '',
+  '**Authentication.** `Authorization: Bearer <secret>` with an API key (`sk_zr_…`, scoped by `tag:action` scopes) or a realm access token (JWT). Each operation names its role floor and scope.',
+  '',
+  '**Errors.** RFC 9457 problem details (`application/problem+json`) with a stable `code`, a `detail` that says why, `errors` for field problems and the `request_id` (also in `X-Request-Id`).',
+  '',
+  '**Retries.** Authenticated POST and PATCH take an `Idempotency-Key`: a repeat replays the first answer (`Idempotent-Replayed: true`) and does nothing again.',
+  '',
+  '**Limits.** Every authenticated answer carries `RateLimit-Policy` and `RateLimit` (per caller and per workspace); past either, `429 throttled` with `Retry-After`.',
+  '',
+  '**Concurrency.** Versioned resources (tickets, workspace settings) carry a strong `ETag`: `If-Match` on their PATCH refuses a stale change (412), `If-None-Match` on their read answers 304.',
+  '',
+  '**Paging.** Lists take `limit` and `offset` and say `total` where counting is cheap.',
+].join('\n');
+
 const EXAMPLE_REQUEST_ID = '7c9e6679-7425-40de-944b-e07fc1f90ae7';
 const noQuery = z.strictObject({});
 
@@ -223,7 +240,7 @@ function problemExample(op: Operation, status: number, codes: Set<string>) {
  * carries examples (request body, each parameter, the success body and each problem): sampled from the
  * schemas, whose `.meta({ examples })` make them read like a helpdesk, or hand-written on the row.
  */
-export function buildOpenApi(ops: Operation[], info: { version: string }) {
+export function buildOpenApi(ops: Operation[], info: { version: string; serverUrl?: string }) {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const op of ops) {
     const codesByStatus = new Map<number, Set<string>>();
@@ -287,7 +304,9 @@ export function buildOpenApi(ops: Operation[], info: { version: string }) {
   }
   return {
     openapi: '3.1.0',
-    info: { title: 'Helpdesk API', version: info.version },
+    info: { title: 'Helpdesk API', version: info.version, description: API_DESCRIPTION },
+    // Generators (openapi-typescript, openapi-fetch) need a server; this deployment's base URL, else relative.
+    servers: [{ url: info.serverUrl ?? '/', description: 'This deployment' }],
     components: {
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'An API key (sk_zr_…) or a realm access token (JWT).' },
