@@ -49,6 +49,7 @@ test('every store function takes the tenant id second, or says in its name that 
     'crossTenantPruneExpiredKeys',
     'crossTenantPruneOAuthStates',
     'crossTenantStaleOutbound',
+    'crossTenantWebChatOrigins',
     'crossTenantWithJournal',
   ]);
 });
