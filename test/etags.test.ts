@@ -137,3 +137,19 @@ describe('workspace settings', () => {
     expect(after.body.provider_keys_set.openai).toBe(true);
   });
 });
+
+describe('macros', () => {
+  test('create and PATCH answer an ETag; a PATCH on a stale one → 412 with nothing written', async () => {
+    const created = await ctx.http.post('/v1/macros').set(bearer(ws.ownerKey)).send({ name: 'Escalate', actions: [{ type: 'set_priority', priority: 'high' }] });
+    expect(created.status).toBe(201);
+    const tag = String(created.headers.etag);
+    expect(tag).toMatch(/^"\d+"$/);
+    const renamed = await ctx.http.patch(`/v1/macros/${created.body.id}`).set({ ...bearer(ws.ownerKey), 'If-Match': tag }).send({ name: 'Escalate now' });
+    expect(renamed.status).toBe(200);
+    expect(renamed.headers.etag).not.toBe(tag);
+    const stale = await ctx.http.patch(`/v1/macros/${created.body.id}`).set({ ...bearer(ws.ownerKey), 'If-Match': tag }).send({ name: 'Stale rename' });
+    expect(stale.status).toBe(412);
+    const list = await ctx.http.get('/v1/macros').set(bearer(ws.ownerKey));
+    expect((list.body.macros as { id: string; name: string }[]).find((m) => m.id === created.body.id)!.name).toBe('Escalate now');
+  });
+});

@@ -222,6 +222,8 @@ export interface MacrosTable {
   created_by_user_id: string | null;
   created_at: CreatedAt;
   updated_at: UpdatedAt;
+  /** Bumped by a trigger on every update: the macro's strong ETag. */
+  version: ColumnType<number, never, never>;
 }
 
 export interface MacroRunsTable {

@@ -297,7 +297,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
       'x-floor': access ? access.floor : 'public',
       'x-scope': scope,
       security: pub ? [] : [{ bearer: [] }],
-      parameters: [...parametersOf(op.params, 'path', op.example?.params), ...parametersOf(op.query, 'query', op.example?.query), ...(idempotent ? [idempotencyKeyParameter] : []), ...(op.versioned || op.etag ? [op.method === 'get' ? ifNoneMatchParameter : ifMatchParameter] : [])],
+      parameters: [...parametersOf(op.params, 'path', op.example?.params), ...parametersOf(op.query, 'query', op.example?.query), ...(idempotent ? [idempotencyKeyParameter] : []), ...(op.versioned || op.etag ? (op.method === 'get' ? [ifNoneMatchParameter] : op.method === 'patch' || op.method === 'put' ? [ifMatchParameter] : []) : [])],
       ...(op.body ? { requestBody: { required: true, content: jsonContent(op.body, 'input', op.example?.request) } } : {}),
       responses,
     };

@@ -18,7 +18,11 @@ export const macroOperations = [
     body: createMacroBody,
     response: { status: 201, description: 'The macro', schema: macro },
     errors: ['team_unknown', 'assignee_unknown', 'filter_unknown', 'filter_invalid'],
-    handler: async ({ principal, body }, s) => ({ status: 201, body: await s.macros.create(principal, body) }),
+    versioned: true,
+    handler: async ({ principal, body }, s) => {
+      const m = await s.macros.create(principal, body);
+      return { status: 201, body: m, version: m.version };
+    },
   }),
   defineOperation({
     id: 'list_macros',
@@ -38,8 +42,12 @@ export const macroOperations = [
     params: macroIdParams,
     body: patchMacroBody,
     response: { status: 200, description: 'The macro as it now stands', schema: macro },
-    errors: ['team_unknown', 'assignee_unknown', 'filter_unknown', 'filter_invalid'],
-    handler: async ({ principal, params, body }, s) => ({ body: await s.macros.patch(principal, params.macro_id, body) }),
+    errors: ['team_unknown', 'assignee_unknown', 'filter_unknown', 'filter_invalid', 'precondition_failed'],
+    versioned: true,
+    handler: async ({ principal, params, body, ifMatch }, s) => {
+      const m = await s.macros.patch(principal, params.macro_id, body, ifMatch);
+      return { body: m, version: m.version };
+    },
   }),
   defineOperation({
     id: 'apply_macro',

@@ -1,6 +1,6 @@
 import type { Db, Executor } from '../../db';
 import type { MacroRow, TicketRow } from '../../db/types';
-import { notFound, refuse } from '../../lib/errors';
+import { notFound, refuse, requireVersion, type VersionCondition } from '../../lib/errors';
 import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
@@ -143,19 +143,23 @@ export function createMacroService(deps: {
       db.transaction().execute(async (tx) => {
         const trigger = await validateWrite(tx, actor.tenantId, input);
         const row = await store.insertMacro(tx, actor.tenantId, { id: newId(), ...input, trigger: trigger ?? null, created_by_user_id: actor.userId });
-        return present(row);
+        return { ...present(row), version: String(row.version) };
       }),
 
     async list(actor: Principal) {
       return { macros: (await store.listMacros(db, actor.tenantId)).map(present) };
     },
 
-    patch: (actor: Principal, id: string, input: PatchMacroInput) =>
+    patch: (actor: Principal, id: string, input: PatchMacroInput, ifMatch?: VersionCondition) =>
       db.transaction().execute(async (tx) => {
+        const current = await store.lockMacro(tx, actor.tenantId, id);
+        if (!current) throw notFound('macro');
+        // No lost updates: a change made on a stale read is refused with nothing written.
+        requireVersion(ifMatch, 'macro', current.version);
         const trigger = await validateWrite(tx, actor.tenantId, input);
         const row = await store.updateMacro(tx, actor.tenantId, id, { ...input, ...(input.trigger !== undefined ? { trigger } : {}) });
         if (!row) throw notFound('macro');
-        return present(row);
+        return { ...present(row), version: String(row.version) };
       }),
 
     async apply(actor: Principal, ticketId: string, macroId: string) {

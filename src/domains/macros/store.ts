@@ -22,6 +22,11 @@ export async function getMacro(db: Executor, tenantId: string, id: string): Prom
   return db.selectFrom('macros').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
 }
 
+/** The macro, locked for a change (its version checked against the caller's If-Match before the write). */
+export async function lockMacro(db: Executor, tenantId: string, id: string): Promise<MacroRow | undefined> {
+  return db.selectFrom('macros').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).forUpdate().executeTakeFirst();
+}
+
 /** Each sent field is its own column write; `trigger` is written only when the patch names it. */
 export async function updateMacro(
   db: Executor,
