@@ -78,7 +78,15 @@ const idempotencyKeyParameter = {
 
 
 const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
-  z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as Record<string, unknown>;
+  z.toJSONSchema(schema, {
+    target: 'draft-2020-12',
+    io,
+    unrepresentable: 'any',
+    // A query integer (intParam) is documented as an integer: the digits-only pattern of its string form goes.
+    override: (ctx) => {
+      if (ctx.jsonSchema.type === 'integer') delete ctx.jsonSchema.pattern;
+    },
+  }) as Record<string, unknown>;
 
 type JsonSchema = Record<string, unknown>;
 

@@ -6,7 +6,9 @@ export const intParam = (min: number, max: number) =>
     .string()
     .regex(/^\d+$/, 'must be an integer')
     .transform(Number)
-    .pipe(z.number().int().min(min).max(max));
+    .pipe(z.number().int().min(min).max(max))
+    // What a client sends is an integer in the query string: documented as one, with its bounds (OpenAPI).
+    .meta({ type: 'integer', minimum: min, maximum: max } as never);
 
 /** Free-form key/value metadata, bounded so one field cannot bloat a row. */
 export const metadata = z.record(z.string().max(100), z.unknown()).refine((m) => JSON.stringify(m).length <= 16_384, {
