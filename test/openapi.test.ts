@@ -40,12 +40,14 @@ test('the document names a server (generators need one) and introduces authentic
   for (const topic of ['Authentication', 'Errors', 'Retries', 'Limits', 'Concurrency', 'Paging']) expect(res.body.info.description).toContain(`**${topic}.**`);
 });
 
-test('integer query parameters are documented as integers with their bounds, not strings with a pattern', async () => {
+test('integer and boolean query parameters are documented as such (bounds kept), not as patterned strings', async () => {
   const res = await ctx.http.get('/v1/openapi.json');
   const params = res.body.paths['/v1/tickets'].get.parameters as { name: string; schema: Record<string, unknown> }[];
   const limit = params.find((p) => p.name === 'limit')!;
   expect(limit.schema).toMatchObject({ type: 'integer', minimum: expect.any(Number), maximum: expect.any(Number) });
-  expect(limit.schema).not.toHaveProperty('pattern');
+  expect(limit.schema).not.toHaveProperty('pattern');  const breached = params.find((p) => p.name === 'sla_breached')!;
+  expect(breached.schema).toMatchObject({ type: 'boolean' });
+  expect(breached.schema).not.toHaveProperty('enum');
 });
 
 test('the create-key request schema comes from the zod schema (bounds included)', async () => {

@@ -85,6 +85,8 @@ const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
     // A query integer (intParam) is documented as an integer: the digits-only pattern of its string form goes.
     override: (ctx) => {
       if (ctx.jsonSchema.type === 'integer') delete ctx.jsonSchema.pattern;
+      // A query boolean (boolParam): its string enum goes.
+      if (ctx.jsonSchema.type === 'boolean') delete ctx.jsonSchema.enum;
     },
   }) as Record<string, unknown>;
 

@@ -10,6 +10,12 @@ export const intParam = (min: number, max: number) =>
     // What a client sends is an integer in the query string: documented as one, with its bounds (OpenAPI).
     .meta({ type: 'integer', minimum: min, maximum: max } as never);
 
+/** `true` or `false` in the query string, documented as a boolean (OpenAPI). */
+export const boolParam = z
+  .enum(['true', 'false'])
+  .transform((v) => v === 'true')
+  .meta({ type: 'boolean' } as never);
+
 /** Free-form key/value metadata, bounded so one field cannot bloat a row. */
 export const metadata = z.record(z.string().max(100), z.unknown()).refine((m) => JSON.stringify(m).length <= 16_384, {
   message: 'metadata must serialise to at most 16 KiB',

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { boolParam } from '../../http/params';
 
 const at = z.string().meta({ examples: ['2025-03-03T08:15:00.000Z'] });
 const scopes = ['tickets:read', 'tickets:write', 'customers:read'];
@@ -36,7 +37,7 @@ export const listedApiKey = z.object({
 });
 
 export const listApiKeysQuery = z.strictObject({
-  include_revoked: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+  include_revoked: boolParam.default(false),
 });
 
 export const apiKeyList = z.object({ api_keys: z.array(listedApiKey) });

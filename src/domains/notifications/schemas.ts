@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intParam } from '../../http/params';
+import { boolParam, intParam } from '../../http/params';
 
 export const notification = z.object({
   id: z.uuid().meta({ examples: ['6f1c9b2e-4d3a-4e8f-9a7b-2c5d8e1f0a34'] }),
@@ -12,7 +12,7 @@ export const notification = z.object({
 });
 
 export const listNotificationsQuery = z.strictObject({
-  unread_only: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+  unread_only: boolParam.default(false),
   limit: intParam(1, 500).default(50).meta({ examples: [20] }),
   offset: intParam(0, 2147483647).default(0),
 });

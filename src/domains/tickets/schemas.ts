@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { TICKET_SOURCES } from '../channels/registry';
-import { intParam, metadata } from '../../http/params';
+import { boolParam, intParam, metadata } from '../../http/params';
 import { PRIORITIES } from '../sla/targets';
 import { STATUSES } from './status';
 
@@ -53,7 +53,6 @@ export const messageBody = z.strictObject({ body: z.string().trim().min(1).max(L
 
 export const mergeBody = z.strictObject({ target_ticket_id: z.uuid() });
 
-const boolParam = z.enum(['true', 'false']).transform((v) => v === 'true');
 
 /**
  * The filters GET /v1/tickets understands. Exported on its own so saved views validate their `filters`
