@@ -50,6 +50,31 @@ test('integer and boolean query parameters are documented as such (bounds kept),
   expect(breached.schema).not.toHaveProperty('enum');
 });
 
+test('every timestamp an answer carries (…_at, …_due) is typed format: date-time for generated clients', async () => {
+  const res = await ctx.http.get('/v1/openapi.json');
+  let marked = 0;
+  const unmarked: string[] = [];
+  const walk = (node: unknown, where: string) => {
+    if (node === null || typeof node !== 'object') return;
+    const schema = node as Record<string, unknown>;
+    for (const [name, prop] of Object.entries((schema.properties ?? {}) as Record<string, Record<string, unknown>>)) {
+      if (/_(at|due)$/.test(name)) {
+        const alts = prop.anyOf ? (prop.anyOf as Record<string, unknown>[]) : [prop];
+        if (alts.some((a) => a.format === 'date-time')) marked += 1;
+        else if (alts.some((a) => a.type === 'string')) unmarked.push(`${where}.${name}`);
+      }
+    }
+    for (const [k, v] of Object.entries(schema)) walk(v, `${where}.${k}`);
+  };
+  for (const [p, ops] of Object.entries(res.body.paths as Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: unknown }> }> }>>)) {
+    for (const [m, op] of Object.entries(ops)) {
+      for (const [s, r] of Object.entries(op.responses)) if (s.startsWith('2')) walk(r.content?.['application/json']?.schema, `${m} ${p}`);
+    }
+  }
+  expect(unmarked).toEqual([]);
+  expect(marked).toBeGreaterThan(100);
+});
+
 test('the create-key request schema comes from the zod schema (bounds included)', async () => {
   const res = await ctx.http.get('/v1/openapi.json');
   const schema = res.body.paths['/v1/api-keys'].post.requestBody.content['application/json'].schema;

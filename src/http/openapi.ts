@@ -128,8 +128,31 @@ function exampleFor(schema: z.ZodType, json: JsonSchema, handWritten: unknown): 
 }
 
 /** A JSON body's media type: its schema, and the example for it. */
+/** A timestamp field of an answer: every `…_at` and `…_due` we send is an ISO 8601 date-time. */
+const TIMESTAMP_FIELD = /_(at|due)$/;
+
+/**
+ * Marks the answers' timestamps `format: date-time`, so generated clients type them as such: walks the
+ * schema's object properties (nested objects and arrays included, `$defs` too).
+ */
+function markTimestamps(node: unknown): void {
+  if (Array.isArray(node)) return node.forEach(markTimestamps);
+  if (node === null || typeof node !== 'object') return;
+  const schema = node as Record<string, unknown>;
+  const properties = schema.properties as Record<string, Record<string, unknown>> | undefined;
+  for (const [name, prop] of Object.entries(properties ?? {})) {
+    const types = ([] as unknown[]).concat(prop.type ?? (Array.isArray(prop.anyOf) ? (prop.anyOf as { type?: unknown }[]).map((a) => a.type) : []));
+    if (TIMESTAMP_FIELD.test(name) && types.includes('string') && prop.format === undefined) {
+      if (prop.type !== undefined) prop.format = 'date-time';
+      else for (const alt of prop.anyOf as Record<string, unknown>[]) if (alt.type === 'string') alt.format = 'date-time';
+    }
+  }
+  for (const value of Object.values(schema)) if (value !== null && typeof value === 'object') markTimestamps(value);
+}
+
 function jsonContent(schema: z.ZodType, io: 'input' | 'output', handWritten: unknown) {
   const json = jsonSchema(schema, io);
+  if (io === 'output') markTimestamps(json);
   return { 'application/json': { schema: json, example: exampleFor(schema, json, handWritten) } };
 }
 
