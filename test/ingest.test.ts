@@ -588,7 +588,9 @@ describe('GET /v1/ingest/deliveries', () => {
 
     const filtered = await ctx.http.get('/v1/ingest/deliveries?channel=telegram').set(bearer(adm.token));
     expect(filtered.body.deliveries.map((d: { channel: string }) => d.channel)).toEqual(['telegram']);
-    const paged = await ctx.http.get('/v1/ingest/deliveries?limit=1&offset=1').set(bearer(adm.token));
+    const newest = await ctx.http.get('/v1/ingest/deliveries?limit=1').set(bearer(adm.token));
+    expect(newest.body.deliveries.map((d: { channel: string }) => d.channel)).toEqual(['telegram']);
+    const paged = await ctx.http.get(`/v1/ingest/deliveries?limit=1&after=${newest.body.next_cursor}`).set(bearer(adm.token));
     expect(paged.body.deliveries).toHaveLength(1);
     expect(paged.body.deliveries[0].channel).toBe('web_chat');
   });
@@ -615,8 +617,8 @@ describe('GET /v1/ingest/deliveries', () => {
     expect((await ctx.http.get('/v1/ingest/deliveries')).status).toBe(401);
   });
 
-  test('limit and offset are bounded', async () => {
-    for (const q of ['limit=0', 'limit=501', 'offset=-1', 'limit=abc', 'bogus=1']) {
+  test('limit and the cursor are bounded and checked', async () => {
+    for (const q of ['limit=0', 'limit=501', 'offset=1', 'limit=abc', 'bogus=1', 'after=xyz', `after=${'A'.repeat(300)}`]) {
       expect((await ctx.http.get(`/v1/ingest/deliveries?${q}`).set(bearer(wd.ownerKey))).status).toBe(400);
     }
   });

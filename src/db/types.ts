@@ -352,6 +352,8 @@ export interface IngestDeliveriesTable {
   was_created: ColumnType<boolean, boolean | undefined, boolean>;
   duplicate_count: ColumnType<number, number | undefined, number>;
   first_seen_at: CreatedAt;
+  /** Arrival order, the deliveries list's page key (identity column). */
+  seq: Generated<string>;
   last_seen_at: UpdatedAt;
 }
 

@@ -12,6 +12,7 @@ import {
 } from '../lib/errors';
 import { DOMAIN_ERRORS, exampleOf, titleOf, toProblem, type AppError } from './errors';
 import type { Operation } from './operation';
+import { listParamItems } from '../lib/paging';
 import { takesIdempotencyKey } from './router';
 import { authFailuresThrottled } from './auth-throttle';
 import { toFieldErrors } from './errors';
@@ -87,6 +88,14 @@ const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
       if (ctx.jsonSchema.type === 'integer') delete ctx.jsonSchema.pattern;
       // A query boolean (boolParam): its string enum goes.
       if (ctx.jsonSchema.type === 'boolean') delete ctx.jsonSchema.enum;
+      // A multi-value filter (listParam): documented as the array it parses to, sent comma-separated
+      // (parametersOf adds `style: form, explode: false`).
+      const list = listParamItems(ctx.zodSchema as unknown as z.ZodType);
+      if (list) {
+        const { $schema: _, ...items } = jsonSchema(list.item, io);
+        for (const k of Object.keys(ctx.jsonSchema)) delete ctx.jsonSchema[k];
+        Object.assign(ctx.jsonSchema, { type: 'array', minItems: 1, maxItems: list.max, items });
+      }
     },
   }) as Record<string, unknown>;
 
@@ -173,13 +182,11 @@ function parametersOf(schema: z.ZodType | undefined, where: 'path' | 'query', ha
   const output = sampled(jsonSchema(schema, 'output'), false) as Record<string, unknown>;
   return Object.entries(shape).map(([name, s]) => {
     const sampledValue = [input[name], output[name]].map(asParameterValue).find((c) => c !== undefined && s.safeParse(c).success);
-    return {
-      name,
-      in: where,
-      required: where === 'path' || !s.safeParse(undefined).success,
-      schema: jsonSchema(s, 'input'),
-      example: handWritten[name] ?? sampledValue ?? asParameterValue(input[name]),
-    };
+    const example = handWritten[name] ?? sampledValue ?? asParameterValue(input[name]);
+    const param = jsonSchema(s, 'input');
+    // A comma-separated list (`status=open,pending`): OpenAPI's form style without explode, example as the array.
+    if (param.type === 'array') return { name, in: where, required: false, style: 'form', explode: false, schema: param, example: String(example).split(',') };
+    return { name, in: where, required: where === 'path' || !s.safeParse(undefined).success, schema: param, example };
   });
 }
 
@@ -211,7 +218,7 @@ const API_DESCRIPTION = [
   '',
   '**Concurrency.** Versioned resources (tickets, workspace settings) carry a strong `ETag`: `If-Match` on their PATCH refuses a stale change (412), `If-None-Match` on their read answers 304.',
   '',
-  '**Paging.** Lists take `limit` and `offset` and say `total` where counting is cheap.',
+  '**Paging.** Lists that can grow answer one envelope, `{<items>: [...], next_cursor}`: pass `next_cursor` back as `after` (with the same `limit`, `sort` and filters) for the next page; it is null on the last page. Pages are keyset reads, stable while rows arrive, and a deep page costs what the first costs. The customer directory keeps its `limit`/`offset`/`total` envelope.',
 ].join('\n');
 
 const EXAMPLE_REQUEST_ID = '7c9e6679-7425-40de-944b-e07fc1f90ae7';

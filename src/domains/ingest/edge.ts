@@ -9,6 +9,7 @@ import { setLogTenant } from '../../lib/log-context';
 import type { Principal } from '../identity/principal';
 import { isUuid } from '../../lib/ids';
 import { iso } from '../../lib/time';
+import { pageOf, type Cursor } from '../../lib/paging';
 import type { QueueHub } from '../../queue/hub';
 import type { ResultBus } from '../../queue/results';
 import type { ChannelService } from '../channels/service';
@@ -16,6 +17,9 @@ import { channelById, type ChannelDefinition } from '../channels/registry';
 import * as channelStore from '../channels/store';
 import type { IngestItem, IngestResult } from './worker';
 import * as store from './store';
+
+/** The deliveries list has one order, newest arrival first (its cursor names it). */
+export const DELIVERY_SORT = '-arrival';
 
 export const ingestBody = z.strictObject({
   tenant_id: z.string().max(100).optional(),
@@ -131,21 +135,20 @@ export function createIngestGateway(deps: {
       return { body: values.length === 1 ? first : { ...first, messages: values }, duplicate: values.every((v) => v.was_duplicate) };
     },
 
-    async deliveries(actor: Principal, q: { limit: number; offset: number; channel?: string }) {
+    async deliveries(actor: Principal, q: { limit: number; after?: Cursor; channel?: string }) {
       const rows = await store.recentDeliveries(db, actor.tenantId, q);
-      return {
-        deliveries: rows.map((r) => ({
-          channel: r.channel,
-          provider_message_id: r.provider_message_id,
-          ticket_id: r.ticket_id,
-          customer_id: r.customer_id,
-          was_created: r.was_created,
-          first_seen_at: iso(r.first_seen_at),
-          last_seen_at: iso(r.last_seen_at),
-          duplicate_count: r.duplicate_count,
-        })),
-      };
+      return pageOf('deliveries', rows, q.limit, DELIVERY_SORT, (r) => ({
+        channel: r.channel,
+        provider_message_id: r.provider_message_id,
+        ticket_id: r.ticket_id,
+        customer_id: r.customer_id,
+        was_created: r.was_created,
+        first_seen_at: iso(r.first_seen_at),
+        last_seen_at: iso(r.last_seen_at),
+        duplicate_count: r.duplicate_count,
+      }));
     },
+
 
   };
 }

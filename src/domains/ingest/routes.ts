@@ -2,7 +2,8 @@ import { z } from 'zod';
 import { defineOperation } from '../../define-operation';
 import { intParam } from '../../http/params';
 import { intakeAnswer } from '../../http/result';
-import { ingestBody, ingestQuery } from './edge';
+import { DELIVERY_SORT, ingestBody, ingestQuery } from './edge';
+import { afterParam, pageSchema } from '../../lib/paging';
 
 const ingestResult = z.object({
   channel: z.string(),
@@ -18,20 +19,19 @@ const ingestResult = z.object({
   provider_message_ids: z.array(z.string()).optional(),
 });
 
-const deliveries = z.object({
-  deliveries: z.array(
-    z.object({
-      channel: z.string(),
-      provider_message_id: z.string(),
-      ticket_id: z.uuid().nullable(),
-      customer_id: z.uuid().nullable(),
-      was_created: z.boolean(),
-      first_seen_at: z.string(),
-      last_seen_at: z.string(),
-      duplicate_count: z.number().int(),
-    }),
-  ),
-});
+const deliveries = pageSchema(
+  'deliveries',
+  z.object({
+    channel: z.string(),
+    provider_message_id: z.string(),
+    ticket_id: z.uuid().nullable(),
+    customer_id: z.uuid().nullable(),
+    was_created: z.boolean(),
+    first_seen_at: z.string(),
+    last_seen_at: z.string(),
+    duplicate_count: z.number().int(),
+  }),
+);
 
 export const ingestOperations = [
   defineOperation({
@@ -88,7 +88,7 @@ export const ingestOperations = [
     access: { floor: 'admin', tag: 'channels', action: 'read' },
     query: z.strictObject({
       limit: intParam(1, 500).default(100),
-      offset: intParam(0, 2147483647).default(0),
+      after: afterParam({ [DELIVERY_SORT]: 'sequence' }, z.literal('')).optional(),
       channel: z.string().min(1).max(64).optional(),
     }),
     response: { status: 200, description: 'Deliveries, newest first', schema: deliveries },
@@ -107,6 +107,7 @@ export const ingestOperations = [
             duplicate_count: 1,
           },
         ],
+        next_cursor: null,
       },
     },
     handler: async ({ principal, query }, s) => ({ body: await s.ingest.deliveries(principal, query) }),

@@ -1,6 +1,8 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
 import type { IngestDeliveryRow } from '../../db/types';
+import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
+import type { Cursor } from '../../lib/paging';
 
 export interface LedgerKey {
   channel: string;
@@ -77,10 +79,14 @@ export async function completeDeliveries(
     where d.tenant_id = ${tenantId} and d.channel = u.channel and d.provider_message_id = u.pmid`.execute(db);
 }
 
-export async function recentDeliveries(db: Executor, tenantId: string, page: { limit: number; offset: number; channel?: string }) {
-  let q = db.selectFrom('ingest_deliveries').selectAll().where('tenant_id', '=', tenantId);
+const DELIVERY_PAGES: Keyset = { key: 'seq', kind: 'sequence', direction: 'desc' };
+
+/** Newest first, one keyset page (src/lib/paging.ts), read with one extra row. */
+export async function recentDeliveries(db: Executor, tenantId: string, page: { limit: number; after?: Cursor; channel?: string }) {
+  let q = db.selectFrom('ingest_deliveries').selectAll().select(pageKey(DELIVERY_PAGES).as('page_key')).where('tenant_id', '=', tenantId);
   if (page.channel) q = q.where('channel', '=', page.channel);
-  return q.orderBy('first_seen_at', 'desc').orderBy('provider_message_id').limit(page.limit).offset(page.offset).execute();
+  if (page.after) q = q.where(pastCursor(DELIVERY_PAGES, page.after));
+  return q.orderBy('seq', 'desc').limit(page.limit + 1).execute();
 }
 
 /**

@@ -3,7 +3,8 @@ import type { TicketEventRow, TicketRow } from '../../db/types';
 import { notFound } from '../../lib/errors';
 import { iso } from '../../lib/time';
 import { workTotals } from '../work/store';
-import type { TicketFilters } from './schemas';
+import type { ListTicketsQuery } from './schemas';
+import { pageOf } from '../../lib/paging';
 import { legalNextStates } from './status';
 import * as store from './store';
 
@@ -75,13 +76,10 @@ export function createTicketQueries(deps: { db: Db }) {
     detail: (tenantId: string, id: string) =>
       db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute((tx) => detailIn(tx, tenantId, id)),
 
-    async list(tenantId: string, query: TicketFilters & { limit: number; offset: number }) {
-      const { limit, offset, ...filters } = query;
-      const [rows, total] = await Promise.all([
-        store.listTickets(db, tenantId, filters, { limit, offset }),
-        store.countTickets(db, tenantId, filters),
-      ]);
-      return { total, limit, offset, tickets: rows.map(presentSummary) };
+    async list(tenantId: string, query: ListTicketsQuery) {
+      const { limit, after, sort, ...filters } = query;
+      const rows = await store.listTickets(db, tenantId, filters, { limit, sort, after });
+      return pageOf('tickets', rows, limit, sort, presentSummary);
     },
   };
 }

@@ -1,8 +1,12 @@
 import { z } from 'zod';
 import { TICKET_SOURCES } from '../channels/registry';
 import { boolParam, intParam, metadata } from '../../http/params';
+import { afterParam, listParam, pageSchema } from '../../lib/paging';
 import { PRIORITIES } from '../sla/targets';
 import { STATUSES } from './status';
+
+/** At most this many ids in one multi-value filter (`assignee_id=a,b,c`). */
+const MAX_FILTER_IDS = 50;
 
 export const LIMITS = { subject: 500, description: 65_536, body: 65_536, tags: 50, tag: 64 } as const;
 
@@ -59,23 +63,35 @@ export const mergeBody = z.strictObject({ target_ticket_id: z.uuid() });
  * with exactly this schema: an unknown key, or a known key with a bad value, is refused in both places.
  */
 export const ticketFilters = z.strictObject({
-  status: status.optional(),
-  priority: priority.optional(),
-  assignee_id: assigneeId.optional(),
-  team_id: z.uuid().optional(),
-  customer_id: z.uuid().optional(),
+  // Multi-value filters take a comma-separated list (`status=open,pending`): a row matches any of the values.
+  status: listParam(status, STATUSES.length).optional().meta({ examples: ['open,pending'] }),
+  priority: listParam(priority, PRIORITIES.length).optional().meta({ examples: ['high,urgent'] }),
+  assignee_id: listParam(assigneeId, MAX_FILTER_IDS).optional(),
+  team_id: listParam(z.uuid(), MAX_FILTER_IDS).optional().meta({ examples: ['810007d0-bec5-486c-b5d1-28fcd8a079ba'] }),
+  customer_id: listParam(z.uuid(), MAX_FILTER_IDS).optional().meta({ examples: ['160c0c4b-9966-4dc1-a916-8407eb10d74e'] }),
   tag: z.string().min(1).max(LIMITS.tag).optional().meta({ examples: ['billing'] }),
-  source: source.optional(),
+  source: listParam(source, TICKET_SOURCES.length).optional().meta({ examples: ['email,chat'] }),
   sla_breached: boolParam.optional(),
   created_after: z.iso.datetime({ offset: true }).optional().meta({ examples: ['2025-03-01T00:00:00Z'] }),
   created_before: z.iso.datetime({ offset: true }).optional().meta({ examples: ['2025-04-01T00:00:00Z'] }),
+  // What an integration syncing changes asks for: everything touched since its last run (with sort=updated_at).
+  updated_after: z.iso.datetime({ offset: true }).optional().meta({ examples: ['2025-03-14T09:00:00Z'] }),
+  updated_before: z.iso.datetime({ offset: true }).optional().meta({ examples: ['2025-03-15T00:00:00Z'] }),
 });
+
+/** Sort orders of GET /v1/tickets: a leading `-` is newest first. Each has its own (tenant, key, id) index. */
+export const TICKET_SORTS = { created_at: 'timestamp', '-created_at': 'timestamp', updated_at: 'timestamp', '-updated_at': 'timestamp' } as const;
+export type TicketSort = keyof typeof TICKET_SORTS;
 
 export const listTicketsQuery = ticketFilters.extend({
   limit: intParam(1, 500).default(50),
-  offset: intParam(0, 2147483647).default(0),
-});
+  after: afterParam(TICKET_SORTS).optional(),
+  sort: z.enum(Object.keys(TICKET_SORTS) as [TicketSort, ...TicketSort[]]).default('-created_at'),
+})
+  // A cursor continues the order it was given out in: under another sort its key means something else.
+  .refine((q) => q.after === undefined || q.after.sort === q.sort, { message: 'this cursor belongs to another sort order', path: ['after'] });
 
+export type ListTicketsQuery = z.output<typeof listTicketsQuery>;
 export type TicketFilters = z.output<typeof ticketFilters>;
 export type CreateTicketInput = z.output<typeof createTicketBody>;
 export type PatchTicketInput = z.output<typeof patchTicketBody>;
@@ -175,9 +191,4 @@ export const ticketDetail = z.object({
   events: z.array(ticketEvent),
 }).meta({ examples: [EXAMPLE_TICKET] });
 
-export const ticketList = z.object({
-  total: z.number().int().meta({ examples: [312] }),
-  limit: z.number().int().meta({ examples: [50] }),
-  offset: z.number().int(),
-  tickets: z.array(ticketSummary),
-});
+export const ticketList = pageSchema('tickets', ticketSummary);

@@ -9,7 +9,7 @@ import type { Principal } from '../identity/principal';
 import type { NotificationService } from '../notifications/service';
 import { createTicketCommands, eventFor, type OutboundSink, type TriggerSink } from './commands';
 import { createTicketQueries } from './queries';
-import type { CreateTicketInput, PatchTicketInput, TicketFilters } from './schemas';
+import type { CreateTicketInput, ListTicketsQuery, PatchTicketInput } from './schemas';
 import { createTicketSla } from './sla';
 import * as store from './store';
 
@@ -48,7 +48,7 @@ export function createTicketService(deps: {
     checkSla: sla.check,
     sweepSla: sla.sweepAllTenants,
     detail: (actor: Principal, id: string) => queries.detail(actor.tenantId, id),
-    list: (actor: Principal, query: TicketFilters & { limit: number; offset: number }) => queries.list(actor.tenantId, query),
+    list: (actor: Principal, query: ListTicketsQuery) => queries.list(actor.tenantId, query),
 
     async create(actor: Principal, input: CreateTicketInput) {
       const created = await db.transaction().execute(async (tx) => {

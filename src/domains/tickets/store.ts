@@ -2,7 +2,9 @@ import { sql, type SelectQueryBuilder } from 'kysely';
 import type { Executor } from '../../db';
 import type { Database, NewTicket, NewTicketEvent, TicketEventRow, TicketRow } from '../../db/types';
 import { SLA_LIVE } from './status';
-import type { TicketFilters } from './schemas';
+import type { TicketFilters, TicketSort } from './schemas';
+import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
+import type { Cursor } from '../../lib/paging';
 
 /** Rows come back in the order given (RETURNING's order is not promised, so they are matched by id). */
 export async function insertTickets(db: Executor, tenantId: string, ts: (Omit<NewTicket, 'tenant_id'> & { id: string })[]): Promise<TicketRow[]> {
@@ -125,30 +127,36 @@ export async function insertEvents(db: Executor, tenantId: string, events: Omit<
 }
 
 function applyFilters<O>(q: SelectQueryBuilder<Database, 'tickets', O>, f: TicketFilters) {
-  if (f.status) q = q.where('status', '=', f.status as TicketRow['status']);
-  if (f.priority) q = q.where('priority', '=', f.priority);
-  if (f.assignee_id) q = q.where('assignee_id', '=', f.assignee_id);
-  if (f.team_id) q = q.where('team_id', '=', f.team_id);
-  if (f.customer_id) q = q.where('customer_id', '=', f.customer_id);
+  if (f.status) q = q.where('status', 'in', f.status as TicketRow['status'][]);
+  if (f.priority) q = q.where('priority', 'in', f.priority);
+  if (f.assignee_id) q = q.where('assignee_id', 'in', f.assignee_id);
+  if (f.team_id) q = q.where('team_id', 'in', f.team_id);
+  if (f.customer_id) q = q.where('customer_id', 'in', f.customer_id);
   if (f.tag) q = q.where(sql<boolean>`tags @> ARRAY[${f.tag}]::text[]`);
-  if (f.source) q = q.where('source', '=', f.source);
+  if (f.source) q = q.where('source', 'in', f.source);
   if (f.sla_breached !== undefined) q = q.where('sla_breached', '=', f.sla_breached);
   if (f.created_after) q = q.where('created_at', '>=', new Date(f.created_after));
   if (f.created_before) q = q.where('created_at', '<', new Date(f.created_before));
+  if (f.updated_after) q = q.where('updated_at', '>=', new Date(f.updated_after));
+  if (f.updated_before) q = q.where('updated_at', '<', new Date(f.updated_before));
   return q;
 }
 
-export async function listTickets(db: Executor, tenantId: string, f: TicketFilters, page: { limit: number; offset: number }) {
-  const q = db.selectFrom('tickets').selectAll().where('tenant_id', '=', tenantId);
-  return applyFilters(q, f).orderBy('created_at', 'desc').orderBy('id', 'desc').limit(page.limit).offset(page.offset).execute();
-}
-
-export async function countTickets(db: Executor, tenantId: string, f: TicketFilters): Promise<number> {
-  const q = db
-    .selectFrom('tickets')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('tenant_id', '=', tenantId);
-  return Number((await applyFilters(q, f).executeTakeFirstOrThrow()).n);
+/** One page of tickets in `sort` order, read with one extra row (src/lib/paging.ts says why). */
+export async function listTickets(db: Executor, tenantId: string, f: TicketFilters, page: { limit: number; sort: TicketSort; after?: Cursor }) {
+  const keyset: Keyset = {
+    key: page.sort.endsWith('updated_at') ? 'updated_at' : 'created_at',
+    tie: 'id',
+    kind: 'timestamp',
+    direction: page.sort.startsWith('-') ? 'desc' : 'asc',
+  };
+  let q = db.selectFrom('tickets').selectAll().select(pageKey(keyset).as('page_key')).where('tenant_id', '=', tenantId);
+  if (page.after) q = q.where(pastCursor(keyset, page.after));
+  return applyFilters(q, f)
+    .orderBy(sql.ref(keyset.key), keyset.direction)
+    .orderBy('id', keyset.direction)
+    .limit(page.limit + 1)
+    .execute();
 }
 
 export type BreachTarget = 'first_response' | 'resolution';
