@@ -236,7 +236,7 @@ describe('PATCH /v1/tenants/me: caps', () => {
   test('a refused cap_order PATCH stores none of the other settings it carried, and audits nothing', async () => {
     await patchMe(ws, { name: 'Before', onboarding: { kept: 1 }, monthly_usd_cap: 10 }).expect(200);
     const before = (await getMe(ws)).body;
-    const auditBefore = (await ctx.http.get('/v1/audit-log?limit=500').set(bearer(ws.ownerKey))).body.total;
+    const auditBefore = (await ctx.http.get('/v1/audit-log?limit=500').set(bearer(ws.ownerKey))).body.audit_entries.length;
     const res = await patchMe(ws, {
       name: 'After',
       region: 'eu',
@@ -250,7 +250,7 @@ describe('PATCH /v1/tenants/me: caps', () => {
     expect(res.body.code).toBe('cap_order');
     expect((await getMe(ws)).body).toEqual(before);
     expect(await rawKeys(ws.tenantId)).toEqual([]);
-    expect((await ctx.http.get('/v1/audit-log?limit=500').set(bearer(ws.ownerKey))).body.total).toBe(auditBefore);
+    expect((await ctx.http.get('/v1/audit-log?limit=500').set(bearer(ws.ownerKey))).body.audit_entries).toHaveLength(auditBefore);
   });
 });
 

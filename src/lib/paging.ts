@@ -93,10 +93,11 @@ export function pageOf<Name extends string, Row extends { page_key: string; id?:
   limit: number,
   sort: string,
   present: (row: Row) => Out,
+  tieOf: (row: Row) => string = (row) => row.id ?? '',
 ): Page<Name, Out> {
   const shown = rows.slice(0, limit);
   const last = shown[shown.length - 1];
-  const next = rows.length > limit && last ? encodeCursor({ sort, key: last.page_key, id: last.id ?? '' }) : null;
+  const next = rows.length > limit && last ? encodeCursor({ sort, key: last.page_key, id: tieOf(last) }) : null;
   return { [name]: shown.map(present), next_cursor: next } as Page<Name, Out>;
 }
 

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { intParam } from '../../http/params';
+import { afterParam, pageSchema } from '../../lib/paging';
 
 export const auditEntry = z.object({
   id: z.uuid().meta({ examples: ['8f14e45f-ceea-4467-a9a3-9b7c2e5d1f06'] }),
@@ -13,14 +15,12 @@ export const auditEntry = z.object({
   created_at: z.string().meta({ examples: ['2025-03-03T08:15:00.000Z'] }),
 });
 
+/** The audit log reads in one order, newest entry first (its cursor names it). */
+export const AUDIT_SORT = '-seq';
+
 export const auditListQuery = z.strictObject({
-  limit: z.coerce.number().int().min(1).max(500).default(100),
-  offset: z.coerce.number().int().min(0).max(2147483647).default(0),
+  limit: intParam(1, 500).default(100),
+  after: afterParam({ [AUDIT_SORT]: 'sequence' }).optional(),
 });
 
-export const auditList = z.object({
-  total: z.number().int().meta({ examples: [137] }),
-  limit: z.number().int().meta({ examples: [100] }),
-  offset: z.number().int(),
-  audit_entries: z.array(auditEntry),
-});
+export const auditList = pageSchema('audit_entries', auditEntry);

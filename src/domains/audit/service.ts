@@ -2,6 +2,8 @@ import type { Db, Executor } from '../../db';
 import type { AuditRow } from '../../db/types';
 import type { Principal } from '../identity/principal';
 import { iso } from '../../lib/time';
+import { pageOf, type Cursor } from '../../lib/paging';
+import { AUDIT_SORT } from './schemas';
 import * as store from './store';
 import { crossTenantListIds } from '../workspaces/store';
 
@@ -38,9 +40,9 @@ export function createAuditService(deps: { db: Db }) {
       });
     },
 
-    async list(actor: Principal, page: { limit: number; offset: number }) {
-      const [rows, total] = await Promise.all([store.listEntries(db, actor.tenantId, page), store.countEntries(db, actor.tenantId)]);
-      return { total, limit: page.limit, offset: page.offset, audit_entries: rows.map(present) };
+    async list(actor: Principal, page: { limit: number; after?: Cursor }) {
+      const rows = await store.listEntries(db, actor.tenantId, page);
+      return pageOf('audit_entries', rows, page.limit, AUDIT_SORT, present);
     },
 
     /** Retention sweep run by the maintenance worker; each workspace is pruned on its own. */

@@ -1,5 +1,6 @@
 import type { Executor } from '../../db';
-import type { AuditRow } from '../../db/types';
+import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
+import type { Cursor } from '../../lib/paging';
 import { newId } from '../../lib/ids';
 
 export interface AuditInsert {
@@ -27,24 +28,13 @@ export async function insertEntry(db: Executor, tenantId: string, e: AuditInsert
     .execute();
 }
 
-export async function listEntries(db: Executor, tenantId: string, page: { limit: number; offset: number }): Promise<AuditRow[]> {
-  return db
-    .selectFrom('audit_log')
-    .selectAll()
-    .where('tenant_id', '=', tenantId)
-    .orderBy('seq', 'desc')
-    .limit(page.limit)
-    .offset(page.offset)
-    .execute();
-}
+const AUDIT_PAGES: Keyset = { key: 'seq', kind: 'sequence', direction: 'desc' };
 
-export async function countEntries(db: Executor, tenantId: string): Promise<number> {
-  const row = await db
-    .selectFrom('audit_log')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('tenant_id', '=', tenantId)
-    .executeTakeFirstOrThrow();
-  return Number(row.n);
+/** Newest first, one keyset page (src/lib/paging.ts), read with one extra row. */
+export async function listEntries(db: Executor, tenantId: string, page: { limit: number; after?: Cursor }) {
+  let q = db.selectFrom('audit_log').selectAll().select(pageKey(AUDIT_PAGES).as('page_key')).where('tenant_id', '=', tenantId);
+  if (page.after) q = q.where(pastCursor(AUDIT_PAGES, page.after));
+  return q.orderBy('seq', 'desc').limit(page.limit + 1).execute();
 }
 
 export async function deleteOlderThan(db: Executor, tenantId: string, days: number): Promise<number> {

@@ -1,5 +1,5 @@
 import { defineOperation } from '../../define-operation';
-import { addMemberBody, member, memberList, patchMemberBody, preferencesBody, preferencesResult, presenceBody, presenceResult, userIdParams } from './schemas';
+import { addMemberBody, listMembersQuery, member, memberList, patchMemberBody, preferencesBody, preferencesResult, presenceBody, presenceResult, userIdParams } from './schemas';
 
 export const memberOperations = [
   defineOperation({
@@ -8,8 +8,9 @@ export const memberOperations = [
     path: '/v1/members',
     summary: 'List workspace members',
     access: { floor: 'viewer', tag: 'admin-resources', action: 'read' },
-    response: { status: 200, description: 'Members of the workspace', schema: memberList },
-    handler: async ({ principal }, s) => ({ body: await s.members.list(principal) }),
+    query: listMembersQuery,
+    response: { status: 200, description: 'Members of the workspace, oldest membership first', schema: memberList },
+    handler: async ({ principal, query }, s) => ({ body: await s.members.list(principal, query) }),
   }),
   defineOperation({
     id: 'add_member',

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { intParam } from '../../http/params';
+import { afterParam, pageSchema } from '../../lib/paging';
 
 const role = z.enum(['viewer', 'editor', 'admin', 'owner']).meta({ examples: ['editor'] });
 const at = z.string().meta({ examples: ['2025-03-03T08:15:00.000Z'] });
@@ -38,7 +40,10 @@ export const member = z.object({
   updated_at: at,
 });
 
-export const memberList = z.object({ members: z.array(member) });
+/** Members read in one order, oldest membership first (its cursor names it). */
+export const MEMBER_SORT = 'created_at';
+export const listMembersQuery = z.strictObject({ limit: intParam(1, 500).default(100), after: afterParam({ [MEMBER_SORT]: 'timestamp' }).optional() });
+export const memberList = pageSchema('members', member);
 
 export type AddMemberInput = z.output<typeof addMemberBody>;
 export type PatchMemberInput = z.output<typeof patchMemberBody>;

@@ -2,6 +2,8 @@ import type { Db, Executor } from '../../db';
 import type { Role } from '../../db/types';
 import { insufficientRole, notFound, refuse } from '../../lib/errors';
 import { roleAtLeast } from '../identity/roles';
+import { pageOf, type Cursor } from '../../lib/paging';
+import { MEMBER_SORT } from './schemas';
 import type { ApiKeyService } from '../api-keys/service';
 import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
@@ -103,8 +105,9 @@ export function createMemberService(deps: { db: Db; audit: AuditService; apiKeys
       return store.setPreferences(db, actor.tenantId, actor.userId, prefs);
     },
 
-    async list(actor: Principal) {
-      return { members: (await store.listMembers(db, actor.tenantId)).map(present) };
+    async list(actor: Principal, page: { limit: number; after?: Cursor }) {
+      const rows = await store.listMembers(db, actor.tenantId, page);
+      return pageOf('members', rows, page.limit, MEMBER_SORT, present, (m) => m.user_id);
     },
 
     add: (actor: Principal, input: AddMemberInput) =>

@@ -1,5 +1,7 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
+import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
+import type { Cursor } from '../../lib/paging';
 import type { MemberStatus, Presence, Role, UserRow } from '../../db/types';
 
 export interface MemberRow {
@@ -24,15 +26,18 @@ const memberColumns = [
   'm.updated_at',
 ] as const;
 
-export async function listMembers(db: Executor, tenantId: string): Promise<MemberRow[]> {
-  return db
+const MEMBER_PAGES: Keyset = { key: 'm.created_at', tie: 'm.user_id', kind: 'timestamp', direction: 'asc' };
+
+/** Oldest membership first, one keyset page (src/lib/paging.ts), read with one extra row. */
+export async function listMembers(db: Executor, tenantId: string, page: { limit: number; after?: Cursor }) {
+  let q = db
     .selectFrom('memberships as m')
     .innerJoin('users as u', 'u.id', 'm.user_id')
     .select(memberColumns)
-    .where('m.tenant_id', '=', tenantId)
-    .orderBy('m.created_at')
-    .orderBy('u.id')
-    .execute();
+    .select(pageKey(MEMBER_PAGES).as('page_key'))
+    .where('m.tenant_id', '=', tenantId);
+  if (page.after) q = q.where(pastCursor(MEMBER_PAGES, page.after));
+  return q.orderBy('m.created_at').orderBy('m.user_id').limit(page.limit + 1).execute();
 }
 
 export async function getMember(db: Executor, tenantId: string, userId: string): Promise<MemberRow | undefined> {

@@ -1,5 +1,9 @@
 import { z } from 'zod';
 import { boolParam, intParam } from '../../http/params';
+import { afterParam, pageSchema } from '../../lib/paging';
+
+/** A user's notifications read in one order, newest first (its cursor names it). */
+export const NOTIFICATION_SORT = '-created_at';
 
 export const notification = z.object({
   id: z.uuid().meta({ examples: ['6f1c9b2e-4d3a-4e8f-9a7b-2c5d8e1f0a34'] }),
@@ -14,10 +18,10 @@ export const notification = z.object({
 export const listNotificationsQuery = z.strictObject({
   unread_only: boolParam.default(false),
   limit: intParam(1, 500).default(50).meta({ examples: [20] }),
-  offset: intParam(0, 2147483647).default(0),
+  after: afterParam({ [NOTIFICATION_SORT]: 'timestamp' }).optional(),
 });
 
-export const notificationList = z.object({ notifications: z.array(notification) });
+export const notificationList = pageSchema('notifications', notification);
 
 export const markReadBody = z
   .strictObject({

@@ -3,6 +3,8 @@ import type { NotificationRow } from '../../db/types';
 import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso, isoOrNull } from '../../lib/time';
+import { pageOf, type Cursor } from '../../lib/paging';
+import { NOTIFICATION_SORT } from './schemas';
 import { activeMemberIds } from '../members/store';
 import * as store from './store';
 
@@ -45,9 +47,9 @@ export function createNotificationService(deps: { db: Db }) {
       );
     },
 
-    async list(actor: Principal, q: { unread_only: boolean; limit: number; offset: number }) {
-      const rows = await store.listForUser(db, actor.tenantId, actor.userId, { unreadOnly: q.unread_only, limit: q.limit, offset: q.offset });
-      return { notifications: rows.map(present) };
+    async list(actor: Principal, q: { unread_only: boolean; limit: number; after?: Cursor }) {
+      const rows = await store.listForUser(db, actor.tenantId, actor.userId, { unreadOnly: q.unread_only, limit: q.limit, after: q.after });
+      return pageOf('notifications', rows, q.limit, NOTIFICATION_SORT, present);
     },
 
     async markRead(actor: Principal, body: { ids?: string[]; all?: true }) {

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
-import type { NotificationRow } from '../../db/types';
+import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
+import type { Cursor } from '../../lib/paging';
 
 export async function insertNotifications(
   db: Executor,
@@ -14,15 +15,19 @@ export async function insertNotifications(
     .execute();
 }
 
+const INBOX_PAGES: Keyset = { key: 'created_at', tie: 'id', kind: 'timestamp', direction: 'desc' };
+
+/** Newest first, one keyset page (src/lib/paging.ts), read with one extra row. */
 export async function listForUser(
   db: Executor,
   tenantId: string,
   userId: string,
-  q: { unreadOnly: boolean; limit: number; offset: number },
-): Promise<NotificationRow[]> {
-  let query = db.selectFrom('notifications').selectAll().where('tenant_id', '=', tenantId).where('user_id', '=', userId);
+  q: { unreadOnly: boolean; limit: number; after?: Cursor },
+) {
+  let query = db.selectFrom('notifications').selectAll().select(pageKey(INBOX_PAGES).as('page_key')).where('tenant_id', '=', tenantId).where('user_id', '=', userId);
   if (q.unreadOnly) query = query.where('read_at', 'is', null);
-  return query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(q.limit).offset(q.offset).execute();
+  if (q.after) query = query.where(pastCursor(INBOX_PAGES, q.after));
+  return query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(q.limit + 1).execute();
 }
 
 /** Only the caller's unread rows change: others' ids and already-read rows simply do not match. */

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { intParam } from '../../http/params';
+import { afterParam, pageSchema } from '../../lib/paging';
 import { WEBHOOK_PROVIDERS } from './providers';
 
 const INTEGRATION_ID = '55d7337e-1d0a-49fc-9826-925ba40df035';
@@ -20,7 +21,12 @@ export const signingSecretBody = z.strictObject({
   signing_secret: z.union([z.literal(''), z.string().min(8).max(512)]).meta({ examples: [SECRET] }),
 });
 
+/** A transcript's own events (bounded by one conversation's history): limit and offset within it. */
 export const pageQuery = z.strictObject({ limit: intParam(1, 200).default(50), offset: intParam(0, 1_000_000).default(0) });
+
+/** An integration's transcripts read in one order, most recently active first (its cursor names it). */
+export const TRANSCRIPT_SORT = '-updated_at';
+export const transcriptsQuery = z.strictObject({ limit: intParam(1, 200).default(50), after: afterParam({ [TRANSCRIPT_SORT]: 'timestamp' }).optional() });
 
 export const integration = z.object({
   id: z.string().meta({ examples: [INTEGRATION_ID] }),
@@ -103,8 +109,4 @@ export const transcript = z.object({
   offset: z.number().int(),
   events: z.array(transcriptEvent),
 });
-export const transcriptList = z.object({
-  limit: z.number().int().meta({ examples: [50] }),
-  offset: z.number().int(),
-  transcripts: z.array(z.object(transcriptFields)),
-});
+export const transcriptList = pageSchema('transcripts', z.object(transcriptFields));

@@ -5,6 +5,8 @@ import { notFound, refuse } from '../../lib/errors';
 import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
+import { pageOf, type Cursor } from '../../lib/paging';
+import { TRANSCRIPT_SORT } from './schemas';
 import type { AuditService } from '../audit/service';
 import { roleAtLeast } from '../identity/roles';
 import { scopesCover } from '../identity/scopes';
@@ -117,20 +119,16 @@ export function createWebhookService(deps: { db: Db; config: ConfigSection<'webh
       };
     },
 
-    async transcripts(actor: Principal, integrationId: string, page: { limit: number; offset: number }) {
+    async transcripts(actor: Principal, integrationId: string, page: { limit: number; after?: Cursor }) {
       await integrationOf(actor, integrationId);
       const rows = await store.listTranscripts(db, actor.tenantId, integrationId, page);
-      return {
-        limit: page.limit,
-        offset: page.offset,
-        transcripts: rows.map((t) => ({
-          id: t.id,
-          external_ticket_id: t.external_ticket_id,
-          event_count: t.event_count,
-          created_at: iso(t.created_at),
-          updated_at: iso(t.updated_at),
-        })),
-      };
+      return pageOf('transcripts', rows, page.limit, TRANSCRIPT_SORT, (t) => ({
+        id: t.id,
+        external_ticket_id: t.external_ticket_id,
+        event_count: t.event_count,
+        created_at: iso(t.created_at),
+        updated_at: iso(t.updated_at),
+      }));
     },
   };
 }

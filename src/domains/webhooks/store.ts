@@ -1,5 +1,7 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
+import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
+import type { Cursor } from '../../lib/paging';
 import type { IntegrationRow, TranscriptEventRow, TranscriptRow } from '../../db/types';
 
 export async function insertIntegration(db: Executor, tenantId: string, i: { id: string; provider: IntegrationRow['provider']; name: string; signing_secret_sealed: string | null }) {
@@ -196,15 +198,15 @@ export async function listEvents(db: Executor, tenantId: string, transcriptId: s
 }
 
 /** Most recently active first. */
-export async function listTranscripts(db: Executor, tenantId: string, integrationId: string, page: { limit: number; offset: number }): Promise<TranscriptRow[]> {
-  return db
+const TRANSCRIPT_PAGES: Keyset = { key: 'updated_at', tie: 'id', kind: 'timestamp', direction: 'desc' };
+
+export async function listTranscripts(db: Executor, tenantId: string, integrationId: string, page: { limit: number; after?: Cursor }) {
+  let q = db
     .selectFrom('transcripts')
     .selectAll()
+    .select(pageKey(TRANSCRIPT_PAGES).as('page_key'))
     .where('tenant_id', '=', tenantId)
-    .where('integration_id', '=', integrationId)
-    .orderBy('updated_at', 'desc')
-    .orderBy('id', 'desc')
-    .limit(page.limit)
-    .offset(page.offset)
-    .execute();
+    .where('integration_id', '=', integrationId);
+  if (page.after) q = q.where(pastCursor(TRANSCRIPT_PAGES, page.after));
+  return q.orderBy('updated_at', 'desc').orderBy('id', 'desc').limit(page.limit + 1).execute();
 }

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { intParam } from '../../http/params';
+import { afterParam, pageSchema } from '../../lib/paging';
 
 /** Work on a ticket: time entries, todos and satisfaction responses (their writes; rollups read them). */
 
@@ -67,7 +69,10 @@ export const timeEntry = z.object({
   worked_on: ex(z.string().nullable(), '2025-03-14'),
   created_at: at,
 });
-export const timeEntryList = z.object({ time_entries: z.array(timeEntry) });
+/** A ticket's time entries read in one order, oldest first (its cursor names it). */
+export const TIME_ENTRY_SORT = 'created_at';
+export const listTimeEntriesQuery = z.strictObject({ limit: intParam(1, 500).default(100), after: afterParam({ [TIME_ENTRY_SORT]: 'timestamp' }).optional() });
+export const timeEntryList = pageSchema('time_entries', timeEntry);
 export const todo = z.object({
   id: ex(z.string(), '2f3cfd7c-8b25-47ab-a824-6c04d3249a38'),
   ticket_id: ticketId,

@@ -3,6 +3,8 @@ import type { TimeEntryRow, TodoRow } from '../../db/types';
 import { notFound, refuse } from '../../lib/errors';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
+import { pageOf, type Cursor } from '../../lib/paging';
+import { TIME_ENTRY_SORT } from './schemas';
 import type { Principal } from '../identity/principal';
 import { isMember } from '../members/store';
 import { csatDelta, timeDelta, type RollupService } from '../rollups/service';
@@ -99,9 +101,10 @@ export function createWorkService(deps: {
       });
     },
 
-    async listTimeEntries(actor: Principal, ticketId: string) {
+    async listTimeEntries(actor: Principal, ticketId: string, page: { limit: number; after?: Cursor }) {
       await ticketIn(db, actor.tenantId, ticketId);
-      return { time_entries: (await store.listTimeEntries(db, actor.tenantId, ticketId)).map(presentEntry) };
+      const rows = await store.listTimeEntries(db, actor.tenantId, ticketId, page);
+      return pageOf('time_entries', rows, page.limit, TIME_ENTRY_SORT, presentEntry);
     },
 
     async addTodo(actor: Principal, ticketId: string, input: { title: string; assignee_id?: string; due_at?: string }) {

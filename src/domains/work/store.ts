@@ -1,5 +1,7 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
+import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
+import type { Cursor } from '../../lib/paging';
 import type { CsatResponseRow, TimeEntryRow, TodoRow } from '../../db/types';
 
 export async function insertTimeEntry(db: Executor, tenantId: string, e: Omit<TimeEntryRow, 'tenant_id' | 'created_at'>): Promise<TimeEntryRow> {
@@ -18,8 +20,13 @@ export async function deleteTimeEntry(db: Executor, tenantId: string, id: string
   await db.deleteFrom('time_entries').where('tenant_id', '=', tenantId).where('id', '=', id).execute();
 }
 
-export async function listTimeEntries(db: Executor, tenantId: string, ticketId: string): Promise<TimeEntryRow[]> {
-  return db.selectFrom('time_entries').selectAll().where('tenant_id', '=', tenantId).where('ticket_id', '=', ticketId).orderBy('created_at').orderBy('id').execute();
+const ENTRY_PAGES: Keyset = { key: 'created_at', tie: 'id', kind: 'timestamp', direction: 'asc' };
+
+/** Oldest first, one keyset page (src/lib/paging.ts), read with one extra row. */
+export async function listTimeEntries(db: Executor, tenantId: string, ticketId: string, page: { limit: number; after?: Cursor }) {
+  let q = db.selectFrom('time_entries').selectAll().select(pageKey(ENTRY_PAGES).as('page_key')).where('tenant_id', '=', tenantId).where('ticket_id', '=', ticketId);
+  if (page.after) q = q.where(pastCursor(ENTRY_PAGES, page.after));
+  return q.orderBy('created_at').orderBy('id').limit(page.limit + 1).execute();
 }
 
 export async function insertTodo(db: Executor, tenantId: string, t: Omit<TodoRow, 'tenant_id' | 'created_at' | 'done_at'>): Promise<TodoRow> {
