@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { TICKET_SOURCES } from '../channels/registry';
 import { boolParam, intParam, metadata } from '../../http/params';
 import { PRIORITIES } from '../sla/targets';
+import type { TicketEventsTable } from '../../db/types';
 import { STATUSES } from './status';
 
 export const LIMITS = { subject: 500, description: 65_536, body: 65_536, tags: 50, tag: 64 } as const;
@@ -10,6 +11,11 @@ const tags = z.array(z.string().trim().min(1).max(LIMITS.tag)).max(LIMITS.tags).
 const priority = z.enum(PRIORITIES);
 const source = z.enum(TICKET_SOURCES);
 const status = z.enum(STATUSES as [string, ...string[]]);
+
+type ActorType = TicketEventsTable['actor_type'];
+/** Who can act on a ticket: a record over the table's type, so a kind added to one and not the other fails tsc. */
+const EVERY_ACTOR_TYPE: Record<ActorType, true> = { customer: true, user: true, system: true, agent: true };
+const ACTOR_TYPES = Object.keys(EVERY_ACTOR_TYPE) as [ActorType, ...ActorType[]];
 
 const SUBJECT = 'Invoice #10482 was charged twice';
 const DESCRIPTION = 'Hi, my card was charged twice for invoice #10482 on 3 March. Could you refund one of the two payments? Thanks, Maya';
@@ -85,18 +91,18 @@ export const ticketEvent = z.object({
   kind: z.string(),
   body: z.string(),
   meta: z.record(z.string(), z.unknown()),
-  actor_type: z.string(),
+  actor_type: z.enum(ACTOR_TYPES),
   actor_user_id: z.uuid().optional(),
   actor_name: z.string().optional(),
   created_at: z.string(),
-});
+}).meta({ id: 'TicketEvent' });
 
 const ticketCore = {
   id: z.uuid(),
   subject: z.string(),
-  status: z.string(),
-  priority: z.string(),
-  source: z.string(),
+  status,
+  priority,
+  source,
   assignee_id: z.uuid().optional(),
   customer_id: z.uuid(),
   team_id: z.uuid().optional(),
@@ -155,7 +161,7 @@ export const EXAMPLE_TICKET = {
 };
 const exampleSummary = Object.fromEntries(Object.entries(EXAMPLE_TICKET).filter(([k]) => k in ticketCore));
 
-export const ticketSummary = z.object(ticketCore).meta({ examples: [exampleSummary] });
+export const ticketSummary = z.object(ticketCore).meta({ id: 'TicketSummary', examples: [exampleSummary] });
 
 export const ticketDetail = z.object({
   ...ticketCore,
@@ -168,12 +174,12 @@ export const ticketDetail = z.object({
   metadata: z.record(z.string(), z.unknown()),
   sla_policy_id: z.uuid(),
   reopened_at: z.string().optional(),
-  legal_next_states: z.array(z.string()),
+  legal_next_states: z.array(status),
   time_total_minutes: z.number().int(),
   time_billable_minutes: z.number().int(),
   todo_counts: z.object({ open: z.number().int(), done: z.number().int(), overdue: z.number().int() }),
   events: z.array(ticketEvent),
-}).meta({ examples: [EXAMPLE_TICKET] });
+}).meta({ id: 'Ticket', examples: [EXAMPLE_TICKET] });
 
 export const ticketList = z.object({
   total: z.number().int().meta({ examples: [312] }),

@@ -66,7 +66,7 @@ export const timeEntry = z.object({
   billable: z.boolean(),
   worked_on: ex(z.string().nullable(), '2025-03-14'),
   created_at: at,
-});
+}).meta({ id: 'TimeEntry' });
 export const timeEntryList = z.object({ time_entries: z.array(timeEntry) });
 export const todo = z.object({
   id: ex(z.string(), '2f3cfd7c-8b25-47ab-a824-6c04d3249a38'),
@@ -77,7 +77,7 @@ export const todo = z.object({
   done: ex(z.boolean(), false),
   done_at: ex(z.string().nullable(), null),
   created_at: at,
-});
+}).meta({ id: 'Todo' });
 export const csatResponse = z.object({
   id: ex(z.string(), '7d2a9f4c-3e1b-4c8d-a6f5-0b9e2d7c4a13'),
   ticket_id: ticketId,
@@ -85,5 +85,5 @@ export const csatResponse = z.object({
   score: int(5),
   comment: ex(z.string(), CSAT_COMMENT),
   created_at: at,
-});
+}).meta({ id: 'CsatResponse' });
 
