@@ -11,7 +11,7 @@ import {
   type ErrorCode,
 } from '../lib/errors';
 import { DOMAIN_ERRORS, exampleOf, titleOf, toProblem, type AppError } from './errors';
-import type { Operation } from './operation';
+import type { Access, Operation } from './operation';
 import { takesIdempotencyKey } from './router';
 import { authFailuresThrottled } from './auth-throttle';
 import { toFieldErrors } from './errors';
@@ -221,6 +221,17 @@ function jsonContent(components: Components, schema: z.ZodType, io: 'input' | 'o
 const asParameterValue = (v: unknown) => (typeof v === 'number' || typeof v === 'boolean' ? String(v) : v);
 
 /**
+ * A parameter's example in its documented type (OpenAPI validates it against the parameter's schema, and a
+ * client serialises it): `50` for an integer parameter, `false` for a boolean one, as chosen on the wire.
+ */
+function typedParameterValue(schema: JsonSchema, wire: unknown): unknown {
+  if (typeof wire !== 'string') return wire;
+  if ((schema.type === 'integer' || schema.type === 'number') && /^-?\d+(\.\d+)?$/.test(wire)) return Number(wire);
+  if (schema.type === 'boolean' && (wire === 'true' || wire === 'false')) return wire === 'true';
+  return wire;
+}
+
+/**
  * Each parameter's example: hand-written on the row, else sampled from the input schema, else from the output
  * schema as a string. The last is for values zod parses with a transform (an integer from its digits, a
  * boolean from "true"): zod keeps no `examples` or `default` on the input side of a transform, but the output
@@ -234,12 +245,13 @@ function parametersOf(components: Components, schema: z.ZodType | undefined, whe
   const output = components.sampled(components.schemaOf(schema, 'output'), false) as Record<string, unknown>;
   return Object.entries(shape).map(([name, s]) => {
     const sampledValue = [input[name], output[name]].map(asParameterValue).find((c) => c !== undefined && s.safeParse(c).success);
+    const parameterSchema = components.schemaOf(s, 'input');
     return {
       name,
       in: where,
       required: where === 'path' || !s.safeParse(undefined).success,
-      schema: components.schemaOf(s, 'input'),
-      example: handWritten[name] ?? sampledValue ?? asParameterValue(input[name]),
+      schema: parameterSchema,
+      example: typedParameterValue(parameterSchema, handWritten[name] ?? sampledValue ?? asParameterValue(input[name])),
     };
   });
 }
@@ -337,6 +349,13 @@ function problemExample(op: Operation, status: number, codes: Set<string>) {
 export function buildOpenApi(ops: Operation[], info: { version: string; serverUrl?: string }) {
   const paths: Record<string, Record<string, unknown>> = {};
   const components = new Components();
+  // Declared once at the top as well: generators and linters group operations by the document's tag list.
+  const tags = new Map<string, string>();
+  const tag = (access: Access | null) => {
+    const name = access ? access.tag : 'public-intake';
+    tags.set(name, access ? `Operations under the \`${name}\` scope tag (\`${name}:<action>\` on an API key).` : 'Provider and channel intake: public, no credential is read.');
+    return name;
+  };
   for (const op of ops) {
     const codesByStatus = new Map<number, Set<string>>();
     for (const [s, codes] of Object.entries(GUARD_ERRORS)) {
@@ -388,7 +407,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
       operationId: op.id,
       summary: op.summary,
       description: [op.description, access ? `Floor: ${access.floor}. Scope: ${scope}.` : 'Public: no credential is read.'].filter(Boolean).join('\n\n'),
-      tags: [access ? access.tag : 'public-intake'],
+      tags: [tag(access)],
       'x-floor': access ? access.floor : 'public',
       'x-scope': scope,
       security: pub ? [] : [{ bearer: [] }],
@@ -402,6 +421,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
     info: { title: 'Helpdesk API', version: info.version, description: API_DESCRIPTION },
     // Generators (openapi-typescript, openapi-fetch) need a server; this deployment's base URL, else relative.
     servers: [{ url: info.serverUrl ?? '/', description: 'This deployment' }],
+    tags: [...tags.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([name, description]) => ({ name, description })),
     components: {
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'An API key (sk_zr_…) or a realm access token (JWT).' },
