@@ -1,5 +1,9 @@
 import type { z } from 'zod';
-import { channelById } from '../src/domains/channels/registry';
+import { CHANNEL_IDS, TICKET_SOURCES, channelById } from '../src/domains/channels/registry';
+import { ROLES } from '../src/domains/identity/roles';
+import { TRIGGER_EVENTS } from '../src/domains/macros/schemas';
+import { PRIORITIES } from '../src/domains/sla/targets';
+import { STATUSES } from '../src/domains/tickets/status';
 import { classify, type WebhookProviderId } from '../src/domains/webhooks/providers';
 import { buildOpenApi } from '../src/http/openapi';
 import type { Operation } from '../src/http/operation';
@@ -13,6 +17,15 @@ beforeAll(async () => {
 afterAll(async () => {
   await ctx.close();
 });
+
+/** A schema of the document with every `#/components/schemas/…` reference replaced by the component it names. */
+function resolved(doc: { components: { schemas: Record<string, unknown> } }, node: unknown): unknown {
+  if (Array.isArray(node)) return node.map((n) => resolved(doc, n));
+  if (node === null || typeof node !== 'object') return node;
+  const ref = (node as { $ref?: unknown }).$ref;
+  if (typeof ref === 'string') return resolved(doc, doc.components.schemas[ref.replace('#/components/schemas/', '')]);
+  return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, resolved(doc, v)]));
+}
 
 test('the OpenAPI document lists every operation of the table with its floor, scope and schemas', async () => {
   const res = await ctx.http.get('/v1/openapi.json');
@@ -68,11 +81,55 @@ test('every timestamp an answer carries (…_at, …_due) is typed format: date-
   };
   for (const [p, ops] of Object.entries(res.body.paths as Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: unknown }> }> }>>)) {
     for (const [m, op] of Object.entries(ops)) {
-      for (const [s, r] of Object.entries(op.responses)) if (s.startsWith('2')) walk(r.content?.['application/json']?.schema, `${m} ${p}`);
+      for (const [s, r] of Object.entries(op.responses)) if (s.startsWith('2')) walk(resolved(res.body, r.content?.['application/json']?.schema), `${m} ${p}`);
     }
   }
   expect(unmarked).toEqual([]);
   expect(marked).toBeGreaterThan(100);
+});
+
+test('resources are named component schemas, referenced from every operation that answers them', async () => {
+  const doc = (await ctx.http.get('/v1/openapi.json')).body as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Record<string, unknown> }> }> }>>; components: { schemas: Record<string, Record<string, unknown>> } };
+  const names = Object.keys(doc.components.schemas);
+  for (const name of ['Problem', 'Ticket', 'TicketSummary', 'TicketEvent', 'Customer', 'ApiKey', 'CreatedApiKey', 'AuditEntry', 'Member', 'Team', 'Macro', 'Notification', 'SavedView', 'SlaPolicy', 'TimeEntry', 'Todo', 'Integration', 'Transcript', 'HelpCentre', 'ArticleTranslation', 'WorkspaceSettings', 'MailboxStatus']) {
+    expect(names).toContain(name);
+  }
+  const answer = (path: string, method: string, status = '200') => doc.paths[path]![method]!.responses[status]!.content!['application/json']!.schema;
+  expect(answer('/v1/tickets/{ticket_id}', 'get')).toEqual({ $ref: '#/components/schemas/Ticket' });
+  expect(answer('/v1/tickets', 'post', '201')).toEqual({ $ref: '#/components/schemas/Ticket' });
+  expect(answer('/v1/tickets', 'get')).toMatchObject({ properties: { tickets: { items: { $ref: '#/components/schemas/TicketSummary' } } } });
+  expect(doc.components.schemas.Ticket).toMatchObject({ properties: { events: { items: { $ref: '#/components/schemas/TicketEvent' } } } });
+  expect(answer('/v1/customers/{customer_id}', 'get')).toEqual({ $ref: '#/components/schemas/Customer' });
+
+  // Every reference resolves, and no component is written and then left unused.
+  const refs = new Set<string>();
+  const walk = (node: unknown): void => {
+    if (node === null || typeof node !== 'object') return;
+    for (const [k, v] of Object.entries(node)) {
+      if (k === '$ref' && typeof v === 'string') refs.add(v);
+      else walk(v);
+    }
+  };
+  walk(doc);
+  for (const ref of refs) expect(names.map((n) => `#/components/schemas/${n}`)).toContain(ref);
+  expect(names.filter((n) => !refs.has(`#/components/schemas/${n}`))).toEqual([]);
+  // Only zod's refs were rewritten: none of its `$defs` is left behind.
+  expect(JSON.stringify(doc)).not.toContain('#/$defs/');
+});
+
+test('closed sets of values are enums in the answers, taken from the constants the code checks against', async () => {
+  const schemas = (await ctx.http.get('/v1/openapi.json')).body.components.schemas as Record<string, { properties: Record<string, { enum?: string[]; items?: { enum?: string[] }; anyOf?: unknown[] }> }>;
+  const ticket = schemas.Ticket!.properties;
+  expect(ticket.status!.enum).toEqual([...STATUSES]);
+  expect(ticket.priority!.enum).toEqual([...PRIORITIES]);
+  expect(ticket.source!.enum).toBeUndefined();
+  expect(ticket.legal_next_states!.items!.enum).toEqual([...STATUSES]);
+  expect(schemas.TicketSummary!.properties.status!.enum).toEqual([...STATUSES]);
+  expect(schemas.TicketEvent!.properties.actor_type!.enum?.sort()).toEqual(['agent', 'customer', 'system', 'user']);
+  expect(schemas.Member!.properties.role!.enum).toEqual([...ROLES]);
+  expect(schemas.Channel!.properties.channel!.enum).toEqual([...CHANNEL_IDS]);
+  expect(schemas.Channel!.properties.ticket_source!.enum).toEqual([...TICKET_SOURCES]);
+  expect(JSON.stringify(schemas.Macro!.properties.trigger)).toContain(JSON.stringify([...TRIGGER_EVENTS]));
 });
 
 test('the create-key request schema comes from the zod schema (bounds included)', async () => {
@@ -81,7 +138,7 @@ test('the create-key request schema comes from the zod schema (bounds included)'
   expect(schema.required).toEqual(['name']);
   expect(schema.properties.expires_in_days).toMatchObject({ minimum: 1, maximum: 3650 });
   expect(schema.additionalProperties).toBe(false);
-  const resp = res.body.paths['/v1/api-keys'].get.responses['200'].content['application/json'].schema;
+  const resp = resolved(res.body, res.body.paths['/v1/api-keys'].get.responses['200'].content['application/json'].schema) as { properties: { api_keys: { items: { properties: object } } } };
   expect(resp.properties.api_keys.items.properties).not.toHaveProperty('secret');
 });
 
@@ -125,8 +182,9 @@ describe('examples in the OpenAPI document', () => {
       // Headers (Idempotency-Key) have no zod schema of the row's; test/idempotency.test.ts checks that one.
       docOf(op).parameters.filter((p) => p.in === 'path' || p.in === 'query').flatMap((p) => {
         const schema = ((p.in === 'path' ? op.params : op.query) as z.ZodObject).shape[p.name] as z.ZodType;
-        // A form-style list without explode travels as its items joined by commas.
-        const wire = p.explode === false && Array.isArray(p.example) ? p.example.join(',') : p.example;
+        // Checked as a client sends it: an integer or boolean example goes on the wire as its text, a form-style
+        // list without explode as its items joined by commas.
+        const wire = p.explode === false && Array.isArray(p.example) ? p.example.join(',') : typeof p.example === 'number' || typeof p.example === 'boolean' ? String(p.example) : p.example;
         return refused(op.id, schema, wire, `${p.in} parameter ${p.name}`);
       }),
     );

@@ -11,7 +11,7 @@ import {
   type ErrorCode,
 } from '../lib/errors';
 import { DOMAIN_ERRORS, exampleOf, titleOf, toProblem, type AppError } from './errors';
-import type { Operation } from './operation';
+import type { Access, Operation } from './operation';
 import { listParamItems } from '../lib/paging';
 import { takesIdempotencyKey } from './router';
 import { authFailuresThrottled } from './auth-throttle';
@@ -101,16 +101,6 @@ const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
 
 type JsonSchema = Record<string, unknown>;
 
-/**
- * openapi-sampler's example for a JSON schema (deterministic: the same schema always gives the same value).
- * It takes `const`, then `examples[0]` (what zod's `.meta({ examples })` emits), then `enum[0]`, then
- * `default`, and only then makes up a value from the type and format. The schema is its own document for
- * the `$ref`s zod emits into `$defs`.
- */
-function sampled(schema: JsonSchema, skipNonRequired: boolean): unknown {
-  const bare = withoutSafeIntegerBounds(schema) as JsonSchema;
-  return sample(bare as Parameters<typeof sample>[0], { skipNonRequired, quiet: true }, bare);
-}
 
 /** zod bounds every `.int()` by the safe-integer range, whose lower end the sampler would show as the value. */
 function withoutSafeIntegerBounds(v: unknown): unknown {
@@ -128,15 +118,14 @@ function withoutSafeIntegerBounds(v: unknown): unknown {
  * accepts (every property, then required ones only: refinements such as "exactly one of" can refuse the
  * first). Falls back to the full sample so that a schema no sample satisfies shows up in the tests.
  */
-function exampleFor(schema: z.ZodType, json: JsonSchema, handWritten: unknown): unknown {
+function exampleFor(components: Components, schema: z.ZodType, json: JsonSchema, handWritten: unknown): unknown {
   if (handWritten !== undefined) return handWritten;
-  const full = sampled(json, false);
+  const full = components.sampled(json, false);
   if (schema.safeParse(full).success) return full;
-  const required = sampled(json, true);
+  const required = components.sampled(json, true);
   return schema.safeParse(required).success ? required : full;
 }
 
-/** A JSON body's media type: its schema, and the example for it. */
 /** A timestamp field of an answer: every `…_at` and `…_due` we send is an ISO 8601 date-time. */
 const TIMESTAMP_FIELD = /_(at|due)$/;
 
@@ -159,14 +148,97 @@ function markTimestamps(node: unknown): void {
   for (const value of Object.values(schema)) if (value !== null && typeof value === 'object') markTimestamps(value);
 }
 
-function jsonContent(schema: z.ZodType, io: 'input' | 'output', handWritten: unknown) {
-  const json = jsonSchema(schema, io);
-  if (io === 'output') markTimestamps(json);
-  return { 'application/json': { schema: json, example: exampleFor(schema, json, handWritten) } };
+/** A component name OpenAPI accepts (and generators turn into a type name): what `.meta({ id })` may say. */
+const COMPONENT_NAME = /^[A-Z][A-Za-z0-9]*$/;
+
+/** Replaces zod's `#/$defs/<id>` references by the component each id was hoisted to. */
+function pointRefs(node: unknown, names: Record<string, string>): unknown {
+  if (Array.isArray(node)) return node.map((n) => pointRefs(n, names));
+  if (node === null || typeof node !== 'object') return node;
+  return Object.fromEntries(
+    Object.entries(node).map(([k, v]) => {
+      if (k !== '$ref' || typeof v !== 'string' || !v.startsWith('#/$defs/')) return [k, pointRefs(v, names)];
+      const id = v.slice('#/$defs/'.length);
+      return [k, `#/components/schemas/${names[id] ?? id}`];
+    }),
+  );
+}
+
+/**
+ * The document's named schemas. Every zod schema with `.meta({ id })` is written once under
+ * `components.schemas` and referenced from the operations, so generated clients get one named type per
+ * resource (Ticket, Customer, …) instead of one anonymous copy per operation. zod's output and input forms
+ * of a schema differ (defaults make fields required, objects are closed on output): the output form takes
+ * the plain name, an input form that differs from it is suffixed `Input`, and two different schemas under
+ * one name throw, so a clash is found when the document is built rather than by a client.
+ */
+class Components {
+  readonly schemas: Record<string, JsonSchema> = { Problem: problem };
+  /** The same schemas without zod's safe-integer bounds: what the sampler resolves `$ref`s in. */
+  private readonly forSampling: { components: { schemas: Record<string, JsonSchema> } } = { components: { schemas: { Problem: problem } } };
+
+  /** The JSON schema of `schema` as the document carries it: named parts hoisted and referenced. */
+  schemaOf(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
+    const json = this.converted(schema, io);
+    const defs = (json.$defs ?? {}) as Record<string, JsonSchema>;
+    delete json.$defs;
+    const outputDefs = io === 'input' && Object.keys(defs).length ? ((this.converted(schema, 'output').$defs ?? {}) as Record<string, JsonSchema>) : defs;
+    const names = Object.fromEntries(
+      Object.keys(defs).map((id) => [id, io === 'output' || JSON.stringify(defs[id]) === JSON.stringify(outputDefs[id]) ? id : `${id}Input`]),
+    );
+    for (const [id, def] of Object.entries(defs)) this.add(names[id]!, pointRefs(def, names) as JsonSchema);
+    const root = pointRefs(json, names) as JsonSchema;
+    // A schema that is itself named is just its reference (no `$schema` beside it).
+    return typeof root.$ref === 'string' && Object.keys(root).every((k) => k === '$ref' || k === '$schema') ? { $ref: root.$ref } : root;
+  }
+
+  /**
+   * openapi-sampler's example for a JSON schema (deterministic: the same schema always gives the same value).
+   * It takes `const`, then `examples[0]` (what zod's `.meta({ examples })` emits), then `enum[0]`, then
+   * `default`, and only then makes up a value from the type and format. `$ref`s resolve in the components.
+   */
+  sampled(schema: JsonSchema, skipNonRequired: boolean): unknown {
+    const bare = withoutSafeIntegerBounds(schema) as JsonSchema;
+    return sample(bare as Parameters<typeof sample>[0], { skipNonRequired, quiet: true }, this.forSampling);
+  }
+
+  private converted(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
+    const json = jsonSchema(schema, io);
+    if (io === 'output') markTimestamps(json);
+    return json;
+  }
+
+  private add(name: string, def: JsonSchema): void {
+    if (!COMPONENT_NAME.test(name)) throw new Error(`OpenAPI: schema id ${name} is not a component name (PascalCase letters and digits)`);
+    const existing = this.schemas[name];
+    if (existing !== undefined) {
+      if (JSON.stringify(existing) !== JSON.stringify(def)) throw new Error(`OpenAPI: two different schemas are named ${name}`);
+      return;
+    }
+    this.schemas[name] = def;
+    this.forSampling.components.schemas[name] = withoutSafeIntegerBounds(def) as JsonSchema;
+  }
+}
+
+/** A JSON body's media type: its schema, and the example for it. */
+function jsonContent(components: Components, schema: z.ZodType, io: 'input' | 'output', handWritten: unknown) {
+  const json = components.schemaOf(schema, io);
+  return { 'application/json': { schema: json, example: exampleFor(components, schema, json, handWritten) } };
 }
 
 /** Path and query values are strings on the wire, whatever type the sampler picked. */
 const asParameterValue = (v: unknown) => (typeof v === 'number' || typeof v === 'boolean' ? String(v) : v);
+
+/**
+ * A parameter's example in its documented type (OpenAPI validates it against the parameter's schema, and a
+ * client serialises it): `50` for an integer parameter, `false` for a boolean one, as chosen on the wire.
+ */
+function typedParameterValue(schema: JsonSchema, wire: unknown): unknown {
+  if (typeof wire !== 'string') return wire;
+  if ((schema.type === 'integer' || schema.type === 'number') && /^-?\d+(\.\d+)?$/.test(wire)) return Number(wire);
+  if (schema.type === 'boolean' && (wire === 'true' || wire === 'false')) return wire === 'true';
+  return wire;
+}
 
 /**
  * Each parameter's example: hand-written on the row, else sampled from the input schema, else from the output
@@ -174,19 +246,19 @@ const asParameterValue = (v: unknown) => (typeof v === 'number' || typeof v === 
  * boolean from "true"): zod keeps no `examples` or `default` on the input side of a transform, but the output
  * side has the default and its bounds, which is the value a client writes in the URL.
  */
-function parametersOf(schema: z.ZodType | undefined, where: 'path' | 'query', handWritten: Record<string, string> = {}) {
+function parametersOf(components: Components, schema: z.ZodType | undefined, where: 'path' | 'query', handWritten: Record<string, string> = {}) {
   if (!schema || !(schema instanceof z.ZodObject)) return [];
   const shape = schema.shape as Record<string, z.ZodType>;
   // Sampled as one object so each value is sampled under its own name (uuid samples are seeded by it).
-  const input = sampled(jsonSchema(schema, 'input'), false) as Record<string, unknown>;
-  const output = sampled(jsonSchema(schema, 'output'), false) as Record<string, unknown>;
+  const input = components.sampled(components.schemaOf(schema, 'input'), false) as Record<string, unknown>;
+  const output = components.sampled(components.schemaOf(schema, 'output'), false) as Record<string, unknown>;
   return Object.entries(shape).map(([name, s]) => {
     const sampledValue = [input[name], output[name]].map(asParameterValue).find((c) => c !== undefined && s.safeParse(c).success);
     const example = handWritten[name] ?? sampledValue ?? asParameterValue(input[name]);
-    const param = jsonSchema(s, 'input');
+    const parameterSchema = components.schemaOf(s, 'input');
     // A comma-separated list (`status=open,pending`): OpenAPI's form style without explode, example as the array.
-    if (param.type === 'array') return { name, in: where, required: false, style: 'form', explode: false, schema: param, example: String(example).split(',') };
-    return { name, in: where, required: where === 'path' || !s.safeParse(undefined).success, schema: param, example };
+    if (parameterSchema.type === 'array') return { name, in: where, required: false, style: 'form', explode: false, schema: parameterSchema, example: String(example).split(',') };
+    return { name, in: where, required: where === 'path' || !s.safeParse(undefined).success, schema: parameterSchema, example: typedParameterValue(parameterSchema, example) };
   });
 }
 
@@ -282,6 +354,14 @@ function problemExample(op: Operation, status: number, codes: Set<string>) {
  */
 export function buildOpenApi(ops: Operation[], info: { version: string; serverUrl?: string }) {
   const paths: Record<string, Record<string, unknown>> = {};
+  const components = new Components();
+  // Declared once at the top as well: generators and linters group operations by the document's tag list.
+  const tags = new Map<string, string>();
+  const tag = (access: Access | null) => {
+    const name = access ? access.tag : 'public-intake';
+    tags.set(name, access ? `Operations under the \`${name}\` scope tag (\`${name}:<action>\` on an API key).` : 'Provider and channel intake: public, no credential is read.');
+    return name;
+  };
   for (const op of ops) {
     const codesByStatus = new Map<number, Set<string>>();
     for (const [s, codes] of Object.entries(GUARD_ERRORS)) {
@@ -304,7 +384,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
               },
             }
           : {}),
-        ...(op.response.schema ? { content: jsonContent(op.response.schema, 'output', op.example?.response) } : {}),
+        ...(op.response.schema ? { content: jsonContent(components, op.response.schema, 'output', op.example?.response) } : {}),
       },
     };
     // 304 wherever it can be answered: versioned resources and polled rollups, on a current If-None-Match.
@@ -312,7 +392,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
     for (const extra of op.alsoAnswers ?? []) {
       responses[extra.status] = {
         description: extra.description,
-        ...(op.response.schema ? { content: jsonContent(op.response.schema, 'output', extra.example) } : {}),
+        ...(op.response.schema ? { content: jsonContent(components, op.response.schema, 'output', extra.example) } : {}),
       };
     }
     for (const [s, codes] of [...codesByStatus.entries()].sort((a, b) => a[0] - b[0])) {
@@ -333,12 +413,12 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
       operationId: op.id,
       summary: op.summary,
       description: [op.description, access ? `Floor: ${access.floor}. Scope: ${scope}.` : 'Public: no credential is read.'].filter(Boolean).join('\n\n'),
-      tags: [access ? access.tag : 'public-intake'],
+      tags: [tag(access)],
       'x-floor': access ? access.floor : 'public',
       'x-scope': scope,
       security: pub ? [] : [{ bearer: [] }],
-      parameters: [...parametersOf(op.params, 'path', op.example?.params), ...parametersOf(op.query, 'query', op.example?.query), ...(idempotent ? [idempotencyKeyParameter] : []), ...(op.versioned || op.etag ? (op.method === 'get' ? [ifNoneMatchParameter] : op.method === 'patch' || op.method === 'put' ? [ifMatchParameter] : []) : [])],
-      ...(op.body ? { requestBody: { required: true, content: jsonContent(op.body, 'input', op.example?.request) } } : {}),
+      parameters: [...parametersOf(components, op.params, 'path', op.example?.params), ...parametersOf(components, op.query, 'query', op.example?.query), ...(idempotent ? [idempotencyKeyParameter] : []), ...(op.versioned || op.etag ? (op.method === 'get' ? [ifNoneMatchParameter] : op.method === 'patch' || op.method === 'put' ? [ifMatchParameter] : []) : [])],
+      ...(op.body ? { requestBody: { required: true, content: jsonContent(components, op.body, 'input', op.example?.request) } } : {}),
       responses,
     };
   }
@@ -347,11 +427,13 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
     info: { title: 'Helpdesk API', version: info.version, description: API_DESCRIPTION },
     // Generators (openapi-typescript, openapi-fetch) need a server; this deployment's base URL, else relative.
     servers: [{ url: info.serverUrl ?? '/', description: 'This deployment' }],
+    tags: [...tags.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([name, description]) => ({ name, description })),
     components: {
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'An API key (sk_zr_…) or a realm access token (JWT).' },
       },
-      schemas: { Problem: problem },
+      // By name, so a new component lands in a predictable place of the document.
+      schemas: Object.fromEntries(Object.entries(components.schemas).sort(([x], [y]) => x.localeCompare(y))),
     },
     paths,
   };

@@ -27,14 +27,14 @@ export const createdApiKey = z.object({
   secret: z
     .string()
     .meta({ description: 'Shown exactly once. Store it now; it cannot be recovered.', examples: ['sk_zr_7Gm2QxVb9Kp4Rz8LwT1nYc6HfJd3SaUe5XoMi0Bq2Nv'] }),
-});
+}).meta({ id: 'CreatedApiKey' });
 
 export const listedApiKey = z.object({
   ...apiKeyFields,
   created_by_user_id: z.uuid(),
   last_used_at: z.string().nullable().meta({ examples: ['2025-03-14T09:26:53.412Z'] }),
   revoked_at: z.string().nullable().meta({ examples: [null] }),
-});
+}).meta({ id: 'ApiKey' });
 
 export const listApiKeysQuery = z.strictObject({
   include_revoked: boolParam.default(false),

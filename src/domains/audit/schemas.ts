@@ -13,7 +13,7 @@ export const auditEntry = z.object({
     .record(z.string(), z.unknown())
     .meta({ examples: [{ key_id: '1e779c8a-6786-4c89-b7c3-a6666f5fd6b5', name: 'Zapier ticket sync', prefix: 'sk_zr_7Gm2QxVb9K', scopes: ['tickets:read', 'tickets:write'] }] }),
   created_at: z.string().meta({ examples: ['2025-03-03T08:15:00.000Z'] }),
-});
+}).meta({ id: 'AuditEntry' });
 
 /** The audit log reads in one order, newest entry first (its cursor names it). */
 export const AUDIT_SORT = '-seq';

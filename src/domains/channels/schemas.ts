@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { CHANNEL_IDS, TICKET_SOURCES } from './registry';
 
 const CONFIG = {
   label: 'Website widget',
@@ -22,10 +23,10 @@ export const upsertChannelBody = z.strictObject({
 export type UpsertChannelInput = z.output<typeof upsertChannelBody>;
 
 const registryFields = {
-  channel: z.string().meta({ examples: ['web_chat'] }),
+  channel: z.enum(CHANNEL_IDS).meta({ examples: ['web_chat'] }),
   display_name: z.string().meta({ examples: ['Website chat'] }),
   adapter_available: z.boolean(),
-  ticket_source: z.string().meta({ examples: ['web_chat'] }),
+  ticket_source: z.enum(TICKET_SOURCES).meta({ examples: ['web_chat'] }),
   handle_kind: z.string().meta({ examples: ['visitor_id'] }),
   outbound_supported: z.boolean(),
   inbound_path: z.string().meta({ examples: ['/v1/ingest/web_chat'] }),
@@ -39,13 +40,13 @@ export const channelConnection = z.object({
   config: z.record(z.string(), z.unknown()).meta({ examples: [CONFIG] }),
   created_at: at,
   updated_at: at,
-});
+}).meta({ id: 'ChannelConnection' });
 
 export const channelListItem = z.object({
   ...registryFields,
   connected: z.boolean(),
   connection: channelConnection.nullable(),
-});
+}).meta({ id: 'Channel' });
 
 export const channelList = z.object({ channels: z.array(channelListItem) });
 export const rotatedToken = z.object({ channel: z.string().meta({ examples: ['web_chat'] }), inbound_token: z.string().meta({ examples: [INBOUND_TOKEN] }) });

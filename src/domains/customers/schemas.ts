@@ -39,7 +39,7 @@ export const customer = z.object({
   metadata: z.record(z.string(), z.unknown()).meta({ examples: [example.metadata] }),
   created_at: at,
   updated_at: at,
-});
+}).meta({ id: 'Customer' });
 
 export const customerList = z.object({
   total: z.number().int().meta({ examples: [1284] }),

@@ -48,7 +48,7 @@ export const helpCentre = z.object({
   hosts: z.array(host),
   article_count: ex(z.number().int(), 48),
   published_public_count: ex(z.number().int(), 41),
-});
+}).meta({ id: 'HelpCentre' });
 export const centreList = z.object({ help_centres: z.array(helpCentre) });
 export const brandResult = z.object({ help_centre_id: ex(z.string(), CENTRE_ID), brand: ex(z.record(z.string(), z.string()), BRAND) });
 
@@ -196,7 +196,7 @@ export const articleTranslation = z.object({
   source_created_at: ts,
   source_updated_at: ts,
   noindex: z.boolean(),
-}).meta({ examples: [EXAMPLE_ARTICLE] });
+}).meta({ id: 'ArticleTranslation', examples: [EXAMPLE_ARTICLE] });
 
 export const conflictComparison = z.object({
   translation_id: z.string(),
@@ -210,6 +210,7 @@ export const conflictComparison = z.object({
   incoming_body_html: z.string(),
   incoming_sanitize_report: z.record(z.string(), z.unknown()),
 }).meta({
+  id: 'ArticleConflict',
   examples: [
     {
       translation_id: EXAMPLE_ARTICLE.translation_id,

@@ -67,8 +67,8 @@ export const macro = z.object({
   description: z.string().meta({ examples: [DESCRIPTION] }),
   actions: z.array(z.record(z.string(), z.unknown())).meta({ examples: [ACTIONS] }),
   enabled: z.boolean(),
-  trigger: z.object({ event: z.string(), conditions: z.record(z.string(), z.string()) }).nullable().meta({ examples: [TRIGGER] }),
+  trigger: z.object({ event: z.enum(TRIGGER_EVENTS), conditions: z.record(z.string(), z.string()) }).nullable().meta({ examples: [TRIGGER] }),
   created_at: at,
   updated_at: at,
-});
+}).meta({ id: 'Macro' });
 export const macroList = z.object({ macros: z.array(macro) });

@@ -52,4 +52,4 @@ export const mailboxStatus = z.object({
   last_polled_at: at('09:26:10'),
   sent_today: z.number().int().meta({ examples: [37] }),
   checks,
-});
+}).meta({ id: 'MailboxStatus' });

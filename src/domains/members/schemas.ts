@@ -1,8 +1,10 @@
 import { z } from 'zod';
 import { intParam } from '../../http/params';
 import { afterParam, pageSchema } from '../../lib/paging';
+import type { Role } from '../../db/types';
+import { ROLES } from '../identity/roles';
 
-const role = z.enum(['viewer', 'editor', 'admin', 'owner']).meta({ examples: ['editor'] });
+const role = z.enum(ROLES as [Role, ...Role[]]).meta({ examples: ['editor'] });
 const at = z.string().meta({ examples: ['2025-03-03T08:15:00.000Z'] });
 const email = 'jonas.berg@northwind.example';
 const realmSubject = 'auth0|65f1c2a9e4b0d3a1c8f7e215';
@@ -38,7 +40,7 @@ export const member = z.object({
     .meta({ description: 'The realm subject bound to this member in this workspace; null while invited.', examples: [realmSubject] }),
   created_at: at,
   updated_at: at,
-});
+}).meta({ id: 'Member' });
 
 /** Members read in one order, oldest membership first (its cursor names it). */
 export const MEMBER_SORT = 'created_at';

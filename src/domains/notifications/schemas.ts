@@ -13,7 +13,7 @@ export const notification = z.object({
   meta: z.record(z.string(), z.unknown()).meta({ examples: [{ team_id: '810007d0-bec5-486c-b5d1-28fcd8a079ba' }] }),
   read_at: z.string().nullable().meta({ examples: [null] }),
   created_at: z.string().meta({ examples: ['2025-03-14T09:30:53.412Z'] }),
-});
+}).meta({ id: 'Notification' });
 
 export const listNotificationsQuery = z.strictObject({
   unread_only: boolParam.default(false),

@@ -28,10 +28,10 @@ export const timeSummary = z.object({
     by_ticket: z.array(z.object({ ticket_id: ticketId, ticket_subject: ex(z.string(), 'Invoice #10482 was charged twice'), ...todoCounts })),
     by_ticket_limit: int(50),
   }),
-});
+}).meta({ id: 'TimeSummary' });
 const avgScore = ex(z.number().nullable(), 4.6);
 export const csatAggregate = z.object({
   since_days: int(30),
   overall: z.object({ responses: int(42), avg_score: avgScore, distribution: ex(z.record(z.string(), z.number().int()), { 1: 1, 2: 0, 3: 2, 4: 8, 5: 31 }) }),
   per_agent: z.array(z.object({ assignee_id: userId.optional(), assignee_name: userName.optional(), responses: int(42), avg_score: avgScore })),
-});
+}).meta({ id: 'CsatSummary' });

@@ -20,6 +20,6 @@ export const savedView = z.object({
   owner_user_id: z.uuid().meta({ examples: ['a169451c-8525-4352-b8ca-070dd449a1a5'] }),
   created_at: at,
   updated_at: at,
-});
+}).meta({ id: 'SavedView' });
 
 export const savedViewList = z.object({ saved_views: z.array(savedView) });

@@ -15,7 +15,7 @@ export const slaPolicy = z.object({
   is_default: z.boolean(),
   targets: slaTargets.meta({ examples: [targetsExample] }),
   created_at: z.string().meta({ examples: ['2025-02-20T10:00:00.000Z'] }),
-});
+}).meta({ id: 'SlaPolicy' });
 export const slaPolicyList = z.object({ sla_policies: z.array(slaPolicy) });
 export const createPolicyBody = z.strictObject({
   name: z.string().trim().min(1).max(120).meta({ examples: ['Business hours (EU)'] }),

@@ -13,7 +13,7 @@ export const team = z.object({
   name: z.string().meta({ examples: [TEAM] }),
   members: z.array(z.object({ user_id: z.uuid(), name: z.string().meta({ examples: ['Jonas Berg'] }), position: z.number().int() })),
   created_at: z.string().meta({ examples: ['2025-02-20T10:05:00.000Z'] }),
-});
+}).meta({ id: 'Team' });
 export const teamList = z.object({ teams: z.array(team) });
 
 export const SKIP_REASONS = ['not_a_member', 'invited', 'deactivated', 'unavailable', 'offline', 'presence_stale'] as const;
@@ -28,4 +28,4 @@ export const assignmentResult = z.object({
     description: 'Members passed over on this turn, in rotation order, with the reason.',
     examples: [[{ user_id: '3b8f1d2a-6c4e-4a97-8e15-0f2d7c9b4a61', reason: 'offline' }]],
   }),
-});
+}).meta({ id: 'Assignment' });

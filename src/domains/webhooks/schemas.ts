@@ -38,7 +38,7 @@ export const integration = z.object({
     .describe('Contains the integration id, which selects the workspace: treat the whole URL as a secret.')
     .meta({ examples: [`https://api.helpdesk.example/v1/webhooks/zendesk/${INTEGRATION_ID}`] }),
   created_at: at('08:00:00'),
-});
+}).meta({ id: 'Integration' });
 export const integrationList = z.object({ integrations: z.array(integration) });
 
 export const webhookResult = z.object({
@@ -92,7 +92,7 @@ const transcriptEvent = z.object({
   requester: z.string().nullable().meta({ examples: [EXAMPLE_ZENDESK_EVENT.detail.requester_id] }),
   received_at: at('10:02:12'),
   raw: z.unknown().meta({ examples: [EXAMPLE_ZENDESK_EVENT] }),
-});
+}).meta({ id: 'TranscriptEvent' });
 const transcriptFields = {
   id: z.string().meta({ examples: [TRANSCRIPT_ID] }),
   external_ticket_id: z.string().meta({ examples: ['35436'] }),
@@ -108,5 +108,5 @@ export const transcript = z.object({
   limit: z.number().int().meta({ examples: [50] }),
   offset: z.number().int(),
   events: z.array(transcriptEvent),
-});
+}).meta({ id: 'Transcript' });
 export const transcriptList = pageSchema('transcripts', z.object(transcriptFields));

@@ -68,7 +68,7 @@ export const timeEntry = z.object({
   billable: z.boolean(),
   worked_on: ex(z.string().nullable(), '2025-03-14'),
   created_at: at,
-});
+}).meta({ id: 'TimeEntry' });
 /** A ticket's time entries read in one order, oldest first (its cursor names it). */
 export const TIME_ENTRY_SORT = 'created_at';
 export const listTimeEntriesQuery = z.strictObject({ limit: intParam(1, 500).default(100), after: afterParam({ [TIME_ENTRY_SORT]: 'timestamp' }).optional() });
@@ -82,7 +82,7 @@ export const todo = z.object({
   done: ex(z.boolean(), false),
   done_at: ex(z.string().nullable(), null),
   created_at: at,
-});
+}).meta({ id: 'Todo' });
 export const csatResponse = z.object({
   id: ex(z.string(), '7d2a9f4c-3e1b-4c8d-a6f5-0b9e2d7c4a13'),
   ticket_id: ticketId,
@@ -90,5 +90,5 @@ export const csatResponse = z.object({
   score: int(5),
   comment: ex(z.string(), CSAT_COMMENT),
   created_at: at,
-});
+}).meta({ id: 'CsatResponse' });
 

@@ -60,4 +60,4 @@ export const tenantView = z.object({
     .meta({ examples: [Object.fromEntries(PROVIDER_KEY_NAMES.map((p) => [p, p === 'anthropic']))] }),
   created_at: at,
   updated_at: at,
-});
+}).meta({ id: 'WorkspaceSettings' });
