@@ -45,6 +45,7 @@ const BENCHES: BenchDef[] = [
   { name: 'ingest', file: 'ingest.ts', issue: 5, ports: [18081, 18082] },
   { name: 'webhooks', file: 'webhooks.ts', issue: 7, ports: [18091] },
   { name: 'rollups', file: 'rollups.ts', issue: 8, ports: [18095] },
+  { name: 'paging', file: 'tickets-paging.ts', issue: 18, ports: [] },
 ];
 /** Files in bench/ that are not benchmarks. */
 const HELPERS = new Set(['lib.ts', 'processes.ts', 'report.ts', 'run.ts', 'inline-ingest-server.ts']);
