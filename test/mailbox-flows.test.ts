@@ -190,9 +190,16 @@ describe('Connected mailbox, workers running', () => {
       const stale = new Date(Date.now() - 2 * ctx.config.MAILBOX_REFRESH_SECONDS * 1000);
       await ctx.db.updateTable('mailboxes').set({ last_checked_at: stale }).where('tenant_id', '=', ws.tenantId).execute();
       const mark = double.requests.length;
-      const [refreshed] = await Promise.all([h.refreshOk(ws), ...Array.from({ length: 5 }, () => ctx.services.mailbox.sweep())]);
-      expect(refreshed.connected).toBe(true);
+      // "At once" made deterministic: the workers hold off until the admin's refresh and all five sweeps have
+      // asked (a check finishing before the admin even asks would rightly not answer the admin's ask).
       const q = ctx.runtime.queues.queue('mailbox');
+      await q.pause();
+      const refreshing = h.refreshOk(ws);
+      await eventually(async () => ((await q.getJob(`refresh-${ws.tenantId}`)) ? true : undefined), 10_000, 'the admin\'s refresh to be queued');
+      await Promise.all(Array.from({ length: 5 }, () => ctx.services.mailbox.sweep()));
+      await q.resume();
+      const refreshed = await refreshing;
+      expect(refreshed.connected).toBe(true);
       await eventually(async () => {
         const c = await q.getJobCounts('waiting', 'active', 'delayed', 'prioritized');
         return Object.values(c).every((n) => n === 0) ? true : undefined;

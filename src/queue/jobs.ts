@@ -113,7 +113,8 @@ export const JOBS = {
   /** Asks the mail provider what the workspace's grant allows now and stores the checks. */
   'mailbox.refresh': {
     queue: 'mailbox',
-    data: z.object({ tenant_id: z.uuid() }),
+    // due_as_of: when a sweep saw the mailbox due (database time); an admin's refresh has none.
+    data: z.object({ tenant_id: z.uuid(), due_as_of: z.iso.datetime().optional() }),
     // One per mailbox while queued or running, so a finished one must not linger and swallow the next; a
     // provider that is down is retried by the next sweep.
     jobId: (d: { tenant_id: string }) => `refresh-${d.tenant_id}`,

@@ -474,8 +474,11 @@ export function createMailboxService(deps: {
     /** The scheduled sweep: one refresh per mailbox due, deduplicated by job id so none is queued twice. */
     async sweep() {
       await store.crossTenantPruneOAuthStates(db, new Date(Date.now() - 24 * 3600 * 1000));
+      // Each job carries when the sweep saw the mailbox due: a check that finished after that already answered
+      // it. The job's own creation time would not do: a check finishing between this read and the enqueue
+      // (its job gone, so the job id no longer dedupes) made the provider be asked twice.
       const due = await store.crossTenantDueForRefresh(db, config.MAILBOX_REFRESH_SECONDS);
-      for (const tenantId of due) await queues.enqueue('mailbox.refresh', { tenant_id: tenantId });
+      for (const d of due) await queues.enqueue('mailbox.refresh', { tenant_id: d.tenant_id, due_as_of: d.as_of.toISOString() });
       const polls = await store.crossTenantDueForPoll(db, config.MAILBOX_POLL_SECONDS);
       for (const tenantId of polls) await queues.enqueue('mailbox.poll', { tenant_id: tenantId });
       // The outbox: a reply whose job never reached the queue is sent late rather than never.

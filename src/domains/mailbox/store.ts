@@ -65,14 +65,14 @@ export async function recordChecks(
 }
 
 /** Connected mailboxes whose last check is older than the interval (or that were never checked). */
-export async function crossTenantDueForRefresh(db: Executor, intervalSeconds: number): Promise<string[]> {
-  const rows = await db
+/** The mailboxes due for a check, each with the database time of this read (the clock last_checked_at uses). */
+export async function crossTenantDueForRefresh(db: Executor, intervalSeconds: number): Promise<{ tenant_id: string; as_of: Date }[]> {
+  return db
     .selectFrom('mailboxes')
-    .select('tenant_id')
+    .select(['tenant_id', sql<Date>`now()`.as('as_of')])
     .where('connected', '=', true)
     .where((eb) => eb.or([eb('last_checked_at', 'is', null), eb('last_checked_at', '<', sql<Date>`now() - make_interval(secs => ${intervalSeconds})`)]))
     .execute();
-  return rows.map((r) => r.tenant_id);
 }
 
 /** Replaces one check (the poller owns inbound_polling, the sender daily_send_quota) without touching the others. */
