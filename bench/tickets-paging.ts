@@ -103,6 +103,7 @@ async function main() {
     const run = async (title: string, path: string, key: string) => {
       const r = await load(path, key, DURATION);
       const bad = r.non2xx + r.errors;
+      if (bad > 0) process.exitCode = 1;
       console.log(`${title.padEnd(50)} ${r.requests.average.toFixed(0).padStart(7)} req/s   p50 ${String(r.latency.p50).padStart(4)} ms   p99 ${String(r.latency.p99).padStart(4)} ms   non-2xx ${bad}`);
       return autocannonLoad(r);
     };
