@@ -150,6 +150,67 @@ describe('macros', () => {
     const stale = await ctx.http.patch(`/v1/macros/${created.body.id}`).set({ ...bearer(ws.ownerKey), 'If-Match': tag }).send({ name: 'Stale rename' });
     expect(stale.status).toBe(412);
     const list = await ctx.http.get('/v1/macros').set(bearer(ws.ownerKey));
-    expect((list.body.macros as { id: string; name: string }[]).find((m) => m.id === created.body.id)!.name).toBe('Escalate now');
+    const listed = (list.body.macros as { id: string; name: string; version: string }[]).find((m) => m.id === created.body.id)!;
+    expect(listed.name).toBe('Escalate now');
+    // The list carries each macro's version, so a client that read only the list can send If-Match.
+    expect(`"${listed.version}"`).toBe(renamed.headers.etag);
+    expect((await ctx.http.patch(`/v1/macros/${created.body.id}`).set({ ...bearer(ws.ownerKey), 'If-Match': `"${listed.version}"` }).send({ enabled: false })).status).toBe(200);
+  });
+});
+
+describe('help-centre article translations', () => {
+  let w: Workspace;
+  let en: string;
+  beforeAll(async () => {
+    w = await createWorkspace(ctx);
+    const centre = await ctx.http
+      .post('/v1/help-centre/centres')
+      .set(bearer(w.ownerKey))
+      .send({ name: 'Help', default_locale: 'en', locales: ['en', 'de'], subdomain_label: `kb-${Date.now().toString(36)}` });
+    expect(centre.status).toBe(201);
+    const synced = await syncArticle({ locale: 'en', title: 'Reset your password' });
+    en = synced.body.translation_id;
+  });
+
+  const syncArticle = (over: Record<string, unknown>) =>
+    ctx.http
+      .put('/v1/help-centre/articles/sync')
+      .set(bearer(w.ownerKey))
+      .send({ source_article_id: '360001', body_html: '<p>Hi</p>', source_status: 'published', visibility: 'public', container_path: ['Accounts'], source_updated_at: '2026-11-01T10:00:00Z', ...over })
+      .expect(200);
+  const read = (id: string, headers: Record<string, string> = {}) => ctx.http.get(`/v1/help-centre/articles/${id}`).set({ ...bearer(w.ownerKey), ...headers });
+  const editArticle = (id: string, body: Record<string, unknown>, headers: Record<string, string> = {}) =>
+    ctx.http.patch(`/v1/help-centre/articles/${id}`).set({ ...bearer(w.ownerKey), ...headers }).send(body);
+
+  test('a read carries a strong ETag and answers 304 to it; an edit with it applies and answers the next', async () => {
+    const first = await read(en);
+    expect(first.headers.etag).toMatch(/^"[^"]+"$/);
+    expect((await read(en, { 'If-None-Match': String(first.headers.etag) })).status).toBe(304);
+    const edited = await editArticle(en, { excerpt: 'How to reset it' }, { 'If-Match': String(first.headers.etag) });
+    expect(edited.status).toBe(200);
+    expect(edited.headers.etag).not.toBe(first.headers.etag);
+    expect((await read(en)).headers.etag).toBe(edited.headers.etag);
+  });
+
+  test('an edit on a stale read → 412 precondition_failed, nothing written', async () => {
+    const stale = (await read(en)).headers.etag as string;
+    await editArticle(en, { excerpt: 'Theirs' }).expect(200);
+    const res = await editArticle(en, { excerpt: 'Mine', title: 'Mine too' }, { 'If-Match': stale });
+    expect(res.status).toBe(412);
+    expect(res.body.code).toBe('precondition_failed');
+    const now = await read(en);
+    expect(now.body.excerpt).toBe('Theirs');
+    expect(now.body.title).toBe('Reset your password');
+  });
+
+  test('a sibling translation arriving changes the ETag (its alternates changed), so an old tag is neither 304 nor a match', async () => {
+    const before = await read(en);
+    expect(before.body.alternates).toEqual([]);
+    await syncArticle({ locale: 'de', title: 'Passwort zurücksetzen' });
+    const after = await read(en, { 'If-None-Match': String(before.headers.etag) });
+    expect(after.status).toBe(200);
+    expect(after.body.alternates.map((a: { locale: string }) => a.locale)).toEqual(['de']);
+    expect(after.headers.etag).not.toBe(before.headers.etag);
+    expect((await editArticle(en, { excerpt: 'x' }, { 'If-Match': String(before.headers.etag) })).status).toBe(412);
   });
 });

@@ -45,6 +45,7 @@ describe('Macros: definitions and manual apply (no worker running)', () => {
         trigger: null,
         created_at: expect.any(String),
         updated_at: expect.any(String),
+        version: '1',
       });
       expect(Number.isNaN(ms(m.created_at))).toBe(false);
       expect(m.updated_at).toBe(m.created_at);
@@ -192,7 +193,7 @@ describe('Macros: definitions and manual apply (no worker running)', () => {
       const after = res.body as MacroView;
       expect(Object.keys(after).sort()).toEqual([...MACRO_FIELDS].sort());
       const expected = field === 'trigger' ? { trigger: { event: 'ticket.reopened', conditions: { tag: 'vip', sla_breached: 'false' } } } : patch;
-      expect(after).toEqual({ ...m, ...expected, updated_at: expect.any(String) });
+      expect(after).toEqual({ ...m, ...expected, updated_at: expect.any(String), version: expect.any(String) });
       expect(ms(after.updated_at)).toBeGreaterThan(ms(m.updated_at));
       expect(after.created_at).toBe(m.created_at);
       // Stored, not just echoed.

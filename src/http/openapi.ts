@@ -288,7 +288,7 @@ const API_DESCRIPTION = [
   '',
   '**Limits.** Every authenticated answer carries `RateLimit-Policy` and `RateLimit` (per caller and per workspace); past either, `429 throttled` with `Retry-After`.',
   '',
-  '**Concurrency.** Versioned resources (tickets, workspace settings) carry a strong `ETag`: `If-Match` on their PATCH refuses a stale change (412), `If-None-Match` on their read answers 304.',
+  '**Concurrency.** Versioned resources (tickets, workspace settings, article translations, macros) carry a strong `ETag`: `If-Match` on their PATCH refuses a stale change (412), `If-None-Match` on their read answers 304.',
   '',
   '**Paging.** Lists that can grow answer one envelope, `{<items>: [...], next_cursor}`: pass `next_cursor` back as `after` (with the same `limit`, `sort` and filters) for the next page; it is null on the last page. Pages are keyset reads, stable while rows arrive, and a deep page costs what the first costs. The customer directory keeps its `limit`/`offset`/`total` envelope.',
 ].join('\n');

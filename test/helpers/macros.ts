@@ -40,11 +40,12 @@ export interface MacroView {
   trigger: { event: string; conditions: Record<string, string> } | null;
   created_at: string;
   updated_at: string;
+  version: string;
 }
 
 export type TriggerEvent = 'ticket.created' | 'ticket.updated' | 'ticket.reopened';
 
-export const MACRO_FIELDS = ['id', 'name', 'description', 'actions', 'enabled', 'trigger', 'created_at', 'updated_at'];
+export const MACRO_FIELDS = ['id', 'name', 'description', 'actions', 'enabled', 'trigger', 'created_at', 'updated_at', 'version'];
 export const ms = (iso: string) => new Date(iso).getTime();
 
 export const applied = (t: TicketView, macroId: string) => t.events.filter((e) => e.kind === 'macro_applied' && e.meta.macro_id === macroId);

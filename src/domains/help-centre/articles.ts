@@ -1,7 +1,8 @@
 import type { ConfigSection } from '../../config';
 import type { Db, Executor } from '../../db';
 import type { HelpTranslationRow } from '../../db/types';
-import { notFound, refuse } from '../../lib/errors';
+import { createHash } from 'node:crypto';
+import { notFound, refuse, requireVersion, type VersionCondition } from '../../lib/errors';
 import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
@@ -88,10 +89,25 @@ export function createArticleService(deps: { db: Db; config: ConfigSection<'help
     asset_report: JSON.stringify(r.asset_report),
   });
 
-  async function view(exec: Executor, tenantId: string, t: HelpTranslationRow) {
+  /**
+   * What a translation's read shows beyond its own row: the centre's host and default locale, and its sibling
+   * translations (alternates, outdated locales). Its strong ETag covers all of it: the row's version, then a
+   * digest of the host, the default locale and every sibling's id and version (each bumped by a trigger on
+   * any change), so a sibling's new slug or source version is a new tag and a 304 is never stale.
+   */
+  async function surroundings(exec: Executor, tenantId: string, t: HelpTranslationRow) {
     const host = await store.primaryHost(exec, tenantId, t.help_centre_id);
     const { default_locale } = await store.centreLocales(exec, tenantId, t.help_centre_id);
     const sibs = await store.siblings(exec, tenantId, t.article_id);
+    const digest = createHash('sha256')
+      .update(JSON.stringify([host, default_locale, sibs.map((s) => [s.id, String(s.version)])]))
+      .digest('base64url')
+      .slice(0, 16);
+    return { host, default_locale, sibs, tag: `${t.version}.${digest}` };
+  }
+
+  async function view(exec: Executor, tenantId: string, t: HelpTranslationRow) {
+    const { host, default_locale, sibs, tag } = await surroundings(exec, tenantId, t);
     const urlOf = (locale: string, slug: string) => `https://${host}/${locale}/articles/${t.article_id}-${slug}`;
     const base = sibs.find((s) => s.locale === default_locale);
     // A translation is outdated when its article's default-locale version changed at the source after it.
@@ -145,6 +161,8 @@ export function createArticleService(deps: { db: Db; config: ConfigSection<'help
       source_created_at: t.source_created_at ? iso(t.source_created_at) : null,
       source_updated_at: t.source_updated_at ? iso(t.source_updated_at) : null,
       noindex: t.noindex || t.visibility !== 'public',
+      /** Not in the body (the response schema drops it): the strong ETag of this read. */
+      version: tag,
     };
   }
 
@@ -242,7 +260,7 @@ export function createArticleService(deps: { db: Db; config: ConfigSection<'help
     },
 
     /** A local edit: markdown rendered through the same sanitiser; the translation is now locally edited. */
-    async edit(actor: Principal, id: string, input: EditInput) {
+    async edit(actor: Principal, id: string, input: EditInput, ifMatch?: VersionCondition) {
       let r: Rendered | undefined;
       if (input.body_markdown !== undefined) {
         checkBodySize('body_markdown', input.body_markdown);
@@ -252,7 +270,9 @@ export function createArticleService(deps: { db: Db; config: ConfigSection<'help
         r = await render(db, actor.tenantId, before.help_centre_id, before.locale, { kind: 'markdown', markdown: input.body_markdown }, before.source_url);
       }
       return db.transaction().execute(async (tx) => {
-        await locked(tx, actor, id);
+        const current = await locked(tx, actor, id);
+        // Checked on the locked row, before anything is written: a stale read is 412 and changes nothing.
+        if (ifMatch !== undefined) requireVersion(ifMatch, 'article translation', (await surroundings(tx, actor.tenantId, current)).tag);
         const patch: Record<string, unknown> = { locally_edited_at: new Date() };
         if (input.title !== undefined) Object.assign(patch, { title: input.title, slug: slugify(input.title) });
         if (input.excerpt !== undefined) patch.excerpt = input.excerpt;

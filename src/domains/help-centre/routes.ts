@@ -90,7 +90,11 @@ export const helpCentreOperations = [
     access: { floor: 'viewer', tag: 'help-centre-staff', action: 'read' },
     params: translationParams,
     response: { status: 200, description: 'Article translation', schema: articleTranslation },
-    handler: async ({ principal, params }, s) => ({ body: await s.articles.read(principal, params.translation_id) }),
+    versioned: true,
+    handler: async ({ principal, params }, s) => {
+      const a = await s.articles.read(principal, params.translation_id);
+      return { body: a, version: a.version };
+    },
   }),
   defineOperation({
     id: 'edit_article',
@@ -101,8 +105,12 @@ export const helpCentreOperations = [
     params: translationParams,
     body: editBody,
     response: { status: 200, description: 'Article translation', schema: articleTranslation },
-    errors: ['payload_too_complex'],
-    handler: async ({ principal, params, body }, s) => ({ body: await s.articles.edit(principal, params.translation_id, body) }),
+    errors: ['payload_too_complex', 'precondition_failed'],
+    versioned: true,
+    handler: async ({ principal, params, body, ifMatch }, s) => {
+      const a = await s.articles.edit(principal, params.translation_id, body, ifMatch);
+      return { body: a, version: a.version };
+    },
   }),
   defineOperation({
     id: 'get_conflict',

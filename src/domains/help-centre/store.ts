@@ -107,7 +107,7 @@ export async function updateTranslation(db: Executor, tenantId: string, id: stri
 export async function siblings(db: Executor, tenantId: string, articleId: string) {
   return db
     .selectFrom('help_article_translations')
-    .select(['id', 'locale', 'slug', 'source_updated_at'])
+    .select(['id', 'locale', 'slug', 'source_updated_at', 'version'])
     .where('tenant_id', '=', tenantId)
     .where('article_id', '=', articleId)
     .orderBy('locale')

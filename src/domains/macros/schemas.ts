@@ -70,5 +70,6 @@ export const macro = z.object({
   trigger: z.object({ event: z.enum(TRIGGER_EVENTS), conditions: z.record(z.string(), z.string()) }).nullable().meta({ examples: [TRIGGER] }),
   created_at: at,
   updated_at: at,
+  version: z.string().meta({ description: 'The macro\'s version: its ETag is this value in quotes, for If-Match on PATCH.', examples: ['3'] }),
 }).meta({ id: 'Macro' });
 export const macroList = z.object({ macros: z.array(macro) });

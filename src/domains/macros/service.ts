@@ -25,6 +25,8 @@ const present = (m: MacroRow) => ({
   trigger: m.trigger as { event: string; conditions: Record<string, string> } | null,
   created_at: iso(m.created_at),
   updated_at: iso(m.updated_at),
+  // In the body as well as the ETag: a client that read only the list can still send If-Match on PATCH.
+  version: String(m.version),
 });
 
 interface Skip {
@@ -143,7 +145,7 @@ export function createMacroService(deps: {
       db.transaction().execute(async (tx) => {
         const trigger = await validateWrite(tx, actor.tenantId, input);
         const row = await store.insertMacro(tx, actor.tenantId, { id: newId(), ...input, trigger: trigger ?? null, created_by_user_id: actor.userId });
-        return { ...present(row), version: String(row.version) };
+        return present(row);
       }),
 
     async list(actor: Principal) {
@@ -159,7 +161,7 @@ export function createMacroService(deps: {
         const trigger = await validateWrite(tx, actor.tenantId, input);
         const row = await store.updateMacro(tx, actor.tenantId, id, { ...input, ...(input.trigger !== undefined ? { trigger } : {}) });
         if (!row) throw notFound('macro');
-        return { ...present(row), version: String(row.version) };
+        return present(row);
       }),
 
     async apply(actor: Principal, ticketId: string, macroId: string) {
