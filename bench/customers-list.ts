@@ -6,10 +6,9 @@
  *   npm run bench:customers   (PostgreSQL and Redis must answer; `npm run up` or `npm test` prepares them)
  * BENCH_SECONDS (default 5) and BENCH_CONNECTIONS (default 16) tune the load.
  */
-import autocannon from 'autocannon';
 import { sql } from 'kysely';
-import { openBenchApp } from './lib';
-import { autocannonLoad, createReport, type Load } from './report';
+import { benchWorkspaces, getLoad, openBenchApp } from './lib';
+import { createReport, type Load } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -25,14 +24,7 @@ async function main() {
   const bench = await openBenchApp({ database: DB_NAME, redisPrefix: 'hd_bench_customers' });
   const { db, services, port } = bench;
   try {
-    const stamp = Date.now();
-    const bootstrap = (name: string) =>
-      services.workspaces.bootstrap({
-        workspace: name,
-        ownerEmail: `${name.toLowerCase()}-${stamp}@bench.test`,
-        ownerName: name,
-        ownerRealmSubject: `${name.toLowerCase()}-${stamp}`,
-      });
+    const bootstrap = benchWorkspaces(services);
     const big = await bootstrap('Big');
     const small = await bootstrap('Small');
 
@@ -65,23 +57,8 @@ async function main() {
       }
     };
 
-    const load = (path: string, key: string, duration: number) =>
-      // The load generator runs in a worker thread so it does not share the event loop it is measuring.
-      autocannon({
-        url: `http://127.0.0.1:${port}${path}`,
-        connections: CONNECTIONS,
-        duration,
-        headers: { authorization: `Bearer ${key}` },
-        workers: 1,
-      });
-    const run = async (title: string, path: string, key: string) => {
-      const r = await load(path, key, DURATION);
-      const bad = r.non2xx + r.errors;
-      console.log(
-        `${title.padEnd(46)} ${r.requests.average.toFixed(0).padStart(7)} req/s   p50 ${String(r.latency.p50).padStart(4)} ms   p99 ${String(r.latency.p99).padStart(4)} ms   non-2xx ${bad}`,
-      );
-      return autocannonLoad(r);
-    };
+    const { load, run: measure } = getLoad(port, CONNECTIONS, { titleWidth: 46 });
+    const run = (title: string, path: string, key: string) => measure(title, path, key, DURATION);
 
     const cases = [
       { title: `baseline ${SMALL} customers: ?limit=50`, path: '/v1/customers?limit=50', key: small.api_key.secret, total: SMALL },

@@ -4,6 +4,7 @@
  * removes all of it.
  */
 import type { Server } from 'node:http';
+import autocannon from 'autocannon';
 import { Client } from 'pg';
 import { createApp } from '../src/app';
 import { loadConfig, type Config } from '../src/config';
@@ -12,6 +13,7 @@ import { ensureDatabase } from '../src/db/admin';
 import { createLogger } from '../src/lib/logger';
 import { openRuntime, type Runtime } from '../src/runtime';
 import type { Services } from '../src/services';
+import { autocannonLoad, type Load } from './report';
 
 export interface BenchApp {
   config: Config;
@@ -89,4 +91,35 @@ export async function openBenchApp(opts: { database: string; redisPrefix: string
       await dropBenchDatabase(url);
     },
   };
+}
+
+/** A workspace of its own for a bench case, through the real bootstrap (owner and API key), named uniquely per run. */
+export function benchWorkspaces(services: Services) {
+  const stamp = Date.now();
+  return (name: string) =>
+    services.workspaces.bootstrap({
+      workspace: name,
+      ownerEmail: `${name.toLowerCase()}-${stamp}@bench.test`,
+      ownerName: name,
+      ownerRealmSubject: `${name.toLowerCase()}-${stamp}`,
+    });
+}
+
+/**
+ * GET load on the in-process app with one API key: `load` for an unreported warm-up, `run` for a measured
+ * case, printed as one line and returned as a Load. The load generator runs in a worker thread so it does not
+ * share the event loop it is measuring.
+ */
+export function getLoad(port: number, connections: number, opts: { titleWidth: number }) {
+  const load = (path: string, key: string, duration: number) =>
+    autocannon({ url: `http://127.0.0.1:${port}${path}`, connections, duration, headers: { authorization: `Bearer ${key}` }, workers: 1 });
+  const run = async (title: string, path: string, key: string, duration: number): Promise<Load & { non2xx: number }> => {
+    const r = await load(path, key, duration);
+    const bad = r.non2xx + r.errors;
+    console.log(
+      `${title.padEnd(opts.titleWidth)} ${r.requests.average.toFixed(0).padStart(7)} req/s   p50 ${String(r.latency.p50).padStart(4)} ms   p99 ${String(r.latency.p99).padStart(4)} ms   non-2xx ${bad}`,
+    );
+    return { ...autocannonLoad(r), non2xx: bad };
+  };
+  return { load, run };
 }

@@ -7,11 +7,10 @@
  *   npm run bench:paging   (PostgreSQL and Redis must answer; `npm run up` or `npm test` prepares them)
  * BENCH_SECONDS (default 5) and BENCH_CONNECTIONS (default 16) tune the load.
  */
-import autocannon from 'autocannon';
 import { sql } from 'kysely';
 import { encodeCursor } from '../src/lib/paging';
-import { openBenchApp } from './lib';
-import { autocannonLoad, createReport, type Load } from './report';
+import { benchWorkspaces, getLoad, openBenchApp } from './lib';
+import { createReport, type Load } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -28,14 +27,7 @@ async function main() {
   const bench = await openBenchApp({ database: DB_NAME, redisPrefix: 'hd_bench_paging' });
   const { db, services, port } = bench;
   try {
-    const stamp = Date.now();
-    const bootstrap = (name: string) =>
-      services.workspaces.bootstrap({
-        workspace: name,
-        ownerEmail: `${name.toLowerCase()}-${stamp}@bench.test`,
-        ownerName: name,
-        ownerRealmSubject: `${name.toLowerCase()}-${stamp}`,
-      });
+    const bootstrap = benchWorkspaces(services);
     const big = await bootstrap('Big');
     const small = await bootstrap('Small');
     const api = (path: string, key: string, init: RequestInit = {}) =>
@@ -97,15 +89,11 @@ async function main() {
       }
     }
 
-    const load = (path: string, key: string, duration: number) =>
-      // The load generator runs in a worker thread so it does not share the event loop it is measuring.
-      autocannon({ url: `http://127.0.0.1:${port}${path}`, connections: CONNECTIONS, duration, headers: { authorization: `Bearer ${key}` }, workers: 1 });
+    const { load, run: measure } = getLoad(port, CONNECTIONS, { titleWidth: 50 });
     const run = async (title: string, path: string, key: string) => {
-      const r = await load(path, key, DURATION);
-      const bad = r.non2xx + r.errors;
-      if (bad > 0) process.exitCode = 1;
-      console.log(`${title.padEnd(50)} ${r.requests.average.toFixed(0).padStart(7)} req/s   p50 ${String(r.latency.p50).padStart(4)} ms   p99 ${String(r.latency.p99).padStart(4)} ms   non-2xx ${bad}`);
-      return autocannonLoad(r);
+      const r = await measure(title, path, key, DURATION);
+      if (r.non2xx > 0) process.exitCode = 1;
+      return r;
     };
 
     console.log(`\nnode ${process.version}, ${CONNECTIONS} connections, ${DURATION}s each, API key auth, limit=${LIMIT}`);
