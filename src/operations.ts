@@ -17,6 +17,7 @@ import { workOperations } from './domains/work/routes';
 import { workspaceOperations } from './domains/workspaces/routes';
 import { helpCentreOperations } from './domains/help-centre/routes';
 import { ingestOperations } from './domains/ingest/routes';
+import { eventOperations } from './domains/events/routes';
 import type { Operation } from './http/operation';
 import type { Services } from './services';
 
@@ -41,6 +42,7 @@ const ALL: Operation<Services>[] = [
   ...workspaceOperations,
   ...helpCentreOperations,
   ...ingestOperations,
+  ...eventOperations,
 ];
 
 export function buildOperationTable(rows: Operation<Services>[] = ALL): Operation<Services>[] {

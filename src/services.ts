@@ -32,11 +32,13 @@ import { createHelpCentreService } from './domains/help-centre/service';
 import { createArticleService } from './domains/help-centre/articles';
 import { createAuthThrottle } from './http/auth-throttle';
 import { createRefusalBudget } from './http/throttle';
+import { createEventService } from './domains/events/service';
 
 /** The service container: each factory gets only the dependencies it needs. */
 export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: Redis; bus: ResultBus }) {
   const { db, config, queues, logger, redis, bus } = deps;
   const audit = createAuditService({ db });
+  const events = createEventService({ db });
   const apiKeys = createApiKeyService({ db, config: section(config, 'secrets'), audit });
   const customers = createCustomerService({ db });
   const notifications = createNotificationService({ db });
@@ -49,6 +51,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     logger,
     triggers: createMacroTriggerSink({ db, queues }),
     outbound: createOutboundSink({ queues, logger }),
+    events,
     threadWindowHours: config.THREAD_WINDOW_HOURS,
   });
   const helpCentre = createHelpCentreService({ db, config: section(config, 'helpCentre') });
@@ -61,6 +64,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     idempotency: createIdempotencyService({ db, config: section(config, 'http') }),
     intakeRefusals: createRefusalBudget({ redis, config: section(config, 'intake', 'redis'), logger }),
     audit,
+    events,
     apiKeys,
     members: createMemberService({ db, audit, apiKeys }),
     agents: createAgentService({ db, audit }),

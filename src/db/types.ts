@@ -448,6 +448,17 @@ export interface WebhookDeliveriesTable {
   first_seen_at: CreatedAt;
 }
 
+export interface EventsTable {
+  tenant_id: string;
+  id: string;
+  /** Commit order within the workspace, set at commit (migration 0023); null only inside the writing transaction. */
+  position: ColumnType<string | null, never, never>;
+  type: string;
+  occurred_at: CreatedAt;
+  ticket_id: string | null;
+  data: ColumnType<unknown, string, string>;
+}
+
 export interface CsatResponsesTable {
   id: string;
   tenant_id: string;
@@ -506,6 +517,7 @@ export interface Database {
   customer_counts: CustomerCountsTable;
   channel_connections: ChannelConnectionsTable;
   ingest_deliveries: IngestDeliveriesTable;
+  events: EventsTable;
   customer_handles: CustomerHandlesTable;
   oauth_states: OauthStatesTable;
   mailboxes: MailboxesTable;

@@ -21,6 +21,7 @@ import * as m0019 from './0019_ticket_versions';
 import * as m0020 from './0020_settings_article_versions';
 import * as m0021 from './0021_macro_versions';
 import * as m0022 from './0022_page_indexes';
+import * as m0023 from './0023_outbound_events';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -46,6 +47,7 @@ const migrations: Record<string, Migration> = {
   '0020_settings_article_versions': m0020,
   '0021_macro_versions': m0021,
   '0022_page_indexes': m0022,
+  '0023_outbound_events': m0023,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -14,6 +14,8 @@ export const SCOPE_TAGS = [
   'customers',
   'help-centre-staff',
   'notifications',
+  // Outbound events (issue 19): read the log and stream; write manages webhook endpoints.
+  'events',
 ] as const;
 
 export type ScopeTag = (typeof SCOPE_TAGS)[number];

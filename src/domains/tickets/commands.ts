@@ -9,6 +9,7 @@ import { mentionedIds, type NotificationService } from '../notifications/service
 import { dueTimes, type Priority } from '../sla/targets';
 import { teamExists } from '../teams/store';
 import type { PatchTicketInput, TicketFilters } from './schemas';
+import type { TicketTimeline } from './timeline';
 import type { TicketSla } from './sla';
 import { canTransition, legalNextStates, REOPENABLE } from './status';
 import * as store from './store';
@@ -100,11 +101,13 @@ export function createTicketCommands(deps: {
   notifications: NotificationService;
   logger: Logger;
   sla: TicketSla;
+  /** Writes timeline events and the outbound events they are, in the caller's transaction. */
+  timeline: TicketTimeline;
   triggers: TriggerSink;
   outbound?: OutboundSink;
   threadWindowHours: number;
 }) {
-  const { db, notifications, logger, sla, triggers, outbound } = deps;
+  const { db, notifications, logger, sla, triggers, outbound, timeline } = deps;
 
   /** A merged ticket is terminal: every change refuses it here, with the one merged error. */
   const refuseMerged = (t: TicketRow): void => {
@@ -163,7 +166,7 @@ export function createTicketCommands(deps: {
       })),
     );
     const firsts = rows.map((row, i) => eventFor(specs[i]!.by, row.id, specs[i]!.kind, specs[i]!.fields.description, specs[i]!.meta ?? {}));
-    await store.insertEvents(tx, tenantId, firsts);
+    await timeline(tx, tenantId, firsts, { opened: true });
     return rows.map((row, i) => ({ row, eventId: firsts[i]!.id }));
   }
 
@@ -217,7 +220,7 @@ export function createTicketCommands(deps: {
     const now = new Date();
     await store.updateTicket(tx, tenantId, t.id, { status: 'open', reopened_at: now, ...(await sla.restartedClock(tx, tenantId, t, now)) });
     const reopenEvent = eventFor(by, t.id, 'reopen', '', { from: t.status });
-    await store.insertEvents(tx, tenantId, [reopenEvent, eventFor(by, t.id, 'status_changed', '', { from: t.status, to: 'open' })]);
+    await timeline(tx, tenantId, [reopenEvent, eventFor(by, t.id, 'status_changed', '', { from: t.status, to: 'open' })]);
     return reopenEvent.id;
   }
 
@@ -227,7 +230,7 @@ export function createTicketCommands(deps: {
     for (const e of entries) refuseMerged(e.ticket);
     await store.touchTickets(tx, tenantId, [...new Set(entries.map((e) => e.ticket.id))]);
     const events = entries.map((e) => eventFor(e.by, e.ticket.id, e.kind, e.body, e.meta));
-    await store.insertEvents(tx, tenantId, events);
+    await timeline(tx, tenantId, events);
     for (const e of entries) {
       if (e.ticket.assignee_id) {
         await notifications.notify(tx, tenantId, [e.ticket.assignee_id], null, { kind: 'reply_on_assigned', ticketId: e.ticket.id, body: e.ticket.subject });
@@ -246,7 +249,7 @@ export function createTicketCommands(deps: {
     await store.updateTicket(tx, tenantId, t.id, firstResponse ? { first_responded_at: new Date() } : {});
     const sendsEmail = kind === 'reply' && t.source === 'email' && outbound !== undefined;
     const event = eventFor(by, t.id, kind, body, kind === 'reply' ? { first_response: firstResponse, ...(sendsEmail ? { email_delivery: 'queued' } : {}) } : {});
-    await store.insertEvents(tx, tenantId, [event]);
+    await timeline(tx, tenantId, [event]);
     const queued = sendsEmail ? await outbound!.record(tx, tenantId, t, event.id) : false;
     if (kind === 'reply' && t.assignee_id) {
       await notifications.notify(tx, tenantId, [t.assignee_id], by.actor_user_id, { kind: 'reply_on_assigned', ticketId: t.id, body: t.subject });
@@ -314,7 +317,7 @@ export function createTicketCommands(deps: {
     }
     if (Object.keys(changes).length > 0) events.push(eventFor(by, t.id, 'fields_changed', '', { changes }));
     if (Object.keys(update).length > 0) await store.updateTicket(tx, tenantId, t.id, update);
-    await store.insertEvents(tx, tenantId, events);
+    await timeline(tx, tenantId, events);
     return { dueMoved: update.first_response_due !== undefined || update.resolution_due !== undefined, lastEventId: events.at(-1)?.id };
   }
 
@@ -323,7 +326,7 @@ export function createTicketCommands(deps: {
     refuseMerged(t);
     await store.updateTicket(tx, tenantId, t.id, { team_id: teamId, assignee_id: userId });
     const event = eventFor(by, t.id, 'assigned', '', { team_id: teamId, assignee_id: userId, from_assignee_id: t.assignee_id, ...meta });
-    await store.insertEvents(tx, tenantId, [event]);
+    await timeline(tx, tenantId, [event]);
     await notifications.notify(tx, tenantId, [userId], by.actor_user_id, { kind: 'assigned', ticketId: t.id, body: t.subject, meta: { team_id: teamId } });
     return event.id;
   }
@@ -333,7 +336,7 @@ export function createTicketCommands(deps: {
    * person. The timeline is part of what the ticket reads as, so its version (ETag) moves on.
    */
   async function recordEvents(tx: Executor, tenantId: string, events: NewEvent[]) {
-    await store.insertEvents(tx, tenantId, events);
+    await timeline(tx, tenantId, events);
     await store.bumpVersions(tx, tenantId, [...new Set(events.map((e) => e.ticket_id))]);
   }
 

@@ -44,9 +44,16 @@ export function createTicketQueries(deps: { db: Db }) {
 
   /** The whole ticket as its read shows it, read with `exec` (inside a writer's transaction, or a snapshot). */
   async function detailIn(exec: Executor, tenantId: string, id: string) {
+    const [ticket, events] = await Promise.all([withoutTimeline(exec, tenantId, id), store.listEvents(exec, tenantId, id)]);
+    const { version, ...fields } = ticket;
+    return { ...fields, events: events.map(presentEvent), version };
+  }
+
+  /** The ticket as its read shows it, without the timeline (what an outbound ticket event carries). */
+  async function withoutTimeline(exec: Executor, tenantId: string, id: string) {
     const t = await store.getTicketDetail(exec, tenantId, id);
     if (!t) throw notFound('ticket');
-    const [events, totals] = await Promise.all([store.listEvents(exec, tenantId, id), workTotals(exec, tenantId, id)]);
+    const totals = await workTotals(exec, tenantId, id);
     return {
       ...presentSummary(t),
       description: t.description,
@@ -61,7 +68,6 @@ export function createTicketQueries(deps: { db: Db }) {
       time_total_minutes: totals.time.total,
       time_billable_minutes: totals.time.billable,
       todo_counts: totals.todos,
-      events: events.map(presentEvent),
       /** Not in the body (the response schema drops it): the strong ETag of this read. */
       version: String(t.version),
     };
@@ -69,6 +75,7 @@ export function createTicketQueries(deps: { db: Db }) {
 
   return {
     detailIn,
+    withoutTimeline,
     /** The ticket row, for other domains' writes about it (work logged on it); undefined when there is none. */
     find: (exec: Executor, tenantId: string, id: string) => store.getTicket(exec, tenantId, id),
     // One snapshot for the row and its timeline: read as separate statements, a change committing in between

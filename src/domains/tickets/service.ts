@@ -9,6 +9,8 @@ import type { Principal } from '../identity/principal';
 import type { NotificationService } from '../notifications/service';
 import { createTicketCommands, eventFor, type OutboundSink, type TriggerSink } from './commands';
 import { createTicketQueries } from './queries';
+import { createTicketTimeline } from './timeline';
+import type { EventSink } from '../events/types';
 import type { CreateTicketInput, ListTicketsQuery, PatchTicketInput } from './schemas';
 import { createTicketSla } from './sla';
 import * as store from './store';
@@ -25,12 +27,21 @@ export function createTicketService(deps: {
   logger: Logger;
   triggers: TriggerSink;
   outbound?: OutboundSink;
+  /** Where outbound events go (issue 19); without it the timeline emits none. */
+  events?: EventSink;
   threadWindowHours: number;
 }) {
   const { db, customers, notifications } = deps;
-  const sla = createTicketSla(deps);
-  const commands = createTicketCommands({ ...deps, sla });
   const queries = createTicketQueries(deps);
+  const timeline = createTicketTimeline({
+    ...(deps.events ? { events: deps.events } : {}),
+    present: async (exec, tenantId, id) => {
+      const { version: _internal, ...ticket } = await queries.withoutTimeline(exec, tenantId, id);
+      return ticket;
+    },
+  });
+  const sla = createTicketSla({ ...deps, timeline });
+  const commands = createTicketCommands({ ...deps, sla, timeline });
 
   async function message(actor: Principal, id: string, kind: 'reply' | 'internal_note', body: string) {
     const { view, sent } = await db.transaction().execute(async (tx) => {
@@ -143,7 +154,7 @@ export function createTicketService(deps: {
         await store.updateTicket(tx, actor.tenantId, sourceId, { status: 'merged', merged_into_id: targetId });
         await store.updateTicket(tx, actor.tenantId, targetId, {});
         const by = await commands.userActor(tx, actor);
-        await store.insertEvents(tx, actor.tenantId, [
+        await timeline(tx, actor.tenantId, [
           eventFor(by, sourceId, 'merged', '', { merged_into: targetId, from_status: source.status }),
           eventFor(by, targetId, 'merged', '', { merged_from: sourceId, events_copied: copies.length }),
         ]);

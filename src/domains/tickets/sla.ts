@@ -7,14 +7,15 @@ import type { QueueHub } from '../../queue/hub';
 import { dueTimes, DEFAULT_SLA_TARGETS, type Priority } from '../sla/targets';
 import * as slaStore from '../sla/store';
 import { crossTenantListIds, lockTenant } from '../workspaces/store';
+import type { TicketTimeline } from './timeline';
 import * as store from './store';
 
 /**
  * The ticket's SLA clock: which policy it runs under, when its targets are due, the delayed jobs that
  * check them, and the check itself (per ticket, and the per-minute sweep that backs the timers up).
  */
-export function createTicketSla(deps: { db: Db; queues: QueueHub; logger: Logger }) {
-  const { db, queues, logger } = deps;
+export function createTicketSla(deps: { db: Db; queues: QueueHub; logger: Logger; timeline: TicketTimeline }) {
+  const { db, queues, logger, timeline } = deps;
 
   // Within one transaction the default policy cannot change under us (a new default takes the workspace
   // lock), so a batch of ingested tickets reads it once.
@@ -87,7 +88,7 @@ export function createTicketSla(deps: { db: Db; queues: QueueHub; logger: Logger
           });
         }
       }
-      await store.insertEvents(tx, tenantId, events);
+      await timeline(tx, tenantId, events);
       return events.length;
     });
   }

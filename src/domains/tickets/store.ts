@@ -118,11 +118,13 @@ export async function listEvents(db: Executor, tenantId: string, ticketId: strin
     .execute();
 }
 
-export async function insertEvents(db: Executor, tenantId: string, events: Omit<NewTicketEvent, 'tenant_id'>[]): Promise<void> {
-  if (events.length === 0) return;
-  await db
+/** The rows as written (their created_at and seq are the database's). */
+export async function insertEvents(db: Executor, tenantId: string, events: Omit<NewTicketEvent, 'tenant_id'>[]): Promise<TicketEventRow[]> {
+  if (events.length === 0) return [];
+  return db
     .insertInto('ticket_events')
     .values(events.map((e) => ({ ...e, tenant_id: tenantId })))
+    .returningAll()
     .execute();
 }
 

@@ -1,0 +1,32 @@
+/**
+ * The outbound event types (issue 19), the contract integrations subscribe to. Each is emitted in the
+ * transaction of the change that causes it (src/db/migrations/0023_outbound_events.ts).
+ */
+export const EVENT_TYPES = [
+  'ticket.created',
+  'ticket.updated',
+  'ticket.status_changed',
+  'ticket.assigned',
+  'ticket.merged',
+  'ticket.reopened',
+  'ticket.sla_breached',
+  'message.created',
+  'customer.created',
+  'csat.created',
+  'transcript.event_recorded',
+  'mailbox.health_changed',
+] as const;
+
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** One event as a domain emits it: what happened, the ticket it is about (for ordering), and its data. */
+export interface NewOutboundEvent {
+  type: EventType;
+  ticketId?: string;
+  data: Record<string, unknown>;
+}
+
+/** What emits events: the events service, handed to the domains whose changes cause them. */
+export interface EventSink {
+  emit(tx: import('../../db').Executor, tenantId: string, events: NewOutboundEvent[]): Promise<void>;
+}

@@ -1,0 +1,64 @@
+import type { Executor } from '../../db';
+import type { NewTicketEvent, TicketEventRow } from '../../db/types';
+import type { EventSink, EventType, NewOutboundEvent } from '../events/types';
+import { presentEvent } from './queries';
+import * as store from './store';
+
+type NewEvent = Omit<NewTicketEvent, 'tenant_id'>;
+
+/** How a message event reads in `message.created` (the issue's three kinds). */
+const messageKind = (kind: string): 'inbound' | 'reply' | 'note' | undefined =>
+  kind === 'reply' ? 'reply' : kind === 'internal_note' ? 'note' : kind.startsWith('inbound_') ? 'inbound' : undefined;
+
+/**
+ * Which outbound events one timeline event is. One specific type per change: a status change is
+ * `ticket.status_changed` (not also `ticket.updated`), a field change `ticket.updated`, plus
+ * `ticket.assigned` when the assignee is among the fields. Bookkeeping (deliveries, macro runs) emits nothing.
+ */
+function outboundTypes(e: TicketEventRow, opened: boolean): EventType[] {
+  const message = messageKind(e.kind) ? (['message.created'] as const) : [];
+  if (opened) return ['ticket.created', ...message];
+  switch (e.kind) {
+    case 'status_changed':
+      return ['ticket.status_changed'];
+    case 'fields_changed':
+      return (e.meta as { changes?: Record<string, unknown> }).changes?.assignee_id !== undefined ? ['ticket.updated', 'ticket.assigned'] : ['ticket.updated'];
+    case 'assigned':
+      return ['ticket.assigned'];
+    case 'merged':
+      return ['ticket.merged'];
+    case 'reopen':
+      return ['ticket.reopened'];
+    case 'sla_breached':
+      return ['ticket.sla_breached'];
+    default:
+      return [...message];
+  }
+}
+
+/**
+ * The one way a ticket's timeline grows: the events are written and, in the same transaction, the outbound
+ * events they are (issue 19). Each carries the ticket as its read shows it after the change, without the
+ * timeline, and the timeline event that caused it. Callers write the ticket's row first, then the timeline.
+ */
+export function createTicketTimeline(deps: { events?: EventSink; present: (exec: Executor, tenantId: string, id: string) => Promise<Record<string, unknown>> }) {
+  return async function write(tx: Executor, tenantId: string, events: NewEvent[], opts: { opened?: boolean } = {}): Promise<void> {
+    const rows = await store.insertEvents(tx, tenantId, events);
+    if (!deps.events || rows.length === 0) return;
+    const tickets = new Map<string, Record<string, unknown>>();
+    const out: NewOutboundEvent[] = [];
+    for (const row of rows) {
+      const types = outboundTypes(row, opts.opened === true);
+      if (types.length === 0) continue;
+      let ticket = tickets.get(row.ticket_id);
+      if (!ticket) tickets.set(row.ticket_id, (ticket = await deps.present(tx, tenantId, row.ticket_id)));
+      const kind = messageKind(row.kind);
+      for (const type of types) {
+        out.push({ type, ticketId: row.ticket_id, data: { ticket, event: presentEvent(row), ...(type === 'message.created' && kind ? { message_kind: kind } : {}) } });
+      }
+    }
+    await deps.events.emit(tx, tenantId, out);
+  };
+}
+
+export type TicketTimeline = ReturnType<typeof createTicketTimeline>;
