@@ -40,7 +40,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
   const audit = createAuditService({ db });
   const events = createEventService({ db });
   const apiKeys = createApiKeyService({ db, config: section(config, 'secrets'), audit });
-  const customers = createCustomerService({ db });
+  const customers = createCustomerService({ db, events });
   const notifications = createNotificationService({ db });
   const channels = createChannelService({ db, config: section(config, 'secrets') });
   const tickets = createTicketService({
@@ -80,14 +80,14 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     ingestProcessor,
     slaPolicies: createSlaPolicyService({ db }),
     rollups,
-    work: createWorkService({ db, rollups, tickets: { find: tickets.queries.find, bumpVersion: tickets.commands.bumpVersion } }),
+    work: createWorkService({ db, rollups, tickets: { find: tickets.queries.find, bumpVersion: tickets.commands.bumpVersion }, events }),
     settings: createWorkspaceSettingsService({ db, config: section(config, 'secrets'), audit }),
     helpCentre,
     articles: createArticleService({ db, config: section(config, 'helpCentre'), centres: helpCentre }),
     webhooks: createWebhookService({ db, config: section(config, 'webhooks', 'secrets', 'http'), audit }),
     webhookIntake: createWebhookEdge({ db, config: section(config, 'webhooks', 'secrets', 'redis', 'http'), redis, queues, bus }),
-    webhookProcessor: createWebhookWorker({ db }),
-    mailbox: createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, tickets: tickets.commands, ingest: ingestProcessor }),
+    webhookProcessor: createWebhookWorker({ db, events }),
+    mailbox: createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, tickets: tickets.commands, ingest: ingestProcessor, events }),
   };
 }
 

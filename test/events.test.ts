@@ -8,6 +8,7 @@ import type { EventActor } from '../src/domains/tickets/commands';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
 import { createTicket } from './helpers/tickets';
+import { createIntegration, deliver, KITS, newSecret } from './helpers/webhook-intake';
 
 let ctx: TestContext;
 let ws: Workspace;
@@ -70,7 +71,7 @@ test('the cursor is a resume point: after the end it returns nothing, then exact
   expect(quiet.events).toEqual([]);
   expect(quiet.cursor).toBe(first.cursor);
   const t = (await createTicket(ctx, w)) as { id: string };
-  const later = await log(w, '', first.cursor!);
+  const later = await log(w, '&types=ticket.created', first.cursor!);
   expect(later.events.map((e) => [e.type, e.data.ticket?.id])).toEqual([['ticket.created', t.id]]);
 });
 
@@ -147,4 +148,47 @@ test('reading the log takes events:read; a key without it gets 403', async () =>
   expect((await ctx.http.get('/v1/events').set(bearer(key.secret))).status).toBe(403);
   const reader = await mintKey(ctx, ws.ownerKey, { scopes: ['events:read'] });
   expect((await ctx.http.get('/v1/events').set(bearer(reader.secret))).status).toBe(200);
+});
+
+describe('events beyond tickets, each in the transaction of its change', () => {
+  test('customer.created, from the API and from a ticket opened for a new address; an existing customer emits none', async () => {
+    const w = await createWorkspace(ctx);
+    const made = await ctx.http.post('/v1/customers').set(bearer(w.ownerKey)).send({ display_name: 'Maya Fischer', email: 'maya@fischer.test' });
+    expect(made.status).toBe(201);
+    await createTicket(ctx, w, { customer_email: 'new.person@fischer.test' });
+    await createTicket(ctx, w, { customer_email: 'maya@fischer.test' });
+    const customers = (await log(w, '&types=customer.created')).events;
+    expect(customers.map((e) => (e.data as { email: string }).email)).toEqual(['maya@fischer.test', 'new.person@fischer.test']);
+    expect(customers[0]!.data).toMatchObject({ id: made.body.id, display_name: 'Maya Fischer' });
+    // Refused as a duplicate: nothing written, nothing emitted.
+    expect((await ctx.http.post('/v1/customers').set(bearer(w.ownerKey)).send({ display_name: 'Again', email: 'MAYA@fischer.test' })).status).toBe(409);
+    expect((await log(w, '&types=customer.created')).events).toHaveLength(2);
+  });
+
+  test('csat.created carries the response as its create answer shows it', async () => {
+    const w = await createWorkspace(ctx);
+    const t = (await createTicket(ctx, w)) as { id: string };
+    const res = await ctx.http.post(`/v1/tickets/${t.id}/csat`).set(bearer(w.ownerKey)).send({ score: 4, comment: 'Quick fix' });
+    expect(res.status).toBe(201);
+    const csat = (await log(w, '&types=csat.created')).events;
+    expect(csat).toHaveLength(1);
+    expect(csat[0]!.data).toEqual(res.body);
+  });
+
+  test('transcript.event_recorded for each provider event recorded, once, however often it is redelivered', async () => {
+    const wctx = await startTestApp();
+    try {
+      await wctx.startWorkers();
+      const w = await createWorkspace(wctx);
+      const integration = await createIntegration(wctx, w, 'zendesk', newSecret());
+      const delivery = KITS.zendesk.ticket(KITS.zendesk.newTicketId());
+      expect((await deliver(wctx, integration, delivery)).status).toBe(200);
+      expect((await deliver(wctx, integration, delivery)).status).toBe(200);
+      const res = await wctx.http.get('/v1/events?types=transcript.event_recorded').set(bearer(w.ownerKey));
+      expect(res.body.events).toHaveLength(1);
+      expect(res.body.events[0].data).toMatchObject({ integration_id: integration.id, event: { provider_event_id: delivery.expected!.provider_event_id, subject: delivery.expected!.subject } });
+    } finally {
+      await wctx.close();
+    }
+  });
 });

@@ -5,6 +5,7 @@ import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import type { CreateCustomerInput } from './schemas';
+import type { EventSink } from '../events/types';
 import * as store from './store';
 
 /** Whoever wrote in on a channel: their handle of the channel's kind, a display name, an address if the channel gave one. */
@@ -30,11 +31,16 @@ export const presentCustomer = (c: CustomerRow) => ({
   updated_at: iso(c.updated_at),
 });
 
-export function createCustomerService(deps: { db: Db }) {
+export function createCustomerService(deps: { db: Db; events?: EventSink }) {
   const { db } = deps;
 
+  /** `customer.created` for each new customer, in the transaction that created it (issue 19). */
+  const created = async (tx: Executor, tenantId: string, rows: CustomerRow[]) => {
+    if (deps.events && rows.length > 0) await deps.events.emit(tx, tenantId, rows.map((r) => ({ type: 'customer.created' as const, data: presentCustomer(r) })));
+  };
+
   async function insert(tx: Executor, tenantId: string, input: CreateCustomerInput) {
-    return store.insertCustomer(tx, tenantId, {
+    const row = await store.insertCustomer(tx, tenantId, {
       id: newId(),
       display_name: input.display_name,
       email: input.email,
@@ -42,11 +48,14 @@ export function createCustomerService(deps: { db: Db }) {
       country: input.country ?? '',
       metadata: JSON.stringify(input.metadata ?? {}),
     });
+    if (row) await created(tx, tenantId, [row]);
+    return row;
   }
 
   return {
     async create(actor: Principal, input: CreateCustomerInput) {
-      const row = await insert(db, actor.tenantId, input);
+      // A transaction of its own: the customer and its event commit together.
+      const row = await db.transaction().execute((tx) => insert(tx, actor.tenantId, input));
       if (!row) throw refuse('customer_exists', 'A customer with this email already exists in the workspace.');
       return presentCustomer(row);
     },
@@ -83,14 +92,14 @@ export function createCustomerService(deps: { db: Db }) {
         const found = await store.findByEmails(tx, tenantId, byEmail.map((e) => e.email));
         const missing = [...new Map(byEmail.filter((e) => !found.has(e.email.toLowerCase())).map((e) => [e.email.toLowerCase(), e])).values()];
         if (missing.length > 0) {
-          await store.insertManyByEmail(tx, tenantId, missing.map((e) => ({ id: newId(), display_name: e.s.name.slice(0, 200), email: e.email })));
+          await created(tx, tenantId, await store.insertManyByEmail(tx, tenantId, missing.map((e) => ({ id: newId(), display_name: e.s.name.slice(0, 200), email: e.email }))));
           for (const [k, row] of await store.findByEmails(tx, tenantId, missing.map((e) => e.email))) found.set(k, row);
         }
         for (const e of byEmail) out.set(senderKey(e.s), found.get(e.email.toLowerCase())!.id);
         await store.insertHandles(tx, tenantId, unknown.filter((s) => s.email).map((s) => ({ kind: s.kind, handle: s.handle, customer_id: out.get(senderKey(s))! })));
       }
       const fresh = unknown.filter((s) => !s.email).map((s) => ({ id: newId(), display_name: s.name.slice(0, 200), kind: s.kind, handle: s.handle }));
-      await store.insertWithHandles(tx, tenantId, fresh);
+      await created(tx, tenantId, await store.insertWithHandles(tx, tenantId, fresh));
       for (const f of fresh) out.set(senderKey(f), f.id);
       return out;
     },

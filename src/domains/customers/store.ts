@@ -49,17 +49,20 @@ export async function countCustomers(db: Executor, tenantId: string): Promise<nu
 
 /** A channel customer without an address and their handle, in one statement (the sender lock is held). */
 /** New customers known only by a channel handle, each with its handle, in one statement. */
-export async function insertWithHandles(db: Executor, tenantId: string, cs: { id: string; display_name: string; kind: string; handle: string }[]): Promise<void> {
-  if (cs.length === 0) return;
-  await sql`
+export async function insertWithHandles(db: Executor, tenantId: string, cs: { id: string; display_name: string; kind: string; handle: string }[]): Promise<CustomerRow[]> {
+  if (cs.length === 0) return [];
+  const { rows } = await sql<CustomerRow>`
     with u as (
       select * from unnest(${cs.map((c) => c.id)}::uuid[], ${cs.map((c) => c.display_name)}::text[], ${cs.map((c) => c.kind)}::text[], ${cs.map((c) => c.handle)}::text[])
         as u(id, display_name, kind, handle)
     ), c as (
-      insert into customers (id, tenant_id, display_name, email) select id, ${tenantId}::uuid, display_name, '' from u returning id
+      insert into customers (id, tenant_id, display_name, email) select id, ${tenantId}::uuid, display_name, '' from u returning *
+    ), h as (
+      insert into customer_handles (tenant_id, kind, handle, customer_id)
+      select ${tenantId}::uuid, u.kind, u.handle, c.id from c join u on u.id = c.id
     )
-    insert into customer_handles (tenant_id, kind, handle, customer_id)
-    select ${tenantId}::uuid, u.kind, u.handle, c.id from c join u on u.id = c.id`.execute(db);
+    select * from c`.execute(db);
+  return rows;
 }
 
 /** Customers by address, keyed by the lower-cased address. */
@@ -74,13 +77,14 @@ export async function findByEmails(db: Executor, tenantId: string, emails: strin
   return new Map(rows.map((r) => [r.email.toLowerCase(), r]));
 }
 
-/** Inserts those whose address is new; an address taken meanwhile is skipped (the caller reads it back). */
-export async function insertManyByEmail(db: Executor, tenantId: string, cs: { id: string; display_name: string; email: string }[]): Promise<void> {
-  if (cs.length === 0) return;
-  await db
+/** Inserts those whose address is new and returns them; an address taken meanwhile is skipped (the caller reads it back). */
+export async function insertManyByEmail(db: Executor, tenantId: string, cs: { id: string; display_name: string; email: string }[]): Promise<CustomerRow[]> {
+  if (cs.length === 0) return [];
+  return db
     .insertInto('customers')
     .values(cs.map((c) => ({ ...c, tenant_id: tenantId, company: '', country: '', metadata: '{}' })))
     .onConflict((oc) => oc.expression(sql`tenant_id, lower(email)`).where('email', '<>', '').doNothing())
+    .returningAll()
     .execute();
 }
 

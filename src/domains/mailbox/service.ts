@@ -14,6 +14,7 @@ import type { ChannelService } from '../channels/service';
 import type { IngestItem, IngestWorker } from '../ingest/worker';
 import { eventFor, type OutboundSink, type TicketCommands } from '../tickets/commands';
 import { createMailProviders, MAIL_PROVIDERS, ProviderError, type FetchedMail, type MailProvider, type MailProviderId, type ReplyTarget, type TokenSet } from './providers';
+import type { EventSink } from '../events/types';
 import * as store from './store';
 
 // An access token this close to expiry is refreshed before use rather than failing mid-call.
@@ -103,6 +104,8 @@ export function createMailboxService(deps: {
   channels: ChannelService;
   tickets: Pick<TicketCommands, 'recordEvents' | 'rememberMessageIds'>;
   ingest: Pick<IngestWorker, 'processBatch'>;
+  /** Where mailbox.health_changed goes (issue 19). */
+  events?: EventSink;
 }) {
   const { db, config, queues, logger, channels, tickets, ingest } = deps;
   const providers = createMailProviders(config);
@@ -208,6 +211,25 @@ export function createMailboxService(deps: {
     }
   }
 
+  /** What a mailbox's health is: connected, able to send, and each check's status. */
+  const healthOf = (m: Pick<MailboxRow, 'connected' | 'sendable' | 'checks'>) =>
+    JSON.stringify([m.connected, m.sendable, [...m.checks].map((c) => `${c.check}:${c.status}`).sort()]);
+
+  /**
+   * Stores a check's result, and when the mailbox's health changed, `mailbox.health_changed` with the
+   * status as GET /v1/channels/email/mailbox shows it, in the same transaction (the row is locked, so two
+   * racing checks announce one change once).
+   */
+  async function recordChecks(tenantId: string, r: Parameters<typeof store.recordChecks>[2]) {
+    await db.transaction().execute(async (tx) => {
+      const before = await store.lockMailbox(tx, tenantId);
+      await store.recordChecks(tx, tenantId, r);
+      if (!deps.events || !before || healthOf(before) === healthOf({ ...r, checks: r.checks })) return;
+      const after = await store.getMailbox(tx, tenantId);
+      await deps.events.emit(tx, tenantId, [{ type: 'mailbox.health_changed', data: { ...present(after, await store.sentToday(tx, tenantId)) } }]);
+    });
+  }
+
   /**
    * Asks the provider what the grant allows now and stores the answer as checks. Never throws for the
    * provider. `fresh` skips the token refresh when the tokens were just issued (OAuth completion).
@@ -223,7 +245,7 @@ export function createMailboxService(deps: {
       // A refresh is forced: the token response is where the provider says which scopes it grants now.
       const { address, scopes } = await withToken(m, p, async (token, scopes) => ({ address: await p.emailAddress(token), scopes }), !fresh && Boolean(m.refresh_token_sealed));
       const checks = checksFor(p, scopes, { ok: true }, m.polling, { polling: m.checks.find((c) => c.check === 'inbound_polling'), sent: await store.sentToday(db, tenantId) });
-      await store.recordChecks(db, tenantId, {
+      await recordChecks(tenantId, {
         connected: true,
         sendable: p.canSend(scopes),
         checks,
@@ -235,7 +257,7 @@ export function createMailboxService(deps: {
       if (!(err instanceof ProviderError)) throw err;
       logger.warn({ tenant_id: tenantId, provider: p.id, kind: err.kind }, 'mailbox check failed');
       const revoked = err.kind === 'revoked';
-      await store.recordChecks(db, tenantId, {
+      await recordChecks(tenantId, {
         connected: !revoked && m.connected,
         sendable: !revoked && m.sendable,
         checks: checksFor(p, m.scopes, { ok: false, err }, m.polling, { sent: 0 }),

@@ -26,6 +26,11 @@ export async function getMailbox(db: Executor, tenantId: string): Promise<Mailbo
   return db.selectFrom('mailboxes').selectAll().where('tenant_id', '=', tenantId).executeTakeFirst();
 }
 
+/** The mailbox locked for a change whose before and after are compared (its health). */
+export async function lockMailbox(db: Executor, tenantId: string): Promise<MailboxRow | undefined> {
+  return db.selectFrom('mailboxes').selectAll().where('tenant_id', '=', tenantId).forUpdate().executeTakeFirst();
+}
+
 /** A new grant replaces whatever was connected: new tokens, new address, cursor and checks reset. */
 export async function upsertMailbox(
   db: Executor,

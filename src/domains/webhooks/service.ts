@@ -1,6 +1,6 @@
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
-import type { IntegrationRow, TranscriptEventRow } from '../../db/types';
+import type { IntegrationRow } from '../../db/types';
 import { notFound, refuse } from '../../lib/errors';
 import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
@@ -14,6 +14,7 @@ import { lockTenant } from '../workspaces/store';
 import type { WebhookProviderId } from './providers';
 import { createSecrets } from './secrets';
 import * as store from './store';
+import { presentTranscriptEvent } from './present';
 
 /** `https://x.test//` → `https://x.test` (an index walk: `/\/+$/` is quadratic on a long run of "/"). */
 function withoutTrailingSlashes(url: string): string {
@@ -43,18 +44,6 @@ export function createWebhookService(deps: { db: Db; config: ConfigSection<'webh
   });
   const sealed = (tenantId: string, id: string, secret: string | undefined) => (secret ? secrets.seal(tenantId, id, secret) : null);
 
-  const presentEvent = (e: TranscriptEventRow) => ({
-    id: e.id,
-    provider_event_id: e.provider_event_id,
-    type: e.type,
-    occurred_at: e.occurred_at ? iso(e.occurred_at) : null,
-    status: e.status,
-    subject: e.subject,
-    priority: e.priority,
-    requester: e.requester,
-    received_at: iso(e.received_at),
-    raw: e.raw,
-  });
 
   async function integrationOf(actor: Principal, id: string) {
     const row = await store.getIntegration(db, actor.tenantId, id);
@@ -115,7 +104,7 @@ export function createWebhookService(deps: { db: Db; config: ConfigSection<'webh
         updated_at: iso(t.updated_at),
         limit: page.limit,
         offset: page.offset,
-        events: events.map(presentEvent),
+        events: events.map(presentTranscriptEvent),
       };
     },
 

@@ -155,22 +155,24 @@ export interface NewTranscriptEvent {
   raw: string;
 }
 
-/** Events in the order given (seq follows it), and each transcript's count and updated_at moved on. */
-export async function appendEvents(db: Executor, tenantId: string, events: NewTranscriptEvent[]): Promise<void> {
-  if (events.length === 0) return;
+/** Events in the order given (seq follows it), and each transcript's count and updated_at moved on; the rows as written. */
+export async function appendEvents(db: Executor, tenantId: string, events: NewTranscriptEvent[]): Promise<TranscriptEventRow[]> {
+  if (events.length === 0) return [];
   const col = <K extends keyof NewTranscriptEvent>(k: K) => events.map((e) => e[k]);
-  await sql`
+  const { rows } = await sql<TranscriptEventRow>`
     insert into transcript_events (id, tenant_id, transcript_id, provider_event_id, type, occurred_at, status, subject, priority, requester, raw)
     select u.id, ${tenantId}::uuid, u.transcript_id, u.provider_event_id, u.type, u.occurred_at, u.status, u.subject, u.priority, u.requester, u.raw::jsonb
     from unnest(${col('id')}::uuid[], ${col('transcript_id')}::uuid[], ${col('provider_event_id')}::text[], ${col('type')}::text[],
                 ${col('occurred_at')}::timestamptz[], ${col('status')}::text[], ${col('subject')}::text[], ${col('priority')}::text[],
                 ${col('requester')}::text[], ${col('raw')}::text[])
       with ordinality as u(id, transcript_id, provider_event_id, type, occurred_at, status, subject, priority, requester, raw, n)
-    order by u.n`.execute(db);
+    order by u.n
+    returning *`.execute(db);
   await sql`
     update transcripts t set event_count = t.event_count + u.n, updated_at = now()
     from (select transcript_id, count(*)::int as n from unnest(${col('transcript_id')}::uuid[]) as transcript_id group by 1) as u
     where t.tenant_id = ${tenantId} and t.id = u.transcript_id`.execute(db);
+  return rows;
 }
 
 export async function getTranscript(db: Executor, tenantId: string, id: string): Promise<(TranscriptRow & { provider: string }) | undefined> {

@@ -6,6 +6,8 @@ import { newId } from '../../lib/ids';
 import type { JobData } from '../../queue/jobs';
 import type { ItemResult } from '../../queue/results';
 import * as store from './store';
+import { presentTranscriptEvent } from './present';
+import type { EventSink } from '../events/types';
 
 /** One delivery of a `webhooks.batch` job, as its schema defines it. */
 export type WebhookItem = JobData<'webhooks.batch'>['items'][number];
@@ -33,7 +35,7 @@ const LEDGER: LedgerStore<store.DeliveryKey, WebhookResult> = {
  * The worker side of webhook intake: a batch of ticket events written set-based into transcripts, once per
  * provider event (the delivery ledger), each answered on the requesting process's result channel.
  */
-export function createWebhookWorker(deps: { db: Db }) {
+export function createWebhookWorker(deps: { db: Db; events?: EventSink }) {
   const { db } = deps;
 
   /** One workspace's deliveries, inside the caller's transaction. */
@@ -48,7 +50,7 @@ export function createWebhookWorker(deps: { db: Db }) {
           fresh.map((i) => ({ id: newId(), integrationId: i.integration_id, externalTicketId: i.external_ticket_id })),
         );
         const transcriptOf = (i: WebhookItem) => transcripts.get(store.transcriptKey(i.integration_id, i.external_ticket_id))!;
-        await store.appendEvents(
+        const recorded = await store.appendEvents(
           tx,
           tenantId,
           fresh.map((i) => ({
@@ -63,6 +65,16 @@ export function createWebhookWorker(deps: { db: Db }) {
             requester: i.requester,
             raw: i.raw,
           })),
+        );
+        // transcript.event_recorded, in the transaction that records it (issue 19).
+        const byTranscript = new Map(fresh.map((i) => [transcriptOf(i), i]));
+        await deps.events?.emit(
+          tx,
+          tenantId,
+          recorded.map((e) => {
+            const i = byTranscript.get(e.transcript_id)!;
+            return { type: 'transcript.event_recorded' as const, data: { transcript_id: e.transcript_id, integration_id: i.integration_id, external_ticket_id: i.external_ticket_id, event: presentTranscriptEvent(e) } };
+          }),
         );
         await store.completeDeliveries(tx, tenantId, fresh.map((i) => ({ ...keyOf(i), transcriptId: transcriptOf(i), externalTicketId: i.external_ticket_id })));
         const results = new Map(fresh.map((i) => [i.id, { transcript_id: transcriptOf(i), external_ticket_id: i.external_ticket_id, was_duplicate: false }]));

@@ -8,6 +8,7 @@ import { TIME_ENTRY_SORT } from './schemas';
 import type { Principal } from '../identity/principal';
 import { isMember } from '../members/store';
 import { csatDelta, timeDelta, type RollupService } from '../rollups/service';
+import type { EventSink } from '../events/types';
 import * as store from './store';
 
 const presentEntry = (e: TimeEntryRow) => ({
@@ -45,6 +46,8 @@ export function createWorkService(deps: {
     /** The ticket's read shows work totals: each change to its work moves the ticket's version (ETag) on. */
     bumpVersion(exec: Executor, tenantId: string, id: string): Promise<void>;
   };
+  /** Where csat.created goes (issue 19). */
+  events?: EventSink;
 }) {
   const { db, rollups } = deps;
 
@@ -160,10 +163,9 @@ export function createWorkService(deps: {
           created_by_user_id: actor.userId,
         });
         const delta = csatDelta(row);
-        return {
-          result: { id: row.id, ticket_id: row.ticket_id, ...(row.assignee_id ? { assignee_id: row.assignee_id } : {}), score: row.score, comment: row.comment, created_at: iso(row.created_at) },
-          deltas: [delta],
-        };
+        const result = { id: row.id, ticket_id: row.ticket_id, ...(row.assignee_id ? { assignee_id: row.assignee_id } : {}), score: row.score, comment: row.comment, created_at: iso(row.created_at) };
+        await deps.events?.emit(tx, actor.tenantId, [{ type: 'csat.created', ticketId: row.ticket_id, data: result }]);
+        return { result, deltas: [delta] };
       });
     },
 
