@@ -62,6 +62,10 @@ const schema = z
     WORKER_CONCURRENCY: int(1, 256).default(8),
     WORKER_METRICS_PUSH_MS: int(100, 600000).default(5000),
     AUDIT_RETENTION_DAYS: int(1, 36500).default(365),
+    // Outbound events (issue 19): how long the log keeps them, and how a live stream tails it.
+    EVENT_RETENTION_DAYS: int(1, 3650).default(30),
+    EVENT_STREAM_POLL_MS: int(50, 60_000).default(500),
+    EVENT_STREAM_HEARTBEAT_SECONDS: int(1, 300).default(15),
     PRESENCE_TTL_SECONDS: int(1, 86400).default(300),
     THREAD_WINDOW_HOURS: int(1, 24 * 365).default(72),
     INGEST_RATE_POINTS: int(1, 10_000_000).default(6000),
@@ -165,6 +169,7 @@ export const CONFIG_SECTIONS = {
   ],
   workers: ['WORKER_CONCURRENCY', 'WORKER_METRICS_PUSH_MS', 'AUDIT_RETENTION_DAYS'],
   tickets: ['PRESENCE_TTL_SECONDS', 'THREAD_WINDOW_HOURS'],
+  events: ['EVENT_RETENTION_DAYS', 'EVENT_STREAM_POLL_MS', 'EVENT_STREAM_HEARTBEAT_SECONDS'],
   intake: [
     'INGEST_RATE_POINTS',
     'INGEST_RATE_WINDOW_SECONDS',

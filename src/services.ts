@@ -38,7 +38,7 @@ import { createEventService } from './domains/events/service';
 export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: Redis; bus: ResultBus }) {
   const { db, config, queues, logger, redis, bus } = deps;
   const audit = createAuditService({ db });
-  const events = createEventService({ db });
+  const events = createEventService({ db, config: section(config, 'events') });
   const apiKeys = createApiKeyService({ db, config: section(config, 'secrets'), audit });
   const customers = createCustomerService({ db, events });
   const notifications = createNotificationService({ db });

@@ -30,6 +30,9 @@ export function createDrainableServer(app: RequestListener): { server: Server; d
     drain() {
       draining = true;
       for (const res of inFlight) if (!res.headersSent) res.shouldKeepAlive = false;
+      // An event stream never finishes by itself: it is ended, and its client reconnects with Last-Event-ID
+      // to another process (or this one restarted) without a gap.
+      for (const res of inFlight) if (String(res.getHeader('content-type') ?? '').startsWith('text/event-stream')) res.end();
       return new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };

@@ -56,6 +56,15 @@ const ifMatchParameter = {
   example: '"7"',
 };
 
+const lastEventIdParameter = {
+  name: 'Last-Event-ID',
+  in: 'header',
+  required: false,
+  description: 'The id of the last event received (EventSource sends it when it reconnects): the stream resumes right after it.',
+  schema: { type: 'string', format: 'uuid' },
+  example: '0b7f3c1e-5d2a-4c8e-9f61-3a4b5c6d7e8f',
+};
+
 const ifNoneMatchParameter = {
   name: 'If-None-Match',
   in: 'header',
@@ -293,6 +302,9 @@ const API_DESCRIPTION = [
   '**Paging.** Lists that can grow answer one envelope, `{<items>: [...], next_cursor}`: pass `next_cursor` back as `after` (with the same `limit`, `sort` and filters) for the next page; it is null on the last page. Pages are keyset reads, stable while rows arrive, and a deep page costs what the first costs. The customer directory keeps its `limit`/`offset`/`total` envelope.',
 ].join('\n');
 
+/** What an event stream sends: the reconnection delay, events, and a heartbeat comment while idle. */
+const EVENT_STREAM_EXAMPLE = 'retry: 2000\n\nid: 0b7f3c1e-5d2a-4c8e-9f61-3a4b5c6d7e8f\nevent: ticket.status_changed\ndata: {"id":"0b7f3c1e-5d2a-4c8e-9f61-3a4b5c6d7e8f","type":"ticket.status_changed","occurred_at":"2025-03-14T09:41:53.412Z","tenant_id":"6f8e2a41-93c5-4b7d-a0e2-5c1d9b3f7a62","data":{"ticket":{"id":"595be628-f6f2-4262-9c10-6389c6c4a5b8","status":"pending"},"event":{"kind":"status_changed"}}}\n\n: heartbeat\n\n';
+
 const EXAMPLE_REQUEST_ID = '7c9e6679-7425-40de-944b-e07fc1f90ae7';
 const noQuery = z.strictObject({});
 
@@ -385,6 +397,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
             }
           : {}),
         ...(op.response.schema ? { content: jsonContent(components, op.response.schema, 'output', op.example?.response) } : {}),
+        ...(op.eventStream ? { content: { 'text/event-stream': { schema: { type: 'string' }, example: EVENT_STREAM_EXAMPLE } } } : {}),
       },
     };
     // 304 wherever it can be answered: versioned resources and polled rollups, on a current If-None-Match.
@@ -417,7 +430,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
       'x-floor': access ? access.floor : 'public',
       'x-scope': scope,
       security: pub ? [] : [{ bearer: [] }],
-      parameters: [...parametersOf(components, op.params, 'path', op.example?.params), ...parametersOf(components, op.query, 'query', op.example?.query), ...(idempotent ? [idempotencyKeyParameter] : []), ...(op.versioned || op.etag ? (op.method === 'get' ? [ifNoneMatchParameter] : op.method === 'patch' || op.method === 'put' ? [ifMatchParameter] : []) : [])],
+      parameters: [...parametersOf(components, op.params, 'path', op.example?.params), ...parametersOf(components, op.query, 'query', op.example?.query), ...(idempotent ? [idempotencyKeyParameter] : []), ...(op.eventStream ? [lastEventIdParameter] : []), ...(op.versioned || op.etag ? (op.method === 'get' ? [ifNoneMatchParameter] : op.method === 'patch' || op.method === 'put' ? [ifMatchParameter] : []) : [])],
       ...(op.body ? { requestBody: { required: true, content: jsonContent(components, op.body, 'input', op.example?.request) } } : {}),
       responses,
     };

@@ -23,6 +23,8 @@ export interface OperationInput<P, Q, B> {
   query: Q;
   body: B;
   requestId: string;
+  /** Event streams: the Last-Event-ID the (re)connecting client sent, if any. */
+  lastEventId?: string;
   /** Versioned operations: the If-Match the request sent, if any. */
   ifMatch?: VersionCondition;
   /** Operations with `rawBody`: the bytes exactly as sent (decompressed) and the request headers. */
@@ -59,6 +61,11 @@ export interface Operation<
   rawBody?: boolean;
   /** Public intake: a 4xx refusal is charged to the client address's refusal budget (src/http/throttle.ts). */
   chargeRefusals?: boolean;
+  /**
+   * The answer is a Server-Sent Events stream (the handler answers `stream`); `Last-Event-ID` reaches the
+   * handler as `lastEventId`, and OpenAPI documents `text/event-stream`.
+   */
+  eventStream?: boolean;
   /** Answers carry an ETag of their body; a matching If-None-Match gets 304 (clients polling rollups). */
   etag?: boolean;
   /**

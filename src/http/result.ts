@@ -9,6 +9,17 @@ export interface HandlerResult {
   duplicate?: boolean;
   /** Versioned operations: the resource's version, sent as its strong ETag. */
   version?: string;
+  /**
+   * A long-lived answer (Server-Sent Events): the router sends the headers, then hands the writer over until
+   * it returns or the client goes away (`signal`), then ends the answer.
+   */
+  stream?: (out: StreamWriter) => Promise<void>;
+}
+
+/** Where a streaming handler writes; `write` waits while the client is slow to read (backpressure). */
+export interface StreamWriter {
+  write(chunk: string): Promise<void>;
+  signal: AbortSignal;
 }
 
 /** An intake's outcome as HTTP: 202 when the worker had not answered in time (still written once), else 200. */

@@ -169,6 +169,7 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
               requestId: String(req.id),
               ...(rawInput ? { raw: rawInput } : {}),
               ...(op.versioned && req.get('if-match') !== undefined ? { ifMatch: parseIfMatch(req.get('if-match')!) } : {}),
+              ...(op.eventStream && req.get('last-event-id') !== undefined ? { lastEventId: req.get('last-event-id')! } : {}),
             },
             services,
           );
@@ -187,6 +188,32 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
           }
         }
         if (result.duplicate) res.locals.duplicate = true;
+        if (result.stream) {
+          res.status(200);
+          res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+          // No cache or proxy may hold events back (X-Accel-Buffering: nginx's buffering of upstream answers).
+          res.setHeader('Cache-Control', 'no-cache, no-transform');
+          res.setHeader('X-Accel-Buffering', 'no');
+          res.flushHeaders();
+          const gone = new AbortController();
+          res.once('close', () => gone.abort());
+          const write = (chunk: string) =>
+            new Promise<void>((resolve) => {
+              if (gone.signal.aborted || res.write(chunk)) return resolve();
+              const done = () => {
+                res.off('drain', done);
+                res.off('close', done);
+                resolve();
+              };
+              res.once('drain', done).once('close', done);
+            });
+          try {
+            await result.stream({ write, signal: gone.signal });
+          } finally {
+            res.end();
+          }
+          return;
+        }
         const status = result.status ?? op.response.status;
         if (status === 204 || result.body === undefined) {
           if (idempotencyKey !== undefined) await keep(idempotencyKey, status, null);

@@ -80,6 +80,13 @@ export const JOBS = {
     options: () => ({ attempts: 3 }),
     schedule: { id: 'audit-prune-daily', everyMs: () => 24 * 3600 * 1000 },
   },
+  /** Outbound events past EVENT_RETENTION_DAYS leave the log, daily. */
+  'events.prune': {
+    queue: 'maintenance',
+    data: z.object({ retention_days: z.number().int().min(1).optional() }),
+    options: () => ({ attempts: 3 }),
+    schedule: { id: 'events-prune-daily', everyMs: () => 24 * 3600 * 1000 },
+  },
   /** Expired Idempotency-Keys of every workspace, hourly. */
   'idempotency.prune': {
     queue: 'maintenance',

@@ -27,6 +27,10 @@ export const eventLogQuery = z.strictObject({
 });
 export type EventLogQuery = z.output<typeof eventLogQuery>;
 
+/** The stream takes the log's filters and starting point; `Last-Event-ID` (a reconnect) wins over `after`. */
+export const eventStreamQuery = eventLogQuery.omit({ limit: true });
+export type EventStreamQuery = z.output<typeof eventStreamQuery>;
+
 /** The list envelope plus `has_more`: a log is tailed, so its `next_cursor` is a resume point even at the end. */
 export const eventLog = pageSchema('events', event).extend({
   next_cursor: z.string().nullable().meta({ description: 'Where to resume: pass it as `after`, now for the next page or later for what commits meanwhile. Null only for an empty log read from its start.' }),

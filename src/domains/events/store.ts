@@ -36,6 +36,12 @@ export async function listEvents(db: Executor, tenantId: string, page: { limit: 
   return q.orderBy('position').limit(page.limit + 1).execute();
 }
 
+/** The log position of one event (where a stream resumes after it); undefined when unknown or pruned. */
+export async function positionOf(db: Executor, tenantId: string, id: string): Promise<string | undefined> {
+  const row = await db.selectFrom('events').select('position').where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+  return row?.position == null ? undefined : String(row.position);
+}
+
 /** Retention: events older than the window, one workspace at a time. */
 export async function deleteOlderThan(db: Executor, tenantId: string, days: number): Promise<number> {
   const r = await db
