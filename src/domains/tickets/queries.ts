@@ -2,11 +2,12 @@ import type { Db, Executor } from '../../db';
 import type { TicketEventRow, TicketRow } from '../../db/types';
 import { notFound } from '../../lib/errors';
 import { iso } from '../../lib/time';
-import { workTotals } from '../work/store';
+import { workTotals, workTotalsFor, type WorkTotals } from '../work/store';
 import type { ListTicketsQuery } from './schemas';
 import { pageOf } from '../../lib/paging';
 import { legalNextStates } from './status';
 import * as store from './store';
+import type { TicketDetailRow } from './store';
 
 /** How tickets read: one event of a timeline, a list row, and the whole ticket with its timeline. */
 
@@ -49,11 +50,20 @@ export function createTicketQueries(deps: { db: Db }) {
     return { ...fields, events: events.map(presentEvent), version };
   }
 
-  /** The ticket as its read shows it, without the timeline (what an outbound ticket event carries). */
+  /** The ticket as its read shows it, without the timeline. */
   async function withoutTimeline(exec: Executor, tenantId: string, id: string) {
     const t = await store.getTicketDetail(exec, tenantId, id);
     if (!t) throw notFound('ticket');
-    const totals = await workTotals(exec, tenantId, id);
+    return present(t, await workTotals(exec, tenantId, id));
+  }
+
+  /** Several tickets as their reads show them without the timeline, in three statements (outbound events of a batch). */
+  async function manyWithoutTimeline(exec: Executor, tenantId: string, ids: string[]) {
+    const [rows, totals] = await Promise.all([store.getTicketDetails(exec, tenantId, ids), workTotalsFor(exec, tenantId, ids)]);
+    return new Map(rows.map((t) => [t.id, present(t, totals.get(t.id)!)]));
+  }
+
+  function present(t: TicketDetailRow, totals: WorkTotals) {
     return {
       ...presentSummary(t),
       description: t.description,
@@ -76,6 +86,7 @@ export function createTicketQueries(deps: { db: Db }) {
   return {
     detailIn,
     withoutTimeline,
+    manyWithoutTimeline,
     /** The ticket row, for other domains' writes about it (work logged on it); undefined when there is none. */
     find: (exec: Executor, tenantId: string, id: string) => store.getTicket(exec, tenantId, id),
     // One snapshot for the row and its timeline: read as separate statements, a change committing in between

@@ -35,9 +35,10 @@ export function createTicketService(deps: {
   const queries = createTicketQueries(deps);
   const timeline = createTicketTimeline({
     ...(deps.events ? { events: deps.events } : {}),
-    present: async (exec, tenantId, id) => {
-      const { version: _internal, ...ticket } = await queries.withoutTimeline(exec, tenantId, id);
-      return ticket;
+    present: async (exec, tenantId, ids) => {
+      const tickets = await queries.manyWithoutTimeline(exec, tenantId, ids);
+      // The version is the ETag, not a field of the ticket.
+      return new Map([...tickets].map(([id, { version: _internal, ...ticket }]) => [id, ticket]));
     },
   });
   const sla = createTicketSla({ ...deps, timeline });

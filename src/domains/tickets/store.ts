@@ -89,6 +89,12 @@ export interface TicketDetailRow extends TicketRow {
 }
 
 export async function getTicketDetail(db: Executor, tenantId: string, id: string): Promise<TicketDetailRow | undefined> {
+  return (await getTicketDetails(db, tenantId, [id]))[0];
+}
+
+/** Several tickets' detail rows in one statement (the outbound events of an ingest batch). */
+export async function getTicketDetails(db: Executor, tenantId: string, ids: string[]): Promise<TicketDetailRow[]> {
+  if (ids.length === 0) return [];
   return db
     .selectFrom('tickets as t')
     .innerJoin('customers as c', (j) => j.onRef('c.tenant_id', '=', 't.tenant_id').onRef('c.id', '=', 't.customer_id'))
@@ -103,8 +109,8 @@ export async function getTicketDetail(db: Executor, tenantId: string, id: string
       'tm.name as team_name',
     ])
     .where('t.tenant_id', '=', tenantId)
-    .where('t.id', '=', id)
-    .executeTakeFirst();
+    .where('t.id', 'in', ids)
+    .execute();
 }
 
 export async function listEvents(db: Executor, tenantId: string, ticketId: string): Promise<TicketEventRow[]> {

@@ -41,17 +41,20 @@ function outboundTypes(e: TicketEventRow, opened: boolean): EventType[] {
  * events they are (issue 19). Each carries the ticket as its read shows it after the change, without the
  * timeline, and the timeline event that caused it. Callers write the ticket's row first, then the timeline.
  */
-export function createTicketTimeline(deps: { events?: EventSink; present: (exec: Executor, tenantId: string, id: string) => Promise<Record<string, unknown>> }) {
+export function createTicketTimeline(deps: {
+  events?: EventSink;
+  /** The tickets as their reads show them without the timeline, read together (an ingest batch touches dozens). */
+  present: (exec: Executor, tenantId: string, ids: string[]) => Promise<Map<string, Record<string, unknown>>>;
+}) {
   return async function write(tx: Executor, tenantId: string, events: NewEvent[], opts: { opened?: boolean } = {}): Promise<void> {
     const rows = await store.insertEvents(tx, tenantId, events);
     if (!deps.events || rows.length === 0) return;
-    const tickets = new Map<string, Record<string, unknown>>();
+    const emitting = rows.map((row) => ({ row, types: outboundTypes(row, opts.opened === true) })).filter((e) => e.types.length > 0);
+    if (emitting.length === 0) return;
+    const tickets = await deps.present(tx, tenantId, [...new Set(emitting.map((e) => e.row.ticket_id))]);
     const out: NewOutboundEvent[] = [];
-    for (const row of rows) {
-      const types = outboundTypes(row, opts.opened === true);
-      if (types.length === 0) continue;
-      let ticket = tickets.get(row.ticket_id);
-      if (!ticket) tickets.set(row.ticket_id, (ticket = await deps.present(tx, tenantId, row.ticket_id)));
+    for (const { row, types } of emitting) {
+      const ticket = tickets.get(row.ticket_id)!;
       const kind = messageKind(row.kind);
       for (const type of types) {
         out.push({ type, ticketId: row.ticket_id, data: { ticket, event: presentEvent(row), ...(type === 'message.created' && kind ? { message_kind: kind } : {}) } });
