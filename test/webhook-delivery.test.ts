@@ -100,6 +100,37 @@ test('a receiver answering 500 twice then 200 gets the event three times with th
   for (const a of list) expect(a.duration_ms).toBeGreaterThanOrEqual(0);
 });
 
+test('a receiver that does not answer within WEBHOOK_DELIVERY_TIMEOUT_MS counts as a failure and is retried', async () => {
+  const w = await createWorkspace(ctx);
+  const rx = await receiver((_r, n) => (n === 1 ? 'hang' : 200));
+  const ep = await endpoint(ctx, w, rx.url, ['ticket.created']);
+  await createTicket(ctx, w);
+  await until(() => (rx.received.length === 2 ? true : undefined), 'the retry after the time-out');
+  const list = await eventually(async () => {
+    const a = await attempts(w, ep.id);
+    return a.length === 2 ? a : undefined;
+  }, 5000, 'two attempts listed');
+  expect(list.map((a) => [a.attempt, a.outcome, a.status_code, a.error])).toEqual([
+    [2, 'delivered', 200, null],
+    [1, 'retrying', null, 'no answer within 1000 ms'],
+  ]);
+  expect(list[1]!.duration_ms).toBeGreaterThanOrEqual(990);
+  expect(rx.received[0]!.headers['webhook-id']).toBe(rx.received[1]!.headers['webhook-id']);
+});
+
+test('20 concurrent writers on one ticket: the receiver gets its events in the order they committed', async () => {
+  const w = await createWorkspace(ctx);
+  const rx = await receiver((_r, n) => (n % 4 === 2 ? 500 : 200));
+  await endpoint(ctx, w, rx.url, ['ticket.updated']);
+  const t = (await createTicket(ctx, w)) as { id: string };
+  const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => ctx.http.patch(`/v1/tickets/${t.id}`).set(bearer(w.ownerKey)).send({ tags: [`t${i}`] })));
+  for (const a of answers) expect(a.status).toBe(200);
+  const log = ((await ctx.http.get('/v1/events?types=ticket.updated').set(bearer(w.ownerKey))).body.events as { id: string }[]).map((e) => e.id);
+  expect(log).toHaveLength(20);
+  await until(() => (new Set(idsOf(rx.received)).size === 20 ? true : undefined), 'all twenty');
+  expect([...new Set(idsOf(rx.received))]).toEqual(log);
+});
+
 test('receiver down for a while: every event is delivered once it is back, nothing lost', async () => {
   const w = await createWorkspace(ctx);
   const rx = await receiver();
@@ -154,6 +185,24 @@ test('one ticket\'s events arrive in commit order while its first is retried; an
   const aAccepted = aRequests[failures]!.at;
   const bLast = Math.max(...rx.received.filter((r) => ticketOf(r) === b.id).map((r) => r.at));
   expect(bLast).toBeLessThanOrEqual(aAccepted);
+});
+
+test('a receiver that never answers holds only its own endpoint\'s slots: another workspace\'s events go out meanwhile', async () => {
+  const slow = await createWorkspace(ctx);
+  const hung = await receiver(() => 'hang');
+  const slowEp = await endpoint(ctx, slow, hung.url, ['ticket.created']);
+  for (let i = 0; i < 10; i++) await createTicket(ctx, slow);
+  // At most WEBHOOK_ENDPOINT_CONCURRENCY (4) requests of the stuck endpoint are open at once.
+  await until(() => (hung.received.length >= 4 ? true : undefined), 'the stuck endpoint to fill its slots');
+  const w = await createWorkspace(ctx);
+  const rx = await receiver();
+  await endpoint(ctx, w, rx.url, ['ticket.created']);
+  const started = Date.now();
+  await createTicket(ctx, w);
+  await until(() => (rx.received.length === 1 ? true : undefined), 'the other workspace\'s event');
+  expect(Date.now() - started).toBeLessThan(900);
+  expect(hung.maxOpen).toBe(4);
+  await ctx.http.patch(`/v1/webhook-endpoints/${slowEp.id}`).set(bearer(slow.ownerKey)).send({ enabled: false }).expect(200);
 });
 
 test('a change that rolls back sends nothing; the next committed change is delivered', async () => {

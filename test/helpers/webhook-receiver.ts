@@ -24,10 +24,15 @@ export async function startReceiver(respond: (r: Received, count: number) => Ans
   let server: Server | undefined;
   let port = 0;
   let answer = respond;
+  let open = 0;
+  let maxOpen = 0;
 
   const listen = () =>
     new Promise<void>((resolve) => {
       server = createServer((req, res) => {
+        open += 1;
+        maxOpen = Math.max(maxOpen, open);
+        res.on('close', () => (open -= 1));
         const chunks: Buffer[] = [];
         req.on('data', (c: Buffer) => chunks.push(c));
         req.on('end', () => {
@@ -53,6 +58,10 @@ export async function startReceiver(respond: (r: Received, count: number) => Ans
     received,
     get url() {
       return `http://127.0.0.1:${port}/hooks`;
+    },
+    /** The most requests it ever held open at once. */
+    get maxOpen() {
+      return maxOpen;
     },
     answer(fn: (r: Received, count: number) => Answer) {
       answer = fn;

@@ -12,6 +12,8 @@ import * as store from './store';
 
 /** Events fanned out per transaction: bounded, so one burst never holds the cursor lock for long. */
 const FANOUT_BATCH = 500;
+/** When another fan-out of the workspace holds its cursor, look again after this. */
+const FANOUT_BUSY_RETRY_MS = 100;
 /** Sends per deliver job before it hands over to a fresh job, so one busy endpoint cannot keep a slot forever. */
 const SENDS_PER_JOB = 200;
 /** A lease outlives the request's own time-out by this much (reading the event, signing, settling). */
@@ -164,8 +166,9 @@ export function createWebhookDelivery(deps: {
     async fanout(tenantId: string): Promise<{ deliveries: number }> {
       let total = 0;
       for (;;) {
-        const { created, more } = await db.transaction().execute(async (tx) => {
+        const { created, more, busy } = await db.transaction().execute(async (tx) => {
           const cursor = await store.lockFanoutCursor(tx, tenantId);
+          if (cursor === undefined) return { created: [] as string[], more: false, busy: true };
           const endpoints = await store.enabledEndpoints(tx, tenantId);
           if (endpoints.length === 0) {
             // Nobody listens: skip to the end, so an endpoint created later does not walk this stretch.
@@ -190,6 +193,12 @@ export function createWebhookDelivery(deps: {
           await store.advanceFanoutCursor(tx, tenantId, events.at(-1)!.position);
           return { created, more: events.length === FANOUT_BATCH };
         });
+        if (busy) {
+          // Another fan-out of this workspace is running; it may have read the log before this wake-up's
+          // commit, so look again shortly rather than not at all.
+          await queues.enqueue('events.fanout', { tenant_id: tenantId }, { delayMs: FANOUT_BUSY_RETRY_MS });
+          return { deliveries: total };
+        }
         total += created.length;
         // As many senders as the endpoint may run at once (no more than it got new deliveries).
         const perEndpoint = new Map<string, number>();

@@ -96,11 +96,15 @@ export async function startFanoutCursor(db: Executor, tenantId: string): Promise
     .execute();
 }
 
-/** The workspace's fan-out cursor, locked for this transaction (from the log's start when it has none yet). */
-export async function lockFanoutCursor(db: Executor, tenantId: string): Promise<string> {
+/**
+ * The workspace's fan-out cursor, locked for this transaction (from the log's start when it has none yet);
+ * undefined when another fan-out of the workspace holds it (it is not waited for: a waiting job would hold
+ * a pooled connection doing nothing).
+ */
+export async function lockFanoutCursor(db: Executor, tenantId: string): Promise<string | undefined> {
   await db.insertInto('event_fanout_cursors').values({ tenant_id: tenantId, position: '0' }).onConflict((oc) => oc.column('tenant_id').doNothing()).execute();
-  const row = await db.selectFrom('event_fanout_cursors').select('position').where('tenant_id', '=', tenantId).forUpdate().executeTakeFirstOrThrow();
-  return String(row.position);
+  const row = await db.selectFrom('event_fanout_cursors').select('position').where('tenant_id', '=', tenantId).forUpdate().skipLocked().executeTakeFirst();
+  return row ? String(row.position) : undefined;
 }
 
 export async function advanceFanoutCursor(db: Executor, tenantId: string, position: string): Promise<void> {
