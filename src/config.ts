@@ -116,6 +116,17 @@ const schema = z
     MAILBOX_DAILY_SEND_LIMIT: int(1, 1_000_000).default(2000),
     OUTBOUND_ATTEMPTS: int(1, 20).default(5),
     TRUST_PROXY: bool.default(false),
+    // Outbound webhooks (issue 19). http:// endpoints are refused unless this is on and the host is loopback.
+    WEBHOOK_ALLOW_HTTP_LOOPBACK: bool.default(false),
+    WEBHOOK_SECRET_OVERLAP_SECONDS: int(0, 30 * 86400).default(86400),
+    WEBHOOK_DELIVERY_TIMEOUT_MS: int(100, 120000).default(10000),
+    // Hours a delivery is retried before it is marked failed; fractional so tests can use seconds.
+    WEBHOOK_RETRY_HOURS: z.coerce.number().min(0.0001).max(30 * 24).default(72),
+    WEBHOOK_RETRY_BASE_MS: int(10, 3_600_000).default(5000),
+    WEBHOOK_DISABLE_AFTER_FAILURES: int(1, 100_000).default(20),
+    WEBHOOK_ENDPOINT_CONCURRENCY: int(1, 64).default(4),
+    WEBHOOK_DELIVERY_CONCURRENCY: int(1, 1024).default(32),
+    WEBHOOK_SWEEP_MS: int(200, 3_600_000).default(30000),
   })
   .superRefine((c, ctx) => {
     if (c.NODE_ENV === 'production' && c.API_KEY_PEPPER === DEV_PEPPER) {
@@ -202,6 +213,17 @@ export const CONFIG_SECTIONS = {
   ],
   helpCentre: ['HELP_CENTRE_BASE_DOMAIN', 'RENDER_THREADS', 'RENDER_BUDGET_MS', 'RENDER_QUEUE_WAIT_MS'],
   ops: ['OPS_USER', 'OPS_PASSWORD'],
+  outboundWebhooks: [
+    'WEBHOOK_ALLOW_HTTP_LOOPBACK',
+    'WEBHOOK_SECRET_OVERLAP_SECONDS',
+    'WEBHOOK_DELIVERY_TIMEOUT_MS',
+    'WEBHOOK_RETRY_HOURS',
+    'WEBHOOK_RETRY_BASE_MS',
+    'WEBHOOK_DISABLE_AFTER_FAILURES',
+    'WEBHOOK_ENDPOINT_CONCURRENCY',
+    'WEBHOOK_DELIVERY_CONCURRENCY',
+    'WEBHOOK_SWEEP_MS',
+  ],
 } as const satisfies Record<string, readonly (keyof Config)[]>;
 
 export type SectionName = keyof typeof CONFIG_SECTIONS;

@@ -18,6 +18,7 @@ import { workspaceOperations } from './domains/workspaces/routes';
 import { helpCentreOperations } from './domains/help-centre/routes';
 import { ingestOperations } from './domains/ingest/routes';
 import { eventOperations } from './domains/events/routes';
+import { webhookEndpointOperations } from './domains/webhook-endpoints/routes';
 import type { Operation } from './http/operation';
 import type { Services } from './services';
 
@@ -43,6 +44,7 @@ const ALL: Operation<Services>[] = [
   ...helpCentreOperations,
   ...ingestOperations,
   ...eventOperations,
+  ...webhookEndpointOperations,
 ];
 
 export function buildOperationTable(rows: Operation<Services>[] = ALL): Operation<Services>[] {

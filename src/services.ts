@@ -33,6 +33,8 @@ import { createArticleService } from './domains/help-centre/articles';
 import { createAuthThrottle } from './http/auth-throttle';
 import { createRefusalBudget } from './http/throttle';
 import { createEventService } from './domains/events/service';
+import { createWebhookEndpointService } from './domains/webhook-endpoints/service';
+import { createWebhookDelivery } from './domains/webhook-endpoints/delivery';
 
 /** The service container: each factory gets only the dependencies it needs. */
 export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: Redis; bus: ResultBus }) {
@@ -87,6 +89,8 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     webhooks: createWebhookService({ db, config: section(config, 'webhooks', 'secrets', 'http'), audit }),
     webhookIntake: createWebhookEdge({ db, config: section(config, 'webhooks', 'secrets', 'redis', 'http'), redis, queues, bus }),
     webhookProcessor: createWebhookWorker({ db, events }),
+    webhookEndpoints: createWebhookEndpointService({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues }),
+    webhookDelivery: createWebhookDelivery({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues, logger, present: events.present }),
     mailbox: createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, tickets: tickets.commands, ingest: ingestProcessor, events }),
   };
 }

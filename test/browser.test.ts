@@ -12,7 +12,7 @@ import { startTestApp, type TestContext } from './helpers/context';
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const OPS = { username: 'ops', password: 'browser-check-password' };
-const QUEUES = ['ingest', 'webhooks', 'mailbox', 'outbound', 'rollups', 'maintenance'];
+const QUEUES = ['ingest', 'webhooks', 'mailbox', 'outbound', 'rollups', 'maintenance', 'events', 'deliveries'];
 /** Operations named here on purpose, so an emptied or renamed table cannot make the check pass vacuously. */
 const NAMED_OPERATIONS = ['create_api_key', 'list_members', 'create_ticket', 'list_tickets', 'ingest_channel_message', 'create_integration', 'patch_my_tenant'];
 
@@ -177,11 +177,11 @@ describeBrowser('browser check: /docs and /admin/queues in headless Chromium', (
       await context?.close();
     });
 
-    test('shows a card for each of the six queues, and no other', () => {
+    test('shows a card for each of the eight queues, and no other', () => {
       expect([...rendered.overview].sort()).toEqual([...QUEUES].sort());
     });
 
-    test('lists each of the six queues in the side menu', () => {
+    test('lists each of the eight queues in the side menu', () => {
       expect([...rendered.menu].sort()).toEqual([...QUEUES].sort());
     });
 

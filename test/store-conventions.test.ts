@@ -42,6 +42,8 @@ test('every store function takes the tenant id second, or says in its name that 
     'crossTenantConnectionByToken',
     'crossTenantDueForPoll',
     'crossTenantDueForRefresh',
+    'crossTenantEndpointsDue',
+    'crossTenantFanoutBehind',
     'crossTenantIntegrationForIntake',
     'crossTenantKeyByPrefix',
     'crossTenantListIds',

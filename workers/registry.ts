@@ -9,6 +9,7 @@ import { ingestProcessors } from './processors/ingest';
 import { mailboxProcessors } from './processors/mailbox';
 import { webhookProcessors } from './processors/webhooks';
 import { rollupProcessors } from './processors/rollups';
+import { eventProcessors } from './processors/events';
 import type { Redis } from 'ioredis';
 
 /** `run` says which try this is and whether it is the last (the last records a failure or tells the waiters). */
@@ -20,6 +21,7 @@ export const defaultProcessorGroups = (services: Services, config: Config, redis
   mailboxProcessors(services),
   webhookProcessors(services, redis),
   rollupProcessors(services),
+  eventProcessors(services),
 ];
 
 /**

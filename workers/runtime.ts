@@ -28,7 +28,9 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
     const worker = new Worker(queueName, async (job) => registry.run(job.name, job.data, job), {
       connection,
       prefix: config.REDIS_PREFIX,
-      concurrency: config.WORKER_CONCURRENCY,
+      // Webhook sends wait on receivers, not on this process: they get slots of their own (per endpoint
+      // they are bounded again by WEBHOOK_ENDPOINT_CONCURRENCY).
+      concurrency: queueName === 'deliveries' ? config.WEBHOOK_DELIVERY_CONCURRENCY : config.WORKER_CONCURRENCY,
     });
     worker.on('completed', (job) => metrics.observe(queueName, job.name, since(job.processedOn), 'completed'));
     worker.on('failed', (job, err) => {
@@ -42,6 +44,8 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
   // The repeating jobs are rows of the job table; schedulers are keyed by id, so restarts and replicas keep
   // exactly one of each.
   for (const s of schedules(config)) await queues.queue(s.queue).upsertJobScheduler(s.id, { every: s.everyMs }, { name: s.name, data: {} });
+  // Outbound webhooks wake at commit (the events NOTIFY); the events.sweep job covers what this misses.
+  const commits = services.webhookDelivery.listenForCommits(config.DATABASE_URL);
   const publish = () => metrics.publish(deps.redis, config.REDIS_PREFIX).catch((err: Error) => logger.warn({ err: err.message }, 'job metrics not published'));
   const publisher = setInterval(() => void publish(), config.WORKER_METRICS_PUSH_MS).unref();
   await publish();
@@ -49,6 +53,7 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
   return {
     workers,
     async close() {
+      await commits.close();
       await Promise.all(workers.map((w) => w.close()));
       clearInterval(publisher);
       await publish();

@@ -459,6 +459,65 @@ export interface EventsTable {
   data: ColumnType<unknown, string, string>;
 }
 
+export interface WebhookEndpointsTable {
+  tenant_id: string;
+  id: string;
+  url: string;
+  description: ColumnType<string, string | undefined, string>;
+  event_types: string[];
+  enabled: ColumnType<boolean, boolean | undefined, boolean>;
+  secret_sealed: string;
+  previous_secret_sealed: ColumnType<string | null, string | null | undefined, string | null>;
+  previous_secret_expires_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** Events at or below this position (committed before the endpoint existed) are not fanned out to it. */
+  starts_after: ColumnType<string, string | undefined, string>;
+  consecutive_failures: ColumnType<number, number | undefined, number>;
+  disabled_reason: ColumnType<'admin' | 'failures' | null, 'admin' | 'failures' | null | undefined, 'admin' | 'failures' | null>;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
+export interface EventFanoutCursorsTable {
+  tenant_id: string;
+  position: string;
+}
+
+export type EventDeliveryStatus = 'pending' | 'delivered' | 'failed';
+
+export interface EventDeliveriesTable {
+  tenant_id: string;
+  id: string;
+  endpoint_id: string;
+  event_id: string;
+  event_type: string;
+  position: string;
+  ordering_key: string;
+  status: ColumnType<EventDeliveryStatus, EventDeliveryStatus | undefined, EventDeliveryStatus>;
+  attempts: ColumnType<number, number | undefined, number>;
+  window_started_at: ColumnType<Date, Date | undefined, Date>;
+  next_attempt_at: ColumnType<Date, Date | undefined, Date>;
+  lease_until: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
+
+export interface EventDeliveryAttemptsTable {
+  tenant_id: string;
+  seq: Generated<string>;
+  id: string;
+  endpoint_id: string;
+  delivery_id: string;
+  event_id: string;
+  event_type: string;
+  attempt: number;
+  outcome: 'delivered' | 'retrying' | 'failed';
+  status_code: number | null;
+  duration_ms: number;
+  error: string | null;
+  next_retry_at: Date | null;
+  created_at: CreatedAt;
+}
+
 export interface CsatResponsesTable {
   id: string;
   tenant_id: string;
@@ -518,6 +577,10 @@ export interface Database {
   channel_connections: ChannelConnectionsTable;
   ingest_deliveries: IngestDeliveriesTable;
   events: EventsTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  event_fanout_cursors: EventFanoutCursorsTable;
+  event_deliveries: EventDeliveriesTable;
+  event_delivery_attempts: EventDeliveryAttemptsTable;
   customer_handles: CustomerHandlesTable;
   oauth_states: OauthStatesTable;
   mailboxes: MailboxesTable;
@@ -573,3 +636,6 @@ export type IntegrationRow = Selectable<IntegrationsTable>;
 export type TranscriptRow = Selectable<TranscriptsTable>;
 export type TranscriptEventRow = Selectable<TranscriptEventsTable>;
 export type OauthStateRow = Selectable<OauthStatesTable>;
+export type WebhookEndpointRow = Selectable<WebhookEndpointsTable>;
+export type EventDeliveryRow = Selectable<EventDeliveriesTable>;
+export type EventDeliveryAttemptRow = Selectable<EventDeliveryAttemptsTable>;

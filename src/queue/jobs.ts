@@ -1,7 +1,7 @@
 import type { JobsOptions } from 'bullmq';
 import { z } from 'zod';
 
-export const QUEUE_NAMES = ['ingest', 'webhooks', 'mailbox', 'outbound', 'rollups', 'maintenance'] as const;
+export const QUEUE_NAMES = ['ingest', 'webhooks', 'mailbox', 'outbound', 'rollups', 'maintenance', 'events', 'deliveries'] as const;
 export type QueueName = (typeof QUEUE_NAMES)[number];
 
 /**
@@ -27,6 +27,7 @@ const inboundMessage = z.object({
 export interface JobSettings {
   OUTBOUND_ATTEMPTS: number;
   MAILBOX_REFRESH_SECONDS: number;
+  WEBHOOK_SWEEP_MS: number;
 }
 
 interface JobRow {
@@ -181,6 +182,33 @@ export const JOBS = {
     // Runs often; each mailbox is refreshed only when its last check is MAILBOX_REFRESH_SECONDS old.
     schedule: { id: 'mailbox-sweep', everyMs: (c: JobSettings) => Math.min(60, c.MAILBOX_REFRESH_SECONDS) * 1000 },
   },
+  /**
+   * Outbound webhooks (issue 19): a workspace's committed events past its fan-out cursor become delivery rows
+   * for its matching endpoints. Woken by the events NOTIFY (at commit); not deduplicated by id, because a
+   * wake-up that arrives while one runs must not be swallowed (the cursor row lock serialises them).
+   */
+  'events.fanout': {
+    queue: 'events',
+    data: z.object({ tenant_id: z.uuid() }),
+    options: () => SINGLE_SHOT,
+  },
+  /**
+   * Sends an endpoint's due deliveries, one ticket's at a time in order, until none is due. On the
+   * `deliveries` queue of its own, so a slow receiver holds only delivery slots, never intake's. Tried once:
+   * the delivery rows carry the retry schedule, and the sweep picks up what a dead worker left.
+   */
+  'events.deliver': {
+    queue: 'deliveries',
+    data: z.object({ tenant_id: z.uuid(), endpoint_id: z.uuid() }),
+    options: () => SINGLE_SHOT,
+  },
+  /** Safety net: fan-out behind the log, and due deliveries nobody is sending (lost wake-up, dead worker). */
+  'events.sweep': {
+    queue: 'events',
+    data: z.object({}),
+    options: () => SINGLE_SHOT,
+    schedule: { id: 'events-sweep', everyMs: (c: JobSettings) => c.WEBHOOK_SWEEP_MS },
+  },
 } as const satisfies Record<string, JobRow>;
 
 export type JobName = keyof typeof JOBS;
@@ -193,7 +221,7 @@ export interface EnqueueOptions {
   dueAt?: number;
 }
 
-const DEFAULT_SETTINGS: JobSettings = { OUTBOUND_ATTEMPTS: 5, MAILBOX_REFRESH_SECONDS: 900 };
+const DEFAULT_SETTINGS: JobSettings = { OUTBOUND_ATTEMPTS: 5, MAILBOX_REFRESH_SECONDS: 900, WEBHOOK_SWEEP_MS: 30000 };
 
 const delayOf = (o: EnqueueOptions) => o.delayMs ?? (o.dueAt !== undefined ? o.dueAt - Date.now() : 0);
 

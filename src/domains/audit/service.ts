@@ -40,6 +40,11 @@ export function createAuditService(deps: { db: Db }) {
       });
     },
 
+    /** An entry for what the service itself did (no user or key acted), e.g. disabling a failing webhook endpoint. */
+    async recordBySystem(tx: Executor, tenantId: string, action: string, target: AuditTarget, details: Record<string, unknown>) {
+      await store.insertEntry(tx, tenantId, { actorUserId: null, actorApiKeyId: null, action, targetType: target.type, targetId: target.id, details });
+    },
+
     async list(actor: Principal, page: { limit: number; after?: Cursor }) {
       const rows = await store.listEntries(db, actor.tenantId, page);
       return pageOf('audit_entries', rows, page.limit, AUDIT_SORT, present);

@@ -1,0 +1,181 @@
+import type { ConfigSection } from '../../config';
+import type { Db, Executor } from '../../db';
+import type { WebhookEndpointRow } from '../../db/types';
+import { createSealer } from '../../lib/crypto';
+import { notFound, refuse } from '../../lib/errors';
+import { newId } from '../../lib/ids';
+import { pageOf, type Cursor } from '../../lib/paging';
+import { iso } from '../../lib/time';
+import type { QueueHub } from '../../queue/hub';
+import type { AuditService } from '../audit/service';
+import { EVENT_TYPES } from '../events/types';
+import type { Principal } from '../identity/principal';
+import { ATTEMPT_SORT, type CreateEndpointInput, type PatchEndpointInput } from './schemas';
+import { newSecret } from './signing';
+import * as store from './store';
+
+const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
+const KNOWN_TYPES = new Set<string>(EVENT_TYPES);
+
+/**
+ * Endpoint secrets, sealed at rest (AES-GCM under ENCRYPTION_KEYS) and bound to their workspace and
+ * endpoint, so a sealed value copied onto another row does not open. The previous secret of a rotation is
+ * sealed under the same binding.
+ */
+export function createEndpointSecrets(config: ConfigSection<'secrets'>) {
+  const sealer = createSealer(config.ENCRYPTION_KEYS);
+  const context = (tenantId: string, id: string) => `webhook-endpoint:${tenantId}:${id}:secret`;
+  return {
+    seal: (tenantId: string, id: string, secret: string) => sealer.seal(secret, context(tenantId, id)),
+    open: (tenantId: string, id: string, sealed: string) => sealer.open(sealed, context(tenantId, id)),
+  };
+}
+
+/** The read of an endpoint: never its secrets. */
+export const presentEndpoint = (e: WebhookEndpointRow) => ({
+  id: e.id,
+  url: e.url,
+  description: e.description,
+  event_types: e.event_types as (typeof EVENT_TYPES)[number][],
+  enabled: e.enabled,
+  disabled_reason: e.disabled_reason,
+  consecutive_failures: e.consecutive_failures,
+  previous_secret_expires_at: e.previous_secret_expires_at && e.previous_secret_expires_at.getTime() > Date.now() ? iso(e.previous_secret_expires_at) : null,
+  created_at: iso(e.created_at),
+  updated_at: iso(e.updated_at),
+});
+
+/**
+ * Webhook endpoints (issue 19): where a workspace's events are POSTed, signed per Standard Webhooks. This
+ * is management; sending is delivery.ts on the worker.
+ */
+export function createWebhookEndpointService(deps: { db: Db; config: ConfigSection<'outboundWebhooks' | 'secrets'>; audit: AuditService; queues: QueueHub }) {
+  const { db, config, audit, queues } = deps;
+  const secrets = createEndpointSecrets(config);
+
+  /** https only; http only to loopback, and only where the deployment says so (development). */
+  function checkUrl(raw: string): string {
+    const url = new URL(raw);
+    if (url.protocol === 'https:') return raw;
+    if (url.protocol === 'http:' && config.WEBHOOK_ALLOW_HTTP_LOOPBACK && LOOPBACK.has(url.hostname)) return raw;
+    throw refuse(
+      'endpoint_url_refused',
+      config.WEBHOOK_ALLOW_HTTP_LOOPBACK ? 'The endpoint URL must be https:// (http:// is allowed only for 127.0.0.1, ::1 and localhost).' : 'The endpoint URL must be https://.',
+    );
+  }
+
+  function checkTypes(types: string[]): string[] {
+    const unknown = types.filter((t) => !KNOWN_TYPES.has(t));
+    if (unknown.length > 0) throw refuse('event_type_unknown', `Unknown event type(s): ${unknown.slice(0, 5).join(', ')}; the types are ${EVENT_TYPES.join(', ')}.`);
+    return [...new Set(types)];
+  }
+
+  const wake = (tenantId: string, endpointId: string) => queues.enqueue('events.deliver', { tenant_id: tenantId, endpoint_id: endpointId });
+
+  async function locked(tx: Executor, actor: Principal, id: string) {
+    const row = await store.getEndpoint(tx, actor.tenantId, id, { lock: true });
+    if (!row) throw notFound('webhook endpoint');
+    return row;
+  }
+
+  return {
+    async create(actor: Principal, input: CreateEndpointInput) {
+      const url = checkUrl(input.url);
+      const types = checkTypes(input.event_types);
+      const id = newId();
+      const secret = newSecret();
+      const enabled = input.enabled ?? true;
+      const row = await db.transaction().execute(async (tx) => {
+        await store.startFanoutCursor(tx, actor.tenantId);
+        const created = await store.insertEndpoint(tx, actor.tenantId, { id, url, description: input.description ?? '', event_types: types, enabled, secret_sealed: secrets.seal(actor.tenantId, id, secret) });
+        await audit.record(tx, actor, 'endpoint.created', { type: 'webhook_endpoint', id }, { url, event_types: types, enabled });
+        return created;
+      });
+      return { ...presentEndpoint(row), secret };
+    },
+
+    list: async (actor: Principal) => ({ webhook_endpoints: (await store.listEndpoints(db, actor.tenantId)).map(presentEndpoint) }),
+
+    /** Enabling again clears the failure count and resumes what was pending; disabling is audited either way. */
+    async update(actor: Principal, id: string, patch: PatchEndpointInput) {
+      const url = patch.url === undefined ? undefined : checkUrl(patch.url);
+      const types = patch.event_types === undefined ? undefined : checkTypes(patch.event_types);
+      const { row, enabledNow } = await db.transaction().execute(async (tx) => {
+        const before = await locked(tx, actor, id);
+        const toggled = patch.enabled !== undefined && patch.enabled !== before.enabled;
+        const row = (await store.updateEndpoint(tx, actor.tenantId, id, {
+          ...(url !== undefined ? { url } : {}),
+          ...(types !== undefined ? { event_types: types } : {}),
+          ...(patch.description !== undefined ? { description: patch.description } : {}),
+          ...(toggled ? { enabled: patch.enabled!, disabled_reason: patch.enabled ? null : 'admin', consecutive_failures: 0 } : {}),
+        }))!;
+        const changed = Object.keys(patch).filter((k) => k !== 'enabled');
+        if (changed.length > 0) await audit.record(tx, actor, 'endpoint.updated', { type: 'webhook_endpoint', id }, { fields: changed, ...(url ? { url } : {}), ...(types ? { event_types: types } : {}) });
+        if (toggled) await audit.record(tx, actor, patch.enabled ? 'endpoint.enabled' : 'endpoint.disabled', { type: 'webhook_endpoint', id }, { reason: 'admin' });
+        return { row, enabledNow: toggled && patch.enabled === true };
+      });
+      if (enabledNow) await wake(actor.tenantId, id);
+      return presentEndpoint(row);
+    },
+
+    async remove(actor: Principal, id: string) {
+      await db.transaction().execute(async (tx) => {
+        const row = await locked(tx, actor, id);
+        await store.deleteEndpoint(tx, actor.tenantId, id);
+        await audit.record(tx, actor, 'endpoint.deleted', { type: 'webhook_endpoint', id }, { url: row.url });
+      });
+    },
+
+    /**
+     * A new secret, shown once. The one it replaces keeps signing beside it for WEBHOOK_SECRET_OVERLAP_SECONDS,
+     * so receivers can switch without losing a delivery; a second rotation within the overlap drops the oldest.
+     */
+    async rotateSecret(actor: Principal, id: string) {
+      const secret = newSecret();
+      const row = await db.transaction().execute(async (tx) => {
+        const before = await locked(tx, actor, id);
+        const overlap = config.WEBHOOK_SECRET_OVERLAP_SECONDS;
+        const row = (await store.updateEndpoint(tx, actor.tenantId, id, {
+          secret_sealed: secrets.seal(actor.tenantId, id, secret),
+          previous_secret_sealed: overlap > 0 ? before.secret_sealed : null,
+          previous_secret_expires_at: overlap > 0 ? new Date(Date.now() + overlap * 1000) : null,
+        }))!;
+        await audit.record(tx, actor, 'endpoint.secret_rotated', { type: 'webhook_endpoint', id }, { overlap_seconds: overlap });
+        return row;
+      });
+      return { ...presentEndpoint(row), secret };
+    },
+
+    async deliveries(actor: Principal, id: string, page: { limit: number; after?: Cursor }) {
+      if (!(await store.getEndpoint(db, actor.tenantId, id))) throw notFound('webhook endpoint');
+      const rows = await store.listAttempts(db, actor.tenantId, id, page);
+      return pageOf('deliveries', rows, page.limit, ATTEMPT_SORT, (a) => ({
+        id: a.id,
+        event_id: a.event_id,
+        event_type: a.event_type as (typeof EVENT_TYPES)[number],
+        attempt: a.attempt,
+        outcome: a.outcome,
+        status_code: a.status_code,
+        duration_ms: a.duration_ms,
+        error: a.error,
+        next_retry_at: a.next_retry_at ? iso(a.next_retry_at) : null,
+        created_at: iso(a.created_at),
+      }));
+    },
+
+    /** Queues the endpoint's events since a time again: the same event ids, new attempts. */
+    async replay(actor: Principal, id: string, since: string) {
+      const replayed = await db.transaction().execute(async (tx) => {
+        const row = await locked(tx, actor, id);
+        if (!row.enabled) throw refuse('endpoint_disabled', 'This endpoint is disabled; enable it (PATCH enabled: true) before replaying events to it.');
+        const n = await store.requeueSince(tx, actor.tenantId, id, new Date(since), row.event_types);
+        await audit.record(tx, actor, 'endpoint.replayed', { type: 'webhook_endpoint', id }, { since, events: n });
+        return n;
+      });
+      if (replayed > 0) await wake(actor.tenantId, id);
+      return { replayed };
+    },
+  };
+}
+
+export type WebhookEndpointService = ReturnType<typeof createWebhookEndpointService>;

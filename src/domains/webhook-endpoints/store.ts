@@ -1,0 +1,304 @@
+import { sql } from 'kysely';
+import type { Executor } from '../../db';
+import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
+import type { EventDeliveryRow, WebhookEndpointRow } from '../../db/types';
+import type { Cursor } from '../../lib/paging';
+
+// ---------------------------------------------------------------------------------------------- endpoints
+
+export interface EndpointInsert {
+  id: string;
+  url: string;
+  description: string;
+  event_types: string[];
+  enabled: boolean;
+  secret_sealed: string;
+}
+
+/** The endpoint starts after every event committed so far: it receives what happens from now on. */
+export async function insertEndpoint(db: Executor, tenantId: string, e: EndpointInsert): Promise<WebhookEndpointRow> {
+  return db
+    .insertInto('webhook_endpoints')
+    .values({
+      ...e,
+      tenant_id: tenantId,
+      disabled_reason: e.enabled ? null : 'admin',
+      starts_after: sql<string>`(SELECT coalesce(max(position), 0) FROM events WHERE tenant_id = ${tenantId})`,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+export async function listEndpoints(db: Executor, tenantId: string): Promise<WebhookEndpointRow[]> {
+  return db.selectFrom('webhook_endpoints').selectAll().where('tenant_id', '=', tenantId).orderBy('created_at').orderBy('id').execute();
+}
+
+export async function getEndpoint(db: Executor, tenantId: string, id: string, opts: { lock?: boolean } = {}): Promise<WebhookEndpointRow | undefined> {
+  let q = db.selectFrom('webhook_endpoints').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id);
+  if (opts.lock) q = q.forUpdate();
+  return q.executeTakeFirst();
+}
+
+export interface EndpointPatch {
+  url?: string;
+  description?: string;
+  event_types?: string[];
+  enabled?: boolean;
+  disabled_reason?: 'admin' | 'failures' | null;
+  consecutive_failures?: number;
+  secret_sealed?: string;
+  previous_secret_sealed?: string | null;
+  previous_secret_expires_at?: Date | null;
+}
+
+export async function updateEndpoint(db: Executor, tenantId: string, id: string, patch: EndpointPatch): Promise<WebhookEndpointRow | undefined> {
+  return db
+    .updateTable('webhook_endpoints')
+    .set({ ...patch, updated_at: sql`now()` })
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function deleteEndpoint(db: Executor, tenantId: string, id: string): Promise<boolean> {
+  const r = await db.deleteFrom('webhook_endpoints').where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+  return Number(r.numDeletedRows) > 0;
+}
+
+/** A failed event: one more in a row; returns the endpoint as it now stands. */
+export async function countFailure(db: Executor, tenantId: string, id: string): Promise<WebhookEndpointRow | undefined> {
+  return db
+    .updateTable('webhook_endpoints')
+    .set({ consecutive_failures: sql`consecutive_failures + 1` })
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+/** A delivered event ends a run of failures (written only when there was one, to spare the row). */
+export async function resetFailures(db: Executor, tenantId: string, id: string): Promise<void> {
+  await db.updateTable('webhook_endpoints').set({ consecutive_failures: 0 }).where('tenant_id', '=', tenantId).where('id', '=', id).where('consecutive_failures', '>', 0).execute();
+}
+
+// ------------------------------------------------------------------------------------------------ fan-out
+
+/**
+ * With the workspace's first endpoint the cursor starts at the log's end, so fan-out never walks history
+ * no endpoint can receive (each endpoint's `starts_after` holds the same bound).
+ */
+export async function startFanoutCursor(db: Executor, tenantId: string): Promise<void> {
+  await db
+    .insertInto('event_fanout_cursors')
+    .values({ tenant_id: tenantId, position: sql<string>`(SELECT coalesce(max(position), 0) FROM events WHERE tenant_id = ${tenantId})` })
+    .onConflict((oc) => oc.column('tenant_id').doNothing())
+    .execute();
+}
+
+/**
+ * The workspace's fan-out cursor, locked for this transaction (from the log's start when it has none yet);
+ * undefined when another fan-out of the workspace holds it (it is not waited for: a waiting job would hold
+ * a pooled connection doing nothing).
+ */
+export async function lockFanoutCursor(db: Executor, tenantId: string): Promise<string | undefined> {
+  await db.insertInto('event_fanout_cursors').values({ tenant_id: tenantId, position: '0' }).onConflict((oc) => oc.column('tenant_id').doNothing()).execute();
+  const row = await db.selectFrom('event_fanout_cursors').select('position').where('tenant_id', '=', tenantId).forUpdate().skipLocked().executeTakeFirst();
+  return row ? String(row.position) : undefined;
+}
+
+export async function advanceFanoutCursor(db: Executor, tenantId: string, position: string): Promise<void> {
+  await db
+    .updateTable('event_fanout_cursors')
+    .set({ position: sql<string>`greatest(position, ${position}::bigint)` })
+    .where('tenant_id', '=', tenantId)
+    .execute();
+}
+
+/** The log's last committed position (where fan-out skips to when no endpoint is enabled). */
+export async function lastPosition(db: Executor, tenantId: string): Promise<string> {
+  const r = await db.selectFrom('events').select(sql<string>`coalesce(max(position), 0)::text`.as('p')).where('tenant_id', '=', tenantId).executeTakeFirstOrThrow();
+  return r.p;
+}
+
+/** Committed events past the cursor, in commit order. */
+export async function eventsAfter(db: Executor, tenantId: string, position: string, limit: number) {
+  return db
+    .selectFrom('events')
+    .select(['id', 'type', 'ticket_id', sql<string>`position::text`.as('position')])
+    .where('tenant_id', '=', tenantId)
+    .where('position', '>', sql<string>`${position}::bigint`)
+    .orderBy('position')
+    .limit(limit)
+    .execute();
+}
+
+/** The enabled endpoints events are fanned out to. */
+export async function enabledEndpoints(db: Executor, tenantId: string) {
+  return db.selectFrom('webhook_endpoints').select(['id', 'event_types', 'starts_after']).where('tenant_id', '=', tenantId).where('enabled', '=', true).execute();
+}
+
+export interface DeliveryInsert {
+  id: string;
+  endpoint_id: string;
+  event_id: string;
+  event_type: string;
+  position: string;
+  ordering_key: string;
+}
+
+/** New deliveries; one that exists already (a repeated fan-out) is left as it is. Returns each new row's endpoint. */
+export async function insertDeliveries(db: Executor, tenantId: string, rows: DeliveryInsert[]): Promise<string[]> {
+  if (rows.length === 0) return [];
+  const inserted = await db
+    .insertInto('event_deliveries')
+    .values(rows.map((r) => ({ ...r, tenant_id: tenantId })))
+    .onConflict((oc) => oc.columns(['tenant_id', 'endpoint_id', 'event_id']).doNothing())
+    .returning('endpoint_id')
+    .execute();
+  return inserted.map((r) => r.endpoint_id);
+}
+
+/**
+ * Replay: the endpoint's events of its types that committed since `since` are (re)queued. A delivered or
+ * failed delivery goes back to pending with a fresh retry window (same row, same event id); one still
+ * pending is left alone.
+ */
+export async function requeueSince(db: Executor, tenantId: string, endpointId: string, since: Date, eventTypes: string[]): Promise<number> {
+  const r = await sql<{ n: number }>`
+    WITH upserted AS (
+      INSERT INTO event_deliveries (tenant_id, id, endpoint_id, event_id, event_type, position, ordering_key)
+      SELECT e.tenant_id, gen_random_uuid(), ${endpointId}::uuid, e.id, e.type, e.position,
+             CASE WHEN e.ticket_id IS NULL THEN 'event:' || e.id::text ELSE 'ticket:' || e.ticket_id::text END
+      FROM events e
+      WHERE e.tenant_id = ${tenantId} AND e.position IS NOT NULL AND e.occurred_at >= ${since}
+        AND e.type = ANY(${eventTypes}::text[])
+      ON CONFLICT (tenant_id, endpoint_id, event_id) DO UPDATE
+        SET status = 'pending', next_attempt_at = now(), window_started_at = now(), updated_at = now()
+        WHERE event_deliveries.status <> 'pending'
+      RETURNING 1
+    )
+    SELECT count(*)::int AS n FROM upserted`.execute(db);
+  return r.rows[0]?.n ?? 0;
+}
+
+// ------------------------------------------------------------------------------------------------ sending
+
+/** Deliveries of the endpoint in flight now (leased, lease not expired). */
+export async function inFlight(db: Executor, tenantId: string, endpointId: string): Promise<number> {
+  const r = await db
+    .selectFrom('event_deliveries')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('tenant_id', '=', tenantId)
+    .where('endpoint_id', '=', endpointId)
+    .where('status', '=', 'pending')
+    .where('lease_until', '>', sql<Date>`now()`)
+    .executeTakeFirstOrThrow();
+  return Number(r.n);
+}
+
+/**
+ * Leases the oldest due delivery that heads its ordering key (no older pending delivery of the same ticket,
+ * which may be waiting for a retry or in flight) and is not in flight. Returns it with its attempt number.
+ */
+export async function claimHead(db: Executor, tenantId: string, endpointId: string, leaseMs: number): Promise<EventDeliveryRow | undefined> {
+  const r = await sql<EventDeliveryRow>`
+    UPDATE event_deliveries SET lease_until = now() + ${leaseMs} * interval '1 millisecond', attempts = attempts + 1, updated_at = now()
+    WHERE tenant_id = ${tenantId} AND id = (
+      SELECT d.id FROM event_deliveries d
+      WHERE d.tenant_id = ${tenantId} AND d.endpoint_id = ${endpointId} AND d.status = 'pending'
+        AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())
+        AND NOT EXISTS (
+          SELECT 1 FROM event_deliveries o
+          WHERE o.tenant_id = d.tenant_id AND o.endpoint_id = d.endpoint_id AND o.ordering_key = d.ordering_key
+            AND o.status = 'pending' AND o.position < d.position
+        )
+      ORDER BY d.position
+      LIMIT 1
+      FOR UPDATE SKIP LOCKED
+    )
+    RETURNING *`.execute(db);
+  return r.rows[0];
+}
+
+export interface AttemptInsert {
+  id: string;
+  endpoint_id: string;
+  delivery_id: string;
+  event_id: string;
+  event_type: string;
+  attempt: number;
+  outcome: 'delivered' | 'retrying' | 'failed';
+  status_code: number | null;
+  duration_ms: number;
+  error: string | null;
+  next_retry_at: Date | null;
+}
+
+export async function insertAttempt(db: Executor, tenantId: string, a: AttemptInsert): Promise<void> {
+  await db.insertInto('event_delivery_attempts').values({ ...a, tenant_id: tenantId }).execute();
+}
+
+/**
+ * Settles a leased delivery after its attempt: delivered, failed, or pending again at `nextAttemptAt`. Only
+ * the holder of this attempt's lease settles it (a stale worker whose lease was handed over changes nothing).
+ */
+export async function settleDelivery(
+  db: Executor,
+  tenantId: string,
+  id: string,
+  attempt: number,
+  outcome: { status: 'delivered' | 'failed' } | { status: 'pending'; nextAttemptAt: Date },
+): Promise<boolean> {
+  const r = await db
+    .updateTable('event_deliveries')
+    .set({ status: outcome.status, lease_until: null, updated_at: sql`now()`, ...(outcome.status === 'pending' ? { next_attempt_at: outcome.nextAttemptAt } : {}) })
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .where('attempts', '=', attempt)
+    .where('status', '=', 'pending')
+    .executeTakeFirst();
+  return Number(r.numUpdatedRows) > 0;
+}
+
+/** The event a delivery carries, as stored in the log. */
+export async function eventById(db: Executor, tenantId: string, id: string) {
+  return db.selectFrom('events').select(['id', 'type', 'occurred_at', 'tenant_id', 'data']).where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+}
+
+const ATTEMPT_PAGES: Keyset = { key: 'seq', kind: 'sequence', direction: 'desc' };
+
+/** An endpoint's attempts, newest first, one keyset page read with one extra row. */
+export async function listAttempts(db: Executor, tenantId: string, endpointId: string, page: { limit: number; after?: Cursor }) {
+  let q = db
+    .selectFrom('event_delivery_attempts')
+    .selectAll()
+    .select(pageKey(ATTEMPT_PAGES).as('page_key'))
+    .where('tenant_id', '=', tenantId)
+    .where('endpoint_id', '=', endpointId);
+  if (page.after) q = q.where(pastCursor(ATTEMPT_PAGES, page.after));
+  return q.orderBy('seq', 'desc').limit(page.limit + 1).execute();
+}
+
+// ------------------------------------------------------------------------------------------------ sweep
+
+/** Workspaces whose log has moved past their fan-out cursor and that have an enabled endpoint. */
+export async function crossTenantFanoutBehind(db: Executor): Promise<string[]> {
+  const r = await sql<{ tenant_id: string }>`
+    SELECT DISTINCT w.tenant_id FROM webhook_endpoints w
+    WHERE w.enabled AND EXISTS (
+      SELECT 1 FROM events e
+      WHERE e.tenant_id = w.tenant_id AND e.position > coalesce((SELECT c.position FROM event_fanout_cursors c WHERE c.tenant_id = w.tenant_id), 0)
+    )`.execute(db);
+  return r.rows.map((x) => x.tenant_id);
+}
+
+/** Enabled endpoints with a delivery that is due and not in flight (a lost wake-up, an expired lease). */
+export async function crossTenantEndpointsDue(db: Executor): Promise<{ tenant_id: string; endpoint_id: string }[]> {
+  const r = await sql<{ tenant_id: string; endpoint_id: string }>`
+    SELECT DISTINCT d.tenant_id, d.endpoint_id FROM event_deliveries d
+    JOIN webhook_endpoints w ON w.tenant_id = d.tenant_id AND w.id = d.endpoint_id AND w.enabled
+    WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())
+    LIMIT 10000`.execute(db);
+  return r.rows;
+}
