@@ -1,12 +1,8 @@
 import type { ChildProcess } from 'node:child_process';
 import { Job, UnrecoverableError } from 'bullmq';
 import { newId } from '../src/lib/ids';
-import { buildRegistry } from '../workers/registry';
+import { buildRegistry, defaultProcessorGroups } from '../workers/registry';
 import { maintenanceProcessors } from '../workers/processors/maintenance';
-import { ingestProcessors } from '../workers/processors/ingest';
-import { mailboxProcessors } from '../workers/processors/mailbox';
-import { webhookProcessors } from '../workers/processors/webhooks';
-import { rollupProcessors } from '../workers/processors/rollups';
 import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace } from './helpers/factories';
 import { spawnWorker, workerStarted } from './helpers/processes';
@@ -135,7 +131,7 @@ describe('the worker registry', () => {
   test('fails an invalid payload for good with UnrecoverableError, without calling the processor', async () => {
     let calls = 0;
     const counting = { ...maintenanceProcessors(ctx.services, ctx.config), 'audit.prune': async () => ++calls } as unknown as Group;
-    const registry = buildRegistry([counting, ingestProcessors(ctx.services, ctx.runtime.redis), mailboxProcessors(ctx.services), webhookProcessors(ctx.services, ctx.runtime.redis), rollupProcessors(ctx.services)]);
+    const registry = buildRegistry(defaultProcessorGroups(ctx.services, ctx.config, ctx.runtime.redis).map((g) => ('audit.prune' in g ? counting : g)));
     await expect(registry.run('audit.prune', { retention_days: 0 })).rejects.toBeInstanceOf(UnrecoverableError);
     await expect(registry.run('audit.prune', { retention_days: 'ten' })).rejects.toBeInstanceOf(UnrecoverableError);
     expect(calls).toBe(0);

@@ -54,7 +54,7 @@ test('SIGKILL of the worker mid-delivery: a new worker delivers the event, with 
 
     const second = worker();
     await workerStarted(second);
-    const log = ((await ctx.http.get('/v1/events').set(bearer(ws.ownerKey))).body.events as { id: string; type: string }[]).map((e) => e.id);
+    const log = ((await ctx.http.get('/v1/events?types=ticket.created,ticket.updated').set(bearer(ws.ownerKey))).body.events as { id: string; type: string }[]).map((e) => e.id);
     expect(log).toHaveLength(2);
     // Both events delivered: the interrupted one again (after its lease expired), then the ticket's next.
     await eventually(async () => (rx.received.length >= 3 ? true : undefined), 20_000, 'the redelivery and the next event', 50);
