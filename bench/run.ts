@@ -46,6 +46,7 @@ const BENCHES: BenchDef[] = [
   { name: 'webhooks', file: 'webhooks.ts', issue: 7, ports: [18091] },
   { name: 'rollups', file: 'rollups.ts', issue: 8, ports: [18095] },
   { name: 'paging', file: 'tickets-paging.ts', issue: 18, ports: [] },
+  { name: 'events', file: 'events.ts', issue: 19, ports: [18101] },
 ];
 /** Files in bench/ that are not benchmarks. */
 const HELPERS = new Set(['lib.ts', 'processes.ts', 'report.ts', 'run.ts', 'inline-ingest-server.ts']);

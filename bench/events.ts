@@ -1,0 +1,188 @@
+/**
+ * Outbound events under load (issue 19), with the real API and worker processes:
+ * 1. channel intake (SMS, distinct senders) with no webhook endpoint, then the same load with three endpoints
+ *    subscribed to every event type: one healthy, one slow (answers after 2 s), one failing half the time.
+ *    Target: intake throughput with endpoints within 10 % of without, in the same run.
+ * 2. 10,000 ticket changes (PATCH, 64 connections, over 200 tickets) with the three endpoints still there:
+ *    p50/p99 from the change (the event's occurred_at, taken in its transaction) to its arrival at the healthy
+ *    endpoint. Target: p99 < 1 s. Every change must reach the healthy endpoint exactly once.
+ *   npm run bench:events     BENCH_SECONDS (10), BENCH_CONNECTIONS (64), BENCH_CHANGES (10000)
+ */
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import autocannon from 'autocannon';
+import { loadConfig } from '../src/config';
+import { createDb, migrateToLatest } from '../src/db';
+import { createApiKeyService } from '../src/domains/api-keys/service';
+import { createAuditService } from '../src/domains/audit/service';
+import { createWorkspaceService } from '../src/domains/workspaces/service';
+import { benchEnv, freshDatabase, start, stop, type Env } from './processes';
+import { createReport } from './report';
+
+const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+const CHANGES = Number(process.env.BENCH_CHANGES ?? 10_000);
+const TICKETS = 200;
+const PORT = 18101;
+const report = createReport('events', {
+  title: 'Outbound events: intake with and without webhook endpoints, and commit-to-delivery latency',
+  settings: { connections: CONNECTIONS, seconds: DURATION, changes: CHANGES, tickets: TICKETS, endpoints: 'healthy, slow (2 s), failing half the time' },
+});
+
+/** A receiver on loopback: `answer` decides each response; arrivals of each webhook-id are recorded once. */
+async function receiver(answer: (n: number) => { status: number; delayMs?: number }) {
+  const arrivals = new Map<string, { at: number; type: string; occurredAt: number }>();
+  let n = 0;
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const at = Date.now();
+      n += 1;
+      const { status, delayMs } = answer(n);
+      const id = String(req.headers['webhook-id']);
+      if (status < 300 && !arrivals.has(id)) {
+        const event = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { type: string; occurred_at: string };
+        arrivals.set(id, { at, type: event.type, occurredAt: Date.parse(event.occurred_at) });
+      }
+      setTimeout(() => res.writeHead(status).end(), delayMs ?? 0);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    arrivals,
+    requests: () => n,
+    close: () => new Promise<void>((r) => server.close(() => r())),
+  };
+}
+
+const quantile = (xs: number[], q: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
+};
+
+async function main() {
+  const database = await freshDatabase('helpdesk_bench_events');
+  const env: Env = benchEnv(database.url, 'events', {
+    INGEST_RATE_POINTS: '10000000',
+    WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true',
+    PG_POOL_MAX: process.env.PG_POOL_MAX ?? '16',
+    WORKER_CONCURRENCY: process.env.WORKER_CONCURRENCY ?? '8',
+  });
+  const config = loadConfig(env);
+  const handle = createDb(config);
+  await migrateToLatest(handle.db);
+  const audit = createAuditService({ db: handle.db });
+  const workspaces = createWorkspaceService({ db: handle.db, audit, apiKeys: createApiKeyService({ db: handle.db, config, audit }) });
+  const ws = await workspaces.bootstrap({ workspace: 'Bench', ownerEmail: 'bench@bench.test', ownerName: 'Bench' });
+  const key = ws.api_key.secret;
+  await handle.db
+    .insertInto('channel_connections')
+    .values({ tenant_id: ws.tenant_id, channel: 'sms', display_name: 'SMS', enabled: true, config: '{}', inbound_token_hash: randomBytes(32) })
+    .execute();
+
+  const worker = await start('workers/index.ts', { ...env, LOG_LEVEL: 'info' }, /workers started/);
+  const api = await start('src/server.ts', { ...env, PORT: String(PORT) }, null, PORT);
+  const base = `http://127.0.0.1:${PORT}`;
+  const call = (method: string, path: string, body?: unknown) =>
+    fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
+
+  let distinct = 0;
+  const intake = async (tag: string, duration: number) => {
+    const r = await autocannon({
+      url: `${base}/v1/ingest/sms`,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      connections: CONNECTIONS,
+      duration,
+      requests: [
+        {
+          setupRequest: (req) => {
+            distinct += 1;
+            const payload = { MessageSid: `SM${tag}${randomBytes(14).toString('hex')}`, AccountSid: 'AC0', From: `+1555${tag}${String(distinct).padStart(8, '0')}`, To: '+15550000000', Body: `Hello ${distinct}`, NumMedia: '0' };
+            return { ...req, body: JSON.stringify({ tenant_id: ws.tenant_id, payload }) };
+          },
+        },
+      ],
+    });
+    console.log(`${`intake ${tag}`.padEnd(34)} ${r.requests.average.toFixed(0).padStart(6)} msgs/s   p50 ${String(r.latency.p50).padStart(4)} ms   p99 ${String(r.latency.p99).padStart(4)} ms   non-2xx ${r.non2xx}`);
+    return r;
+  };
+
+  console.log(`node ${process.version}, ${CONNECTIONS} connections, ${DURATION}s per intake case, ${CHANGES} ticket changes`);
+  await intake('warm', 2);
+  const without = await intake('without endpoints', DURATION);
+
+  const healthy = await receiver(() => ({ status: 200 }));
+  const slow = await receiver(() => ({ status: 200, delayMs: 2000 }));
+  const failing = await receiver((n) => ({ status: n % 2 === 0 ? 500 : 200 }));
+  const allTypes = ['ticket.created', 'ticket.updated', 'ticket.status_changed', 'ticket.assigned', 'message.created', 'customer.created'];
+  for (const rx of [healthy, slow, failing]) {
+    const res = await call('POST', '/v1/webhook-endpoints', { url: rx.url, event_types: allTypes });
+    if (res.status !== 201) throw new Error(`endpoint: ${res.status} ${await res.text()}`);
+  }
+  const withEndpoints = await intake('with 3 endpoints', DURATION);
+  const ratio = withEndpoints.requests.average / without.requests.average;
+  console.log(`intake with endpoints: ${ratio.toFixed(2)}× without (target ≥ 0.90)`);
+
+  // Ticket changes: TICKETS tickets, then CHANGES PATCHes spread over them.
+  const ids: string[] = [];
+  for (let i = 0; i < TICKETS; i++) {
+    const res = await call('POST', '/v1/tickets', { subject: `Bench ${i}`, description: 'bench', customer_email: `c${i}@bench.test` });
+    ids.push(((await res.json()) as { id: string }).id);
+  }
+  let n = 0;
+  const changed = await autocannon({
+    url: base,
+    connections: CONNECTIONS,
+    amount: CHANGES,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    requests: [
+      {
+        method: 'PATCH',
+        setupRequest: (req) => {
+          n += 1;
+          return { ...req, path: `/v1/tickets/${ids[n % TICKETS]}`, body: JSON.stringify({ tags: [`c${n}`] }) };
+        },
+      },
+    ],
+  });
+  console.log(`${'ticket changes (PATCH)'.padEnd(34)} ${changed.requests.average.toFixed(0).padStart(6)} req/s   p99 ${changed.latency.p99} ms   non-2xx ${changed.non2xx}`);
+  const updates = () => [...healthy.arrivals.values()].filter((a) => a.type === 'ticket.updated');
+  const deadline = Date.now() + 120_000;
+  while (updates().length < CHANGES - changed.non2xx && Date.now() < deadline) await new Promise((r) => setTimeout(r, 250));
+  const latencies = updates().map((a) => a.at - a.occurredAt);
+  const p50 = quantile(latencies, 0.5);
+  const p99 = quantile(latencies, 0.99);
+  const delivered = updates().length;
+  console.log(`healthy endpoint: ${delivered}/${CHANGES - changed.non2xx} changes delivered; commit to delivery p50 ${p50} ms, p99 ${p99} ms (target < 1000 ms)`);
+  console.log(`slow endpoint: ${slow.arrivals.size} events so far; failing endpoint: ${failing.arrivals.size} events accepted of ${failing.requests()} requests`);
+
+  const intakeMet = ratio >= 0.9;
+  const latencyMet = p99 < 1000 && delivered === CHANGES - changed.non2xx;
+  console.log(`${intakeMet ? 'PASS' : 'MISS'}: intake with endpoints within 10 % of without (${ratio.toFixed(2)}×)`);
+  console.log(`${latencyMet ? 'PASS' : 'MISS'}: healthy endpoint p99 < 1 s with every change delivered (${p99} ms, ${delivered})`);
+  report.figure({ name: 'intake with three endpoints: throughput', value: withEndpoints.requests.average, unit: 'msgs/s', baseline: without.requests.average, target: 'within 10 % of intake without endpoints (issue 19)', met: intakeMet });
+  report.figure({ name: 'intake without endpoints: p99', value: without.latency.p99, unit: 'ms' });
+  report.figure({ name: 'intake with three endpoints: p99', value: withEndpoints.latency.p99, unit: 'ms', baseline: without.latency.p99 });
+  report.figure({ name: 'ticket changes: throughput', value: changed.requests.average, unit: 'req/s' });
+  report.figure({ name: 'healthy endpoint: commit to delivery p50', value: p50, unit: 'ms' });
+  report.figure({ name: 'healthy endpoint: commit to delivery p99', value: p99, unit: 'ms', target: '< 1 s (issue 19)', met: latencyMet });
+  report.figure({ name: 'healthy endpoint: changes delivered', value: delivered, unit: 'events', target: `every change once (${CHANGES - changed.non2xx})`, met: delivered === CHANGES - changed.non2xx });
+
+  await stop(api);
+  await stop(worker);
+  for (const rx of [healthy, slow, failing]) await rx.close();
+  await handle.close();
+  await database.drop();
+}
+
+main().then(
+  () => process.exit(0),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);
