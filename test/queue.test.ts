@@ -7,6 +7,7 @@ import { ingestProcessors } from '../workers/processors/ingest';
 import { mailboxProcessors } from '../workers/processors/mailbox';
 import { webhookProcessors } from '../workers/processors/webhooks';
 import { rollupProcessors } from '../workers/processors/rollups';
+import { eventProcessors } from '../workers/processors/events';
 import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace } from './helpers/factories';
 import { spawnWorker, workerStarted } from './helpers/processes';
@@ -135,7 +136,7 @@ describe('the worker registry', () => {
   test('fails an invalid payload for good with UnrecoverableError, without calling the processor', async () => {
     let calls = 0;
     const counting = { ...maintenanceProcessors(ctx.services, ctx.config), 'audit.prune': async () => ++calls } as unknown as Group;
-    const registry = buildRegistry([counting, ingestProcessors(ctx.services, ctx.runtime.redis), mailboxProcessors(ctx.services), webhookProcessors(ctx.services, ctx.runtime.redis), rollupProcessors(ctx.services)]);
+    const registry = buildRegistry([counting, ingestProcessors(ctx.services, ctx.runtime.redis), mailboxProcessors(ctx.services), webhookProcessors(ctx.services, ctx.runtime.redis), rollupProcessors(ctx.services), eventProcessors(ctx.services)]);
     await expect(registry.run('audit.prune', { retention_days: 0 })).rejects.toBeInstanceOf(UnrecoverableError);
     await expect(registry.run('audit.prune', { retention_days: 'ten' })).rejects.toBeInstanceOf(UnrecoverableError);
     expect(calls).toBe(0);
