@@ -252,6 +252,8 @@ test('replay sends the endpoint\'s events since a time again: same ids, new atte
   await createTicket(ctx, w);
   await createTicket(ctx, w);
   await until(() => (rx.received.length === 2 ? true : undefined), 'both events');
+  // Replay leaves a delivery still pending alone: wait until both are recorded as delivered.
+  await eventually(async () => ((await attempts(w, ep.id)).filter((a) => a.outcome === 'delivered').length === 2 ? true : undefined), 5000, 'both settled');
   const res = await ctx.http.post(`/v1/webhook-endpoints/${ep.id}/replay`).set(bearer(w.ownerKey)).send({ since }).expect(202);
   expect(res.body).toEqual({ replayed: 2 });
   await until(() => (rx.received.length === 4 ? true : undefined), 'both again');
