@@ -6,6 +6,7 @@
  */
 import type { Executor } from '../src/db';
 import type { EventActor } from '../src/domains/tickets/commands';
+import { addressAllowed } from '../src/domains/webhook-endpoints/transport';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { createTicket } from './helpers/tickets';
@@ -348,5 +349,41 @@ describe('an endpoint failing event after event', () => {
     await createTicket(c, w);
     await sleep(700);
     expect(rx.received.length).toBe(before);
+  });
+});
+
+describe('the address guard (no loopback, no private networks: the default)', () => {
+  let c: TestContext;
+  beforeAll(async () => {
+    c = await startTestApp({ env: { ...FAST, WEBHOOK_ALLOW_HTTP_LOOPBACK: 'false', WEBHOOK_RETRY_HOURS: String(1 / 3600) } });
+    await c.startWorkers();
+  });
+  afterAll(async () => {
+    await c?.close();
+  });
+
+  test('a name that resolves to loopback is refused at send, before connecting; the attempt says why', async () => {
+    const w = await createWorkspace(c);
+    const rx = await receiver();
+    const port = new URL(rx.url).port;
+    const res = await c.http.post('/v1/webhook-endpoints').set(bearer(w.ownerKey)).send({ url: `https://localhost:${port}/hooks`, event_types: ['ticket.created'] }).expect(201);
+    await createTicket(c, w);
+    const list = await eventually(async () => {
+      const r = await c.http.get(`/v1/webhook-endpoints/${res.body.id}/deliveries`).set(bearer(w.ownerKey));
+      return (r.body.deliveries as Attempt[]).length > 0 ? (r.body.deliveries as Attempt[]) : undefined;
+    }, 10_000, 'an attempt');
+    expect(list[list.length - 1]).toMatchObject({ status_code: null, error: 'the endpoint resolves to a private or loopback address, which this deployment does not allow' });
+    expect(rx.received).toHaveLength(0);
+  });
+
+  test('which addresses the guard lets through', () => {
+    const strict = { allowLoopback: false, allowPrivate: false };
+    for (const a of ['127.0.0.1', '127.5.6.7', '::1', '10.0.0.1', '172.16.5.4', '192.168.0.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', 'fd12::1', 'fe80::1', '::ffff:10.0.0.1', '::ffff:127.0.0.1', '::']) {
+      expect([a, addressAllowed(a, strict)]).toEqual([a, false]);
+    }
+    for (const a of ['93.184.216.34', '1.1.1.1', '2606:4700:4700::1111', '172.32.0.1']) expect([a, addressAllowed(a, strict)]).toEqual([a, true]);
+    expect(addressAllowed('127.0.0.1', { allowLoopback: true, allowPrivate: false })).toBe(true);
+    expect(addressAllowed('10.0.0.1', { allowLoopback: true, allowPrivate: false })).toBe(false);
+    expect(addressAllowed('10.0.0.1', { allowLoopback: false, allowPrivate: true })).toBe(true);
   });
 });
