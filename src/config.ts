@@ -118,6 +118,8 @@ const schema = z
     TRUST_PROXY: bool.default(false),
     // Outbound webhooks (issue 19). http:// endpoints are refused unless this is on and the host is loopback.
     WEBHOOK_ALLOW_HTTP_LOOPBACK: bool.default(false),
+    // Outbound webhooks to private networks (10/8, 192.168/16, link-local, fc00::/7 …) are refused unless set.
+    WEBHOOK_ALLOW_PRIVATE_NETWORKS: bool.default(false),
     WEBHOOK_SECRET_OVERLAP_SECONDS: int(0, 30 * 86400).default(86400),
     WEBHOOK_DELIVERY_TIMEOUT_MS: int(100, 120000).default(10000),
     // Hours a delivery is retried before it is marked failed; fractional so tests can use seconds.
@@ -215,6 +217,7 @@ export const CONFIG_SECTIONS = {
   ops: ['OPS_USER', 'OPS_PASSWORD'],
   outboundWebhooks: [
     'WEBHOOK_ALLOW_HTTP_LOOPBACK',
+    'WEBHOOK_ALLOW_PRIVATE_NETWORKS',
     'WEBHOOK_SECRET_OVERLAP_SECONDS',
     'WEBHOOK_DELIVERY_TIMEOUT_MS',
     'WEBHOOK_RETRY_HOURS',

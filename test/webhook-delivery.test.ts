@@ -6,6 +6,7 @@
  */
 import type { Executor } from '../src/db';
 import type { EventActor } from '../src/domains/tickets/commands';
+import { addressAllowed } from '../src/domains/webhook-endpoints/transport';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { createTicket } from './helpers/tickets';
@@ -98,6 +99,19 @@ test('a receiver answering 500 twice then 200 gets the event three times with th
   expect(list[1]!.next_retry_at).toEqual(expect.any(String));
   expect(list[0]!.next_retry_at).toBeNull();
   for (const a of list) expect(a.duration_ms).toBeGreaterThanOrEqual(0);
+  // The list pages with a cursor like every other list.
+  const paged: Attempt[] = [];
+  let after: string | null = null;
+  do {
+    const page: { body: { deliveries: Attempt[]; next_cursor: string | null } } = await ctx.http
+      .get(`/v1/webhook-endpoints/${ep.id}/deliveries?limit=2${after ? `&after=${after}` : ''}`)
+      .set(bearer(w.ownerKey))
+      .expect(200);
+    paged.push(...page.body.deliveries);
+    after = page.body.next_cursor;
+  } while (after);
+  expect(paged).toEqual(list);
+  expect((await ctx.http.get(`/v1/webhook-endpoints/${ep.id}/deliveries?after=bogus`).set(bearer(w.ownerKey))).status).toBe(400);
 });
 
 test('a receiver that does not answer within WEBHOOK_DELIVERY_TIMEOUT_MS counts as a failure and is retried', async () => {
@@ -253,6 +267,8 @@ test('replay sends the endpoint\'s events since a time again: same ids, new atte
   await createTicket(ctx, w);
   await createTicket(ctx, w);
   await until(() => (rx.received.length === 2 ? true : undefined), 'both events');
+  // Replay leaves a delivery still pending alone: wait until both are recorded as delivered.
+  await eventually(async () => ((await attempts(w, ep.id)).filter((a) => a.outcome === 'delivered').length === 2 ? true : undefined), 5000, 'both settled');
   const res = await ctx.http.post(`/v1/webhook-endpoints/${ep.id}/replay`).set(bearer(w.ownerKey)).send({ since }).expect(202);
   expect(res.body).toEqual({ replayed: 2 });
   await until(() => (rx.received.length === 4 ? true : undefined), 'both again');
@@ -273,6 +289,33 @@ test('nothing of a secret reaches a log line', async () => {
     expect(ctx.logs.text).not.toContain(key.slice(0, 16));
     expect(ctx.logs.text).not.toContain(Buffer.from(key, 'base64').toString('hex').slice(0, 16));
   }
+});
+
+test('a disabled endpoint sends nothing; enabled again, it delivers what was pending and what comes next', async () => {
+  const w = await createWorkspace(ctx);
+  let accept = false;
+  const rx = await receiver(() => (accept ? 200 : 500));
+  const ep = await endpoint(ctx, w, rx.url, ['ticket.created']);
+  await createTicket(ctx, w);
+  await until(() => (rx.received.length >= 1 ? true : undefined), 'the first refused try');
+  await ctx.http.patch(`/v1/webhook-endpoints/${ep.id}`).set(bearer(w.ownerKey)).send({ enabled: false }).expect(200);
+  await sleep(400);
+  const whileDisabled = rx.received.length;
+  await createTicket(ctx, w);
+  await sleep(600);
+  // At most a request already in flight when it was disabled.
+  expect(rx.received.length).toBeLessThanOrEqual(whileDisabled + 1);
+  accept = true;
+  await ctx.http.patch(`/v1/webhook-endpoints/${ep.id}`).set(bearer(w.ownerKey)).send({ enabled: true }).expect(200);
+  const t3 = (await createTicket(ctx, w)) as { id: string };
+  await until(() => (rx.received.some((r) => ticketOf(r) === t3.id) ? true : undefined), 'the event after enabling');
+  const log = ((await ctx.http.get('/v1/events?types=ticket.created').set(bearer(w.ownerKey))).body.events as { id: string }[]).map((e) => e.id);
+  const delivered = new Set(idsOf(rx.received));
+  // The first ticket's event (pending while disabled) and the third's arrive; the second's, committed while
+  // disabled, was never queued for it.
+  expect(delivered.has(log[0]!)).toBe(true);
+  expect(delivered.has(log[2]!)).toBe(true);
+  expect(delivered.has(log[1]!)).toBe(false);
 });
 
 describe('an endpoint failing event after event', () => {
@@ -307,5 +350,41 @@ describe('an endpoint failing event after event', () => {
     await createTicket(c, w);
     await sleep(700);
     expect(rx.received.length).toBe(before);
+  });
+});
+
+describe('the address guard (no loopback, no private networks: the default)', () => {
+  let c: TestContext;
+  beforeAll(async () => {
+    c = await startTestApp({ env: { ...FAST, WEBHOOK_ALLOW_HTTP_LOOPBACK: 'false', WEBHOOK_RETRY_HOURS: String(1 / 3600) } });
+    await c.startWorkers();
+  });
+  afterAll(async () => {
+    await c?.close();
+  });
+
+  test('a name that resolves to loopback is refused at send, before connecting; the attempt says why', async () => {
+    const w = await createWorkspace(c);
+    const rx = await receiver();
+    const port = new URL(rx.url).port;
+    const res = await c.http.post('/v1/webhook-endpoints').set(bearer(w.ownerKey)).send({ url: `https://localhost:${port}/hooks`, event_types: ['ticket.created'] }).expect(201);
+    await createTicket(c, w);
+    const list = await eventually(async () => {
+      const r = await c.http.get(`/v1/webhook-endpoints/${res.body.id}/deliveries`).set(bearer(w.ownerKey));
+      return (r.body.deliveries as Attempt[]).length > 0 ? (r.body.deliveries as Attempt[]) : undefined;
+    }, 10_000, 'an attempt');
+    expect(list[list.length - 1]).toMatchObject({ status_code: null, error: 'the endpoint resolves to a private or loopback address, which this deployment does not allow' });
+    expect(rx.received).toHaveLength(0);
+  });
+
+  test('which addresses the guard lets through', () => {
+    const strict = { allowLoopback: false, allowPrivate: false };
+    for (const a of ['127.0.0.1', '127.5.6.7', '::1', '10.0.0.1', '172.16.5.4', '192.168.0.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', 'fd12::1', 'fe80::1', '::ffff:10.0.0.1', '::ffff:127.0.0.1', '::']) {
+      expect([a, addressAllowed(a, strict)]).toEqual([a, false]);
+    }
+    for (const a of ['93.184.216.34', '1.1.1.1', '2606:4700:4700::1111', '172.32.0.1']) expect([a, addressAllowed(a, strict)]).toEqual([a, true]);
+    expect(addressAllowed('127.0.0.1', { allowLoopback: true, allowPrivate: false })).toBe(true);
+    expect(addressAllowed('10.0.0.1', { allowLoopback: true, allowPrivate: false })).toBe(false);
+    expect(addressAllowed('10.0.0.1', { allowLoopback: false, allowPrivate: true })).toBe(true);
   });
 });

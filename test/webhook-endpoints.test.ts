@@ -60,6 +60,12 @@ test('the URL must be https; http is refused unless it is loopback and WEBHOOK_A
     const res = await strict.http.post('/v1/webhook-endpoints').set(bearer(w.ownerKey)).send({ ...valid, url: 'http://127.0.0.1:9/x' });
     expect(res.status).toBe(422);
     expect(res.body).toMatchObject({ code: 'endpoint_url_refused', detail: 'The endpoint URL must be https://.' });
+    // Nor private, loopback or link-local addresses over https (names are checked when they resolve, at send).
+    for (const url of ['https://127.0.0.1/x', 'https://10.1.2.3/x', 'https://169.254.169.254/latest', 'https://[::1]/x', 'https://[fd00::1]/x', 'https://[::ffff:192.168.1.1]/x']) {
+      const refused = await strict.http.post('/v1/webhook-endpoints').set(bearer(w.ownerKey)).send({ ...valid, url });
+      expect([url, refused.status, refused.body.code]).toEqual([url, 422, 'endpoint_url_refused']);
+    }
+    expect((await strict.http.post('/v1/webhook-endpoints').set(bearer(w.ownerKey)).send({ ...valid, url: 'https://93.184.216.34/x' })).status).toBe(201);
   } finally {
     await strict.close();
   }

@@ -8,6 +8,7 @@ import type { QueueHub } from '../../queue/hub';
 import type { AuditService } from '../audit/service';
 import { createEndpointSecrets } from './service';
 import { signedHeaders } from './signing';
+import { postJson, type AddressPolicy } from './transport';
 import * as store from './store';
 
 /** Events fanned out per transaction: bounded, so one burst never holds the cursor lock for long. */
@@ -37,9 +38,10 @@ export function backoffMs(attempt: number, baseMs: number, random: () => number 
 
 /** What went wrong, without the URL (it may carry the receiver's own token) and bounded in size. */
 function describe(err: unknown, timeoutMs: number): string {
-  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return `no answer within ${timeoutMs} ms`;
-  const code = e?.cause?.code;
+  const e = err as { name?: string; code?: string; cause?: { code?: string } };
+  if (e?.name === 'TimeoutError') return `no answer within ${timeoutMs} ms`;
+  const code = e?.code ?? e?.cause?.code;
+  if (code === 'EADDRNOTALLOWED') return 'the endpoint resolves to a private or loopback address, which this deployment does not allow';
   if (code === 'ECONNREFUSED') return 'connection refused';
   if (code === 'ECONNRESET') return 'connection reset';
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host not found';
@@ -69,6 +71,7 @@ export function createWebhookDelivery(deps: {
   const { db, config, audit, queues, logger, present } = deps;
   const secrets = createEndpointSecrets(config);
   const leaseMs = config.WEBHOOK_DELIVERY_TIMEOUT_MS + LEASE_MARGIN_MS;
+  const policy: AddressPolicy = { allowLoopback: config.WEBHOOK_ALLOW_HTTP_LOOPBACK, allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS };
 
   const wake = (tenantId: string, endpointId: string, dueAt?: number) =>
     queues.enqueue('events.deliver', { tenant_id: tenantId, endpoint_id: endpointId }, dueAt === undefined ? {} : { dueAt });
@@ -90,17 +93,8 @@ export function createWebhookDelivery(deps: {
     let status: number | null = null;
     let error: string | null = null;
     try {
-      const res = await fetch(ep.url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'user-agent': 'helpdesk-webhooks/1', ...headers },
-        body,
-        // A redirect is not a delivery: the receiver must answer at the URL it registered.
-        redirect: 'manual',
-        signal: AbortSignal.timeout(config.WEBHOOK_DELIVERY_TIMEOUT_MS),
-      });
-      status = res.status;
-      // The receiver's body is not read: its status is the whole answer.
-      await res.body?.cancel().catch(() => {});
+      // A redirect (3xx) is not a delivery: the receiver must answer at the URL it registered.
+      status = await postJson(ep.url, { 'content-type': 'application/json', 'user-agent': 'helpdesk-webhooks/1', ...headers }, body, config.WEBHOOK_DELIVERY_TIMEOUT_MS, policy);
     } catch (err) {
       error = describe(err, config.WEBHOOK_DELIVERY_TIMEOUT_MS);
     }

@@ -12,6 +12,7 @@ import { EVENT_TYPES } from '../events/types';
 import type { Principal } from '../identity/principal';
 import { ATTEMPT_SORT, type CreateEndpointInput, type PatchEndpointInput } from './schemas';
 import { newSecret } from './signing';
+import { literalRefused } from './transport';
 import * as store from './store';
 
 const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
@@ -56,12 +57,18 @@ export function createWebhookEndpointService(deps: { db: Db; config: ConfigSecti
   /** https only; http only to loopback, and only where the deployment says so (development). */
   function checkUrl(raw: string): string {
     const url = new URL(raw);
-    if (url.protocol === 'https:') return raw;
-    if (url.protocol === 'http:' && config.WEBHOOK_ALLOW_HTTP_LOOPBACK && LOOPBACK.has(url.hostname)) return raw;
-    throw refuse(
-      'endpoint_url_refused',
-      config.WEBHOOK_ALLOW_HTTP_LOOPBACK ? 'The endpoint URL must be https:// (http:// is allowed only for 127.0.0.1, ::1 and localhost).' : 'The endpoint URL must be https://.',
-    );
+    const loopbackHttp = url.protocol === 'http:' && config.WEBHOOK_ALLOW_HTTP_LOOPBACK && LOOPBACK.has(url.hostname);
+    if (url.protocol !== 'https:' && !loopbackHttp) {
+      throw refuse(
+        'endpoint_url_refused',
+        config.WEBHOOK_ALLOW_HTTP_LOOPBACK ? 'The endpoint URL must be https:// (http:// is allowed only for 127.0.0.1, ::1 and localhost).' : 'The endpoint URL must be https://.',
+      );
+    }
+    // Names are checked when they resolve, at every send (transport.ts); an IP literal can be judged now.
+    if (literalRefused(url, { allowLoopback: config.WEBHOOK_ALLOW_HTTP_LOOPBACK, allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS })) {
+      throw refuse('endpoint_url_refused', 'The endpoint URL names a private, loopback or link-local address, which this deployment does not deliver to.');
+    }
+    return raw;
   }
 
   function checkTypes(types: string[]): string[] {

@@ -1,0 +1,111 @@
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
+
+/**
+ * The one HTTP request a webhook attempt is, guarded against server-side request forgery: an endpoint URL
+ * is an admin's input, and without a guard any workspace could make our workers POST to the cloud metadata
+ * service or an internal admin port, and read the status code back from the deliveries list. Every address
+ * a host resolves to is checked in the socket's own lookup (so a DNS answer cannot change between the check
+ * and the connection), and IP literals, which skip the lookup, are checked before it.
+ */
+
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+
+/** Private, link-local (cloud metadata), shared, unspecified, multicast and reserved ranges. */
+const INTERNAL = new BlockList();
+for (const [net, prefix] of [
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['224.0.0.0', 3],
+] as const) INTERNAL.addSubnet(net, prefix, 'ipv4');
+for (const [net, prefix] of [
+  ['::', 128],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['ff00::', 8],
+] as const) INTERNAL.addSubnet(net, prefix, 'ipv6');
+
+export interface AddressPolicy {
+  /** Loopback addresses may be reached (development, tests). */
+  allowLoopback: boolean;
+  /** Private networks may be reached (a deployment whose receivers are internal services). */
+  allowPrivate: boolean;
+}
+
+/** An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`) is judged as the IPv4 address it carries. */
+function unmapped(address: string): { address: string; family: 'ipv4' | 'ipv6' } {
+  const lower = address.toLowerCase();
+  if (lower.startsWith('::ffff:') && isIP(lower.slice(7)) === 4) return { address: lower.slice(7), family: 'ipv4' };
+  return { address: lower, family: isIP(lower) === 6 ? 'ipv6' : 'ipv4' };
+}
+
+export function addressAllowed(raw: string, policy: AddressPolicy): boolean {
+  const { address, family } = unmapped(raw);
+  if (LOOPBACK.check(address, family)) return policy.allowLoopback;
+  if (INTERNAL.check(address, family)) return policy.allowPrivate;
+  return true;
+}
+
+const refusedAddress = () => Object.assign(new Error('the endpoint resolves to an address that is not allowed'), { code: 'EADDRNOTALLOWED' });
+
+function guardedLookup(policy: AddressPolicy): LookupFunction {
+  return (hostname, options, callback) => {
+    dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) return callback(err, '', 4);
+      const list = addresses as unknown as LookupAddress[];
+      if (list.length === 0 || list.some((a) => !addressAllowed(a.address, policy))) return callback(refusedAddress(), '', 4);
+      if ((options as { all?: boolean }).all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
+      return callback(null, list[0]!.address, list[0]!.family);
+    });
+  };
+}
+
+/** URL hosts as written: `[::1]` → `::1`. */
+const bareHost = (hostname: string) => (hostname.startsWith('[') && hostname.endsWith(']') ? hostname.slice(1, -1) : hostname);
+
+/** For creation: an IP literal host that the policy refuses (names are checked when they are resolved, at send). */
+export function literalRefused(url: URL, policy: AddressPolicy): boolean {
+  const host = bareHost(url.hostname);
+  return isIP(host) !== 0 && !addressAllowed(host, policy);
+}
+
+/**
+ * POSTs `body` and resolves with the status code as soon as the answer's head arrives (its body is not
+ * read). Rejects on a network error, a refused address, or no answer within `timeoutMs` (a TimeoutError,
+ * the whole exchange including the lookup counted).
+ */
+export function postJson(rawUrl: string, headers: Record<string, string>, body: string, timeoutMs: number, policy: AddressPolicy): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(rawUrl);
+    if (literalRefused(url, policy)) return reject(refusedAddress());
+    const client = url.protocol === 'https:' ? https : http;
+    const req = client.request(url, {
+      method: 'POST',
+      headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+      lookup: guardedLookup(policy),
+      // One connection per attempt: a receiver's kept-alive socket is not worth an attempt's isolation.
+      agent: false,
+    });
+    const timer = setTimeout(() => req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { name: 'TimeoutError' })), timeoutMs);
+    req.on('response', (res) => {
+      clearTimeout(timer);
+      resolve(res.statusCode ?? 0);
+      res.destroy();
+    });
+    req.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    req.end(body);
+  });
+}
