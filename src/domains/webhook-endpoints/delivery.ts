@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import { listen, type Listener } from '../../db/notifications';
-import type { EventDeliveryRow, WebhookEndpointRow } from '../../db/types';
+import type { WebhookEndpointRow } from '../../db/types';
 import { newId } from '../../lib/ids';
 import type { QueueHub } from '../../queue/hub';
 import type { AuditService } from '../audit/service';
@@ -10,6 +10,7 @@ import { createEndpointSecrets } from './service';
 import { signedHeaders } from './signing';
 import { postJson, type AddressPolicy } from './transport';
 import * as store from './store';
+import type { ClaimedDelivery } from './store';
 
 /** Events fanned out per transaction: bounded, so one burst never holds the cursor lock for long. */
 const FANOUT_BATCH = 500;
@@ -103,57 +104,81 @@ export function createWebhookDelivery(deps: {
     return { ok, status, error, durationMs: Math.round(performance.now() - started) };
   }
 
-  /** Records the attempt and settles the delivery; a failed event counts toward disabling the endpoint. */
-  async function settle(d: EventDeliveryRow, r: { ok: boolean; status: number | null; error: string | null; durationMs: number }, countsAsFailure = true) {
-    const tenantId = d.tenant_id;
-    let nextAt: Date | null = null;
-    if (!r.ok) {
-      const at = Date.now() + backoffMs(d.attempts, config.WEBHOOK_RETRY_BASE_MS);
-      const deadline = d.window_started_at.getTime() + config.WEBHOOK_RETRY_HOURS * 3600 * 1000;
-      if (countsAsFailure && at <= deadline) nextAt = new Date(at);
-    }
-    const outcome = r.ok ? 'delivered' : nextAt ? 'retrying' : 'failed';
-    await db.transaction().execute(async (tx) => {
-      const settled = await store.settleDelivery(tx, tenantId, d.id, d.attempts, outcome === 'retrying' ? { status: 'pending', nextAttemptAt: nextAt! } : { status: outcome });
-      // Deleted endpoint, or the lease was handed over after it expired: the newer holder records its own.
-      if (!settled) return;
-      await store.insertAttempt(tx, tenantId, {
-        id: newId(),
-        endpoint_id: d.endpoint_id,
-        delivery_id: d.id,
-        event_id: d.event_id,
-        event_type: d.event_type,
-        attempt: d.attempts,
-        outcome,
-        status_code: r.status,
-        duration_ms: r.durationMs,
-        error: r.error,
-        next_retry_at: nextAt,
-      });
-      if (outcome === 'delivered') await store.resetFailures(tx, tenantId, d.endpoint_id);
-      if (outcome === 'failed' && countsAsFailure) {
-        const now = await store.countFailure(tx, tenantId, d.endpoint_id);
-        if (now?.enabled && now.consecutive_failures >= config.WEBHOOK_DISABLE_AFTER_FAILURES) {
-          await store.updateEndpoint(tx, tenantId, d.endpoint_id, { enabled: false, disabled_reason: 'failures' });
-          await audit.recordBySystem(tx, tenantId, 'endpoint.disabled', { type: 'webhook_endpoint', id: d.endpoint_id }, { reason: 'failures', consecutive_failures: now.consecutive_failures });
-          logger.warn({ tenant_id: tenantId, endpoint_id: d.endpoint_id, consecutive_failures: now.consecutive_failures }, 'webhook endpoint disabled after consecutive failed events');
+  type Outcome = { ok: boolean; status: number | null; error: string | null; durationMs: number; countsAsFailure?: boolean };
+
+  /**
+   * Records a round's attempts and settles its deliveries in one transaction (a handful of statements for
+   * the whole round, not per delivery): delivered, retried later with backoff, or failed after the retry
+   * window. Failed events count toward disabling the endpoint. Retries wake a sender when they fall due.
+   */
+  async function settle(tenantId: string, endpointId: string, round: { d: ClaimedDelivery; r: Outcome }[]) {
+    const now = Date.now();
+    const decided = round.map(({ d, r }) => {
+      let nextAt: Date | null = null;
+      const counts = r.countsAsFailure ?? true;
+      if (!r.ok && counts) {
+        const at = now + backoffMs(d.attempts, config.WEBHOOK_RETRY_BASE_MS);
+        if (at <= d.window_started_at.getTime() + config.WEBHOOK_RETRY_HOURS * 3600 * 1000) nextAt = new Date(at);
+      }
+      const outcome = r.ok ? ('delivered' as const) : nextAt ? ('retrying' as const) : ('failed' as const);
+      return { d, r, nextAt, outcome, counts };
+    });
+    const retryAt = await db.transaction().execute(async (tx) => {
+      const settled = await store.settleDeliveries(
+        tx,
+        tenantId,
+        decided.map((x) => ({ id: x.d.id, attempt: x.d.attempts, status: x.outcome === 'retrying' ? 'pending' : x.outcome, nextAttemptAt: x.nextAt })),
+      );
+      // Deleted endpoint, or a lease handed over after it expired: the newer holder records its own.
+      const mine = decided.filter((x) => settled.has(x.d.id));
+      await store.insertAttempts(
+        tx,
+        tenantId,
+        mine.map(({ d, r, nextAt, outcome }) => ({
+          id: newId(),
+          endpoint_id: d.endpoint_id,
+          delivery_id: d.id,
+          event_id: d.event_id,
+          event_type: d.event_type,
+          attempt: d.attempts,
+          outcome,
+          status_code: r.status,
+          duration_ms: r.durationMs,
+          error: r.error,
+          next_retry_at: nextAt,
+        })),
+      );
+      if (mine.some((x) => x.outcome === 'delivered')) await store.resetFailures(tx, tenantId, endpointId);
+      const failed = mine.filter((x) => x.outcome === 'failed' && x.counts).length;
+      if (failed > 0) {
+        const ep = await store.countFailures(tx, tenantId, endpointId, failed);
+        if (ep?.enabled && ep.consecutive_failures >= config.WEBHOOK_DISABLE_AFTER_FAILURES) {
+          await store.updateEndpoint(tx, tenantId, endpointId, { enabled: false, disabled_reason: 'failures' });
+          await audit.recordBySystem(tx, tenantId, 'endpoint.disabled', { type: 'webhook_endpoint', id: endpointId }, { reason: 'failures', consecutive_failures: ep.consecutive_failures });
+          logger.warn({ tenant_id: tenantId, endpoint_id: endpointId, consecutive_failures: ep.consecutive_failures }, 'webhook endpoint disabled after consecutive failed events');
         }
       }
+      const retries = mine.flatMap((x) => (x.nextAt ? [x.nextAt.getTime()] : []));
+      return retries.length > 0 ? Math.min(...retries) : undefined;
     });
-    if (nextAt) await wake(tenantId, d.endpoint_id, nextAt.getTime());
+    if (retryAt !== undefined) await wake(tenantId, endpointId, retryAt);
   }
 
-  /** Leases the endpoint's next due head, within its concurrency; undefined when there is none to take. */
+  /**
+   * Leases the endpoint's next round: as many due ticket heads as it has free slots, with their events.
+   * The endpoint's row lock makes the free-slot count and the lease one step for concurrent jobs.
+   */
   async function claim(tenantId: string, endpointId: string) {
     return db.transaction().execute(async (tx) => {
-      // The endpoint row lock makes the in-flight count and the lease one step for concurrent jobs.
       const ep = await store.getEndpoint(tx, tenantId, endpointId, { lock: true });
       if (!ep || !ep.enabled) return undefined;
-      if ((await store.inFlight(tx, tenantId, endpointId)) >= config.WEBHOOK_ENDPOINT_CONCURRENCY) return undefined;
-      const d = await store.claimHead(tx, tenantId, endpointId, leaseMs);
-      return d ? { ep, d } : undefined;
+      const round = await store.claimHeads(tx, tenantId, endpointId, leaseMs, config.WEBHOOK_ENDPOINT_CONCURRENCY);
+      return round.length > 0 ? { ep, round } : undefined;
     });
   }
+
+  /** Pruned by the log's retention before it could be delivered: nothing left to send, and not the receiver's fault. */
+  const PRUNED: Outcome = { ok: false, status: null, error: 'the event is no longer in the log', durationMs: 0, countsAsFailure: false };
 
   return {
     /** Fans the workspace's new events out to its endpoints; wakes a sender per endpoint given work. */
@@ -194,29 +219,25 @@ export function createWebhookDelivery(deps: {
           return { deliveries: total };
         }
         total += created.length;
-        // As many senders as the endpoint may run at once (no more than it got new deliveries).
-        const perEndpoint = new Map<string, number>();
-        for (const id of created) perEndpoint.set(id, (perEndpoint.get(id) ?? 0) + 1);
-        for (const [id, n] of perEndpoint) for (let i = 0; i < Math.min(n, config.WEBHOOK_ENDPOINT_CONCURRENCY); i++) await wake(tenantId, id);
+        // One sender per endpoint given work: a sender sends up to the endpoint's concurrency at once.
+        for (const id of new Set(created)) await wake(tenantId, id);
         if (!more) return { deliveries: total };
       }
     },
 
-    /** Sends the endpoint's due deliveries until none is left to take (or its share of the slot is used). */
+    /**
+     * Sends the endpoint's due deliveries in rounds (up to its concurrency at once, at most one per ticket
+     * per round) until none is left to take or the job's share of its slot is used.
+     */
     async deliver(tenantId: string, endpointId: string): Promise<{ sent: number }> {
       let sent = 0;
       while (sent < SENDS_PER_JOB) {
         const claimed = await claim(tenantId, endpointId);
         if (!claimed) return { sent };
-        const { ep, d } = claimed;
-        sent += 1;
-        const event = await store.eventById(db, tenantId, d.event_id);
-        if (!event) {
-          // Pruned by the log's retention before it could be delivered: nothing left to send, and not the receiver's fault.
-          await settle(d, { ok: false, status: null, error: 'the event is no longer in the log', durationMs: 0 }, false);
-          continue;
-        }
-        await settle(d, await post(ep, present(event) as Record<string, unknown> & { id: string }));
+        const { ep, round } = claimed;
+        sent += round.length;
+        const outcomes = await Promise.all(round.map((d) => (d.event ? post(ep, present(d.event) as Record<string, unknown> & { id: string }) : PRUNED)));
+        await settle(tenantId, endpointId, round.map((d, i) => ({ d, r: outcomes[i]! })));
       }
       await wake(tenantId, endpointId);
       return { sent };

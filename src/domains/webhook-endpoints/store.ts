@@ -66,11 +66,11 @@ export async function deleteEndpoint(db: Executor, tenantId: string, id: string)
   return Number(r.numDeletedRows) > 0;
 }
 
-/** A failed event: one more in a row; returns the endpoint as it now stands. */
-export async function countFailure(db: Executor, tenantId: string, id: string): Promise<WebhookEndpointRow | undefined> {
+/** Failed events: `n` more in a row; returns the endpoint as it now stands. */
+export async function countFailures(db: Executor, tenantId: string, id: string, n: number): Promise<WebhookEndpointRow | undefined> {
   return db
     .updateTable('webhook_endpoints')
-    .set({ consecutive_failures: sql`consecutive_failures + 1` })
+    .set({ consecutive_failures: sql`consecutive_failures + ${n}::int` })
     .where('tenant_id', '=', tenantId)
     .where('id', '=', id)
     .returningAll()
@@ -184,41 +184,47 @@ export async function requeueSince(db: Executor, tenantId: string, endpointId: s
 
 // ------------------------------------------------------------------------------------------------ sending
 
-/** Deliveries of the endpoint in flight now (leased, lease not expired). */
-export async function inFlight(db: Executor, tenantId: string, endpointId: string): Promise<number> {
-  const r = await db
-    .selectFrom('event_deliveries')
-    .select((eb) => eb.fn.countAll<number>().as('n'))
-    .where('tenant_id', '=', tenantId)
-    .where('endpoint_id', '=', endpointId)
-    .where('status', '=', 'pending')
-    .where('lease_until', '>', sql<Date>`now()`)
-    .executeTakeFirstOrThrow();
-  return Number(r.n);
-}
+/** A leased delivery with the event it carries (`event` is null when the log's retention pruned it first). */
+export type ClaimedDelivery = EventDeliveryRow & {
+  event: { id: string; type: string; occurred_at: Date; tenant_id: string; data: unknown } | null;
+};
 
 /**
- * Leases the oldest due delivery that heads its ordering key (no older pending delivery of the same ticket,
- * which may be waiting for a retry or in flight) and is not in flight. Returns it with its attempt number.
+ * Leases up to the endpoint's free slots (`concurrency` less the deliveries in flight) of due deliveries,
+ * oldest first, each the head of its ordering key (no older pending delivery of the same ticket, which may
+ * be waiting for a retry or in flight), so one batch never holds two of one ticket's events. Returns them
+ * with their attempt numbers and their events, in position order, in one statement. The caller holds the
+ * endpoint's row lock, so the free-slot count and the lease are one step for concurrent claimers.
  */
-export async function claimHead(db: Executor, tenantId: string, endpointId: string, leaseMs: number): Promise<EventDeliveryRow | undefined> {
-  const r = await sql<EventDeliveryRow>`
-    UPDATE event_deliveries SET lease_until = now() + ${leaseMs} * interval '1 millisecond', attempts = attempts + 1, updated_at = now()
-    WHERE tenant_id = ${tenantId} AND id = (
-      SELECT d.id FROM event_deliveries d
-      WHERE d.tenant_id = ${tenantId} AND d.endpoint_id = ${endpointId} AND d.status = 'pending'
-        AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())
-        AND NOT EXISTS (
-          SELECT 1 FROM event_deliveries o
-          WHERE o.tenant_id = d.tenant_id AND o.endpoint_id = d.endpoint_id AND o.ordering_key = d.ordering_key
-            AND o.status = 'pending' AND o.position < d.position
-        )
-      ORDER BY d.position
-      LIMIT 1
-      FOR UPDATE SKIP LOCKED
+export async function claimHeads(db: Executor, tenantId: string, endpointId: string, leaseMs: number, concurrency: number): Promise<ClaimedDelivery[]> {
+  const r = await sql<EventDeliveryRow & { e_id: string | null; e_type: string; e_occurred_at: Date; e_data: unknown }>`
+    WITH claimed AS (
+      UPDATE event_deliveries SET lease_until = now() + ${leaseMs} * interval '1 millisecond', attempts = attempts + 1, updated_at = now()
+      WHERE tenant_id = ${tenantId} AND id IN (
+        SELECT d.id FROM event_deliveries d
+        WHERE d.tenant_id = ${tenantId} AND d.endpoint_id = ${endpointId} AND d.status = 'pending'
+          AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())
+          AND NOT EXISTS (
+            SELECT 1 FROM event_deliveries o
+            WHERE o.tenant_id = d.tenant_id AND o.endpoint_id = d.endpoint_id AND o.ordering_key = d.ordering_key
+              AND o.status = 'pending' AND o.position < d.position
+          )
+        ORDER BY d.position
+        LIMIT greatest(0, ${concurrency}::int - (
+          SELECT count(*) FROM event_deliveries f
+          WHERE f.tenant_id = ${tenantId} AND f.endpoint_id = ${endpointId} AND f.status = 'pending' AND f.lease_until > now()
+        ))
+        FOR UPDATE SKIP LOCKED
+      )
+      RETURNING *
     )
-    RETURNING *`.execute(db);
-  return r.rows[0];
+    SELECT c.*, e.id AS e_id, e.type AS e_type, e.occurred_at AS e_occurred_at, e.data AS e_data
+    FROM claimed c LEFT JOIN events e ON e.tenant_id = c.tenant_id AND e.id = c.event_id
+    ORDER BY c.position`.execute(db);
+  return r.rows.map(({ e_id, e_type, e_occurred_at, e_data, ...d }) => ({
+    ...d,
+    event: e_id === null ? null : { id: e_id, type: e_type, occurred_at: e_occurred_at, tenant_id: tenantId, data: e_data },
+  }));
 }
 
 export interface AttemptInsert {
@@ -235,35 +241,38 @@ export interface AttemptInsert {
   next_retry_at: Date | null;
 }
 
-export async function insertAttempt(db: Executor, tenantId: string, a: AttemptInsert): Promise<void> {
-  await db.insertInto('event_delivery_attempts').values({ ...a, tenant_id: tenantId }).execute();
+export async function insertAttempts(db: Executor, tenantId: string, rows: AttemptInsert[]): Promise<void> {
+  if (rows.length === 0) return;
+  await db
+    .insertInto('event_delivery_attempts')
+    .values(rows.map((a) => ({ ...a, tenant_id: tenantId })))
+    .execute();
+}
+
+export interface Settlement {
+  id: string;
+  /** The attempt number the lease was taken with: only its holder settles. */
+  attempt: number;
+  status: 'delivered' | 'failed' | 'pending';
+  /** For `pending`: when the next try is due. */
+  nextAttemptAt: Date | null;
 }
 
 /**
- * Settles a leased delivery after its attempt: delivered, failed, or pending again at `nextAttemptAt`. Only
- * the holder of this attempt's lease settles it (a stale worker whose lease was handed over changes nothing).
+ * Settles leased deliveries after their attempts, in one statement: delivered, failed, or pending again at
+ * `nextAttemptAt`. Only the holder of an attempt's lease settles it (a stale worker whose lease was handed
+ * over changes nothing, and neither does one whose endpoint was deleted). Returns the ids settled.
  */
-export async function settleDelivery(
-  db: Executor,
-  tenantId: string,
-  id: string,
-  attempt: number,
-  outcome: { status: 'delivered' | 'failed' } | { status: 'pending'; nextAttemptAt: Date },
-): Promise<boolean> {
-  const r = await db
-    .updateTable('event_deliveries')
-    .set({ status: outcome.status, lease_until: null, updated_at: sql`now()`, ...(outcome.status === 'pending' ? { next_attempt_at: outcome.nextAttemptAt } : {}) })
-    .where('tenant_id', '=', tenantId)
-    .where('id', '=', id)
-    .where('attempts', '=', attempt)
-    .where('status', '=', 'pending')
-    .executeTakeFirst();
-  return Number(r.numUpdatedRows) > 0;
-}
-
-/** The event a delivery carries, as stored in the log. */
-export async function eventById(db: Executor, tenantId: string, id: string) {
-  return db.selectFrom('events').select(['id', 'type', 'occurred_at', 'tenant_id', 'data']).where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+export async function settleDeliveries(db: Executor, tenantId: string, rows: Settlement[]): Promise<Set<string>> {
+  if (rows.length === 0) return new Set();
+  const r = await sql<{ id: string }>`
+    UPDATE event_deliveries d
+    SET status = v.status, lease_until = NULL, updated_at = now(), next_attempt_at = coalesce(v.next_attempt_at, d.next_attempt_at)
+    FROM unnest(${rows.map((x) => x.id)}::uuid[], ${rows.map((x) => x.attempt)}::int[], ${rows.map((x) => x.status)}::text[], ${rows.map((x) => x.nextAttemptAt?.toISOString() ?? null)}::timestamptz[])
+      AS v(id, attempt, status, next_attempt_at)
+    WHERE d.tenant_id = ${tenantId} AND d.id = v.id AND d.attempts = v.attempt AND d.status = 'pending'
+    RETURNING d.id`.execute(db);
+  return new Set(r.rows.map((x) => x.id));
 }
 
 const ATTEMPT_PAGES: Keyset = { key: 'seq', kind: 'sequence', direction: 'desc' };
