@@ -473,6 +473,11 @@ export interface WebhookEndpointsTable {
   starts_after: ColumnType<string, string | undefined, string>;
   consecutive_failures: ColumnType<number, number | undefined, number>;
   disabled_reason: ColumnType<'admin' | 'failures' | null, 'admin' | 'failures' | null | undefined, 'admin' | 'failures' | null>;
+  /** The worker sending for the endpoint now, and until when its lease holds (migration 0025). */
+  sender_token: ColumnType<string | null, string | null | undefined, string | null>;
+  sender_until: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** A wake-up found the lease held: its holder sends another round before letting go. */
+  sender_wanted: ColumnType<boolean, boolean | undefined, boolean>;
   created_at: CreatedAt;
   updated_at: UpdatedAt;
 }

@@ -23,6 +23,7 @@ import * as m0021 from './0021_macro_versions';
 import * as m0022 from './0022_page_indexes';
 import * as m0023 from './0023_outbound_events';
 import * as m0024 from './0024_webhook_endpoints';
+import * as m0025 from './0025_webhook_senders';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -50,6 +51,7 @@ const migrations: Record<string, Migration> = {
   '0022_page_indexes': m0022,
   '0023_outbound_events': m0023,
   '0024_webhook_endpoints': m0024,
+  '0025_webhook_senders': m0025,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -107,9 +107,9 @@ export function createWebhookDelivery(deps: {
   type Outcome = { ok: boolean; status: number | null; error: string | null; durationMs: number; countsAsFailure?: boolean };
 
   /**
-   * Records a round's attempts and settles its deliveries in one transaction (a handful of statements for
-   * the whole round, not per delivery): delivered, retried later with backoff, or failed after the retry
-   * window. Failed events count toward disabling the endpoint. Retries wake a sender when they fall due.
+   * Records a round's attempts and settles its deliveries (one statement for the whole round): delivered,
+   * retried later with backoff, or failed after the retry window. Failed events count toward disabling the
+   * endpoint (a transaction of its own, on that rarer path). Retries wake a sender when they fall due.
    */
   async function settle(tenantId: string, endpointId: string, round: { d: ClaimedDelivery; r: Outcome }[]) {
     const now = Date.now();
@@ -123,18 +123,16 @@ export function createWebhookDelivery(deps: {
       const outcome = r.ok ? ('delivered' as const) : nextAt ? ('retrying' as const) : ('failed' as const);
       return { d, r, nextAt, outcome, counts };
     });
-    const retryAt = await db.transaction().execute(async (tx) => {
-      const settled = await store.settleDeliveries(
-        tx,
-        tenantId,
-        decided.map((x) => ({ id: x.d.id, attempt: x.d.attempts, status: x.outcome === 'retrying' ? 'pending' : x.outcome, nextAttemptAt: x.nextAt })),
-      );
-      // Deleted endpoint, or a lease handed over after it expired: the newer holder records its own.
-      const mine = decided.filter((x) => settled.has(x.d.id));
-      await store.insertAttempts(
-        tx,
-        tenantId,
-        mine.map(({ d, r, nextAt, outcome }) => ({
+    const settled = await store.settleRound(
+      db,
+      tenantId,
+      endpointId,
+      decided.map(({ d, r, nextAt, outcome }) => ({
+        id: d.id,
+        attempt: d.attempts,
+        status: outcome === 'retrying' ? 'pending' : outcome,
+        nextAttemptAt: nextAt,
+        attemptRow: {
           id: newId(),
           endpoint_id: d.endpoint_id,
           delivery_id: d.id,
@@ -146,35 +144,24 @@ export function createWebhookDelivery(deps: {
           duration_ms: r.durationMs,
           error: r.error,
           next_retry_at: nextAt,
-        })),
-      );
-      if (mine.some((x) => x.outcome === 'delivered')) await store.resetFailures(tx, tenantId, endpointId);
-      const failed = mine.filter((x) => x.outcome === 'failed' && x.counts).length;
-      if (failed > 0) {
+        },
+      })),
+    );
+    // Deleted endpoint, or a lease handed over after it expired: the newer holder records its own.
+    const mine = decided.filter((x) => settled.has(x.d.id));
+    const failed = mine.filter((x) => x.outcome === 'failed' && x.counts).length;
+    if (failed > 0) {
+      await db.transaction().execute(async (tx) => {
         const ep = await store.countFailures(tx, tenantId, endpointId, failed);
         if (ep?.enabled && ep.consecutive_failures >= config.WEBHOOK_DISABLE_AFTER_FAILURES) {
           await store.updateEndpoint(tx, tenantId, endpointId, { enabled: false, disabled_reason: 'failures' });
           await audit.recordBySystem(tx, tenantId, 'endpoint.disabled', { type: 'webhook_endpoint', id: endpointId }, { reason: 'failures', consecutive_failures: ep.consecutive_failures });
           logger.warn({ tenant_id: tenantId, endpoint_id: endpointId, consecutive_failures: ep.consecutive_failures }, 'webhook endpoint disabled after consecutive failed events');
         }
-      }
-      const retries = mine.flatMap((x) => (x.nextAt ? [x.nextAt.getTime()] : []));
-      return retries.length > 0 ? Math.min(...retries) : undefined;
-    });
-    if (retryAt !== undefined) await wake(tenantId, endpointId, retryAt);
-  }
-
-  /**
-   * Leases the endpoint's next round: as many due ticket heads as it has free slots, with their events.
-   * The endpoint's row lock makes the free-slot count and the lease one step for concurrent jobs.
-   */
-  async function claim(tenantId: string, endpointId: string) {
-    return db.transaction().execute(async (tx) => {
-      const ep = await store.getEndpoint(tx, tenantId, endpointId, { lock: true });
-      if (!ep || !ep.enabled) return undefined;
-      const round = await store.claimHeads(tx, tenantId, endpointId, leaseMs, config.WEBHOOK_ENDPOINT_CONCURRENCY);
-      return round.length > 0 ? { ep, round } : undefined;
-    });
+      });
+    }
+    const retries = mine.flatMap((x) => (x.nextAt ? [x.nextAt.getTime()] : []));
+    if (retries.length > 0) await wake(tenantId, endpointId, Math.min(...retries));
   }
 
   /** Pruned by the log's retention before it could be delivered: nothing left to send, and not the receiver's fault. */
@@ -182,7 +169,7 @@ export function createWebhookDelivery(deps: {
 
   return {
     /** Fans the workspace's new events out to its endpoints; wakes a sender per endpoint given work. */
-    async fanout(tenantId: string): Promise<{ deliveries: number }> {
+    async fanout(tenantId: string): Promise<{ woken: number }> {
       let total = 0;
       for (;;) {
         const { created, more, busy } = await db.transaction().execute(async (tx) => {
@@ -208,39 +195,52 @@ export function createWebhookDelivery(deps: {
                 ordering_key: e.ticket_id ? `ticket:${e.ticket_id}` : `event:${e.id}`,
               })),
           );
-          const created = await store.insertDeliveries(tx, tenantId, rows);
+          const given = [...new Set(await store.insertDeliveries(tx, tenantId, rows))];
+          // An endpoint whose sender is running is told to send another round; the others need a wake-up.
+          const running = await store.markSendersWanted(tx, tenantId, given);
           await store.advanceFanoutCursor(tx, tenantId, events.at(-1)!.position);
-          return { created, more: events.length === FANOUT_BATCH };
+          return { created: given.filter((id) => !running.has(id)), more: events.length === FANOUT_BATCH };
         });
         if (busy) {
           // Another fan-out of this workspace is running; it may have read the log before this wake-up's
           // commit, so look again shortly rather than not at all.
           await queues.enqueue('events.fanout', { tenant_id: tenantId }, { delayMs: FANOUT_BUSY_RETRY_MS });
-          return { deliveries: total };
+          return { woken: total };
         }
         total += created.length;
-        // One sender per endpoint given work: a sender sends up to the endpoint's concurrency at once.
-        for (const id of new Set(created)) await wake(tenantId, id);
-        if (!more) return { deliveries: total };
+        for (const id of created) await wake(tenantId, id);
+        if (!more) return { woken: total };
       }
     },
 
     /**
-     * Sends the endpoint's due deliveries in rounds (up to its concurrency at once, at most one per ticket
-     * per round) until none is left to take or the job's share of its slot is used.
+     * Sends the endpoint's due deliveries, when this job can take the endpoint's sender lease (otherwise the
+     * holder is told to send another round, and this job ends). Rounds of up to the endpoint's concurrency
+     * at once, at most one per ticket per round, until none is due or the job's share of its slot is used.
      */
     async deliver(tenantId: string, endpointId: string): Promise<{ sent: number }> {
+      const token = newId();
+      const held = await store.acquireSender(db, tenantId, endpointId, token, leaseMs);
+      if (!held?.acquired) return { sent: 0 };
       let sent = 0;
-      while (sent < SENDS_PER_JOB) {
-        const claimed = await claim(tenantId, endpointId);
-        if (!claimed) return { sent };
-        const { ep, round } = claimed;
+      for (;;) {
+        if (sent >= SENDS_PER_JOB) {
+          // Hand over to a fresh job at the queue's tail, so one busy endpoint cannot keep a slot forever.
+          await store.releaseSender(db, tenantId, endpointId, token, true);
+          await wake(tenantId, endpointId);
+          return { sent };
+        }
+        const ep = await store.renewSender(db, tenantId, endpointId, token, leaseMs);
+        if (!ep) return { sent };
+        const round = await store.claimHeads(db, tenantId, endpointId, leaseMs, config.WEBHOOK_ENDPOINT_CONCURRENCY);
+        if (round.length === 0) {
+          if (await store.releaseSender(db, tenantId, endpointId, token)) return { sent };
+          continue;
+        }
         sent += round.length;
         const outcomes = await Promise.all(round.map((d) => (d.event ? post(ep, present(d.event) as Record<string, unknown> & { id: string }) : PRUNED)));
         await settle(tenantId, endpointId, round.map((d, i) => ({ d, r: outcomes[i]! })));
       }
-      await wake(tenantId, endpointId);
-      return { sent };
     },
 
     /** The safety net: fan-out behind the log, and due deliveries nobody is sending. */

@@ -184,6 +184,71 @@ export async function requeueSince(db: Executor, tenantId: string, endpointId: s
 
 // ------------------------------------------------------------------------------------------------ sending
 
+// ------------------------------------------------------------------------------------------------ senders
+
+/**
+ * Takes the endpoint's sender lease when it is free (or ran out: its holder died), or else marks the
+ * endpoint wanted so the holder sends another round before letting go. Returns the endpoint row and
+ * whether this caller is now its sender; undefined when the endpoint is gone or disabled.
+ */
+export async function acquireSender(db: Executor, tenantId: string, endpointId: string, token: string, leaseMs: number): Promise<(WebhookEndpointRow & { acquired: boolean }) | undefined> {
+  const r = await sql<WebhookEndpointRow & { acquired: boolean }>`
+    UPDATE webhook_endpoints SET
+      sender_wanted = NOT (sender_until IS NULL OR sender_until < now()),
+      sender_token = CASE WHEN sender_until IS NULL OR sender_until < now() THEN ${token}::uuid ELSE sender_token END,
+      sender_until = CASE WHEN sender_until IS NULL OR sender_until < now() THEN now() + ${leaseMs} * interval '1 millisecond' ELSE sender_until END
+    WHERE tenant_id = ${tenantId} AND id = ${endpointId} AND enabled
+    RETURNING *, sender_token = ${token}::uuid AS acquired`.execute(db);
+  return r.rows[0];
+}
+
+/**
+ * The sender's lease, extended for one more round, with the endpoint as it stands now (a new URL or secret
+ * applies from the next round). Clears `sender_wanted`: the round's claim sees whatever the wake-up was for.
+ * Undefined when the lease was lost or the endpoint disabled or deleted.
+ */
+export async function renewSender(db: Executor, tenantId: string, endpointId: string, token: string, leaseMs: number): Promise<WebhookEndpointRow | undefined> {
+  const r = await sql<WebhookEndpointRow>`
+    UPDATE webhook_endpoints SET sender_until = now() + ${leaseMs} * interval '1 millisecond', sender_wanted = false
+    WHERE tenant_id = ${tenantId} AND id = ${endpointId} AND sender_token = ${token}::uuid AND enabled
+    RETURNING *`.execute(db);
+  return r.rows[0];
+}
+
+/**
+ * Lets the lease go, unless a wake-up arrived since the last round (`force` lets go regardless, for a
+ * hand-over to a fresh job). Returns false when the caller still holds the lease and must send again.
+ */
+export async function releaseSender(db: Executor, tenantId: string, endpointId: string, token: string, force = false): Promise<boolean> {
+  const r = await db
+    .updateTable('webhook_endpoints')
+    .set({ sender_token: null, sender_until: null })
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', endpointId)
+    .where('sender_token', '=', token)
+    .$if(!force, (q) => q.where('sender_wanted', '=', false))
+    .returning('id')
+    .executeTakeFirst();
+  if (r) return true;
+  // Not released: either a wake-up is waiting for this holder, or the lease is no longer this caller's.
+  const still = await db.selectFrom('webhook_endpoints').select('id').where('tenant_id', '=', tenantId).where('id', '=', endpointId).where('sender_token', '=', token).executeTakeFirst();
+  return !still;
+}
+
+/** Endpoints given new deliveries whose sender is running: marked wanted (no wake-up needed); returns their ids. */
+export async function markSendersWanted(db: Executor, tenantId: string, endpointIds: string[]): Promise<Set<string>> {
+  if (endpointIds.length === 0) return new Set();
+  const r = await db
+    .updateTable('webhook_endpoints')
+    .set({ sender_wanted: true })
+    .where('tenant_id', '=', tenantId)
+    .where('id', 'in', endpointIds)
+    .where('sender_until', '>', sql<Date>`now()`)
+    .returning('id')
+    .execute();
+  return new Set(r.map((x) => x.id));
+}
+
 /** A leased delivery with the event it carries (`event` is null when the log's retention pruned it first). */
 export type ClaimedDelivery = EventDeliveryRow & {
   event: { id: string; type: string; occurred_at: Date; tenant_id: string; data: unknown } | null;
@@ -193,8 +258,9 @@ export type ClaimedDelivery = EventDeliveryRow & {
  * Leases up to the endpoint's free slots (`concurrency` less the deliveries in flight) of due deliveries,
  * oldest first, each the head of its ordering key (no older pending delivery of the same ticket, which may
  * be waiting for a retry or in flight), so one batch never holds two of one ticket's events. Returns them
- * with their attempt numbers and their events, in position order, in one statement. The caller holds the
- * endpoint's row lock, so the free-slot count and the lease are one step for concurrent claimers.
+ * with their attempt numbers and their events, in position order, in one statement. Only the endpoint's
+ * sender claims (acquireSender), so the free-slot count cannot race another claimer; leases left by a dead
+ * sender still count until they run out.
  */
 export async function claimHeads(db: Executor, tenantId: string, endpointId: string, leaseMs: number, concurrency: number): Promise<ClaimedDelivery[]> {
   const r = await sql<EventDeliveryRow & { e_id: string | null; e_type: string; e_occurred_at: Date; e_data: unknown }>`
@@ -241,14 +307,6 @@ export interface AttemptInsert {
   next_retry_at: Date | null;
 }
 
-export async function insertAttempts(db: Executor, tenantId: string, rows: AttemptInsert[]): Promise<void> {
-  if (rows.length === 0) return;
-  await db
-    .insertInto('event_delivery_attempts')
-    .values(rows.map((a) => ({ ...a, tenant_id: tenantId })))
-    .execute();
-}
-
 export interface Settlement {
   id: string;
   /** The attempt number the lease was taken with: only its holder settles. */
@@ -259,19 +317,37 @@ export interface Settlement {
 }
 
 /**
- * Settles leased deliveries after their attempts, in one statement: delivered, failed, or pending again at
- * `nextAttemptAt`. Only the holder of an attempt's lease settles it (a stale worker whose lease was handed
- * over changes nothing, and neither does one whose endpoint was deleted). Returns the ids settled.
+ * Settles a round of leased deliveries and records their attempts, in one statement: delivered, failed, or
+ * pending again at `nextAttemptAt`. Only the holder of an attempt's lease settles it and records it (a stale
+ * worker whose lease was handed over changes nothing, and neither does one whose endpoint was deleted). A
+ * delivered event ends the endpoint's run of failures. Returns the ids settled.
  */
-export async function settleDeliveries(db: Executor, tenantId: string, rows: Settlement[]): Promise<Set<string>> {
+export async function settleRound(db: Executor, tenantId: string, endpointId: string, rows: (Settlement & { attemptRow: AttemptInsert })[]): Promise<Set<string>> {
   if (rows.length === 0) return new Set();
+  const col = <K extends keyof AttemptInsert>(k: K) => rows.map((x) => x.attemptRow[k]);
+  const anyDelivered = rows.some((x) => x.status === 'delivered');
   const r = await sql<{ id: string }>`
-    UPDATE event_deliveries d
-    SET status = v.status, lease_until = NULL, updated_at = now(), next_attempt_at = coalesce(v.next_attempt_at, d.next_attempt_at)
-    FROM unnest(${rows.map((x) => x.id)}::uuid[], ${rows.map((x) => x.attempt)}::int[], ${rows.map((x) => x.status)}::text[], ${rows.map((x) => x.nextAttemptAt?.toISOString() ?? null)}::timestamptz[])
-      AS v(id, attempt, status, next_attempt_at)
-    WHERE d.tenant_id = ${tenantId} AND d.id = v.id AND d.attempts = v.attempt AND d.status = 'pending'
-    RETURNING d.id`.execute(db);
+    WITH settled AS (
+      UPDATE event_deliveries d
+      SET status = v.status, lease_until = NULL, updated_at = now(), next_attempt_at = coalesce(v.next_attempt_at, d.next_attempt_at)
+      FROM unnest(${rows.map((x) => x.id)}::uuid[], ${rows.map((x) => x.attempt)}::int[], ${rows.map((x) => x.status)}::text[], ${rows.map((x) => x.nextAttemptAt?.toISOString() ?? null)}::timestamptz[])
+        AS v(id, attempt, status, next_attempt_at)
+      WHERE d.tenant_id = ${tenantId} AND d.id = v.id AND d.attempts = v.attempt AND d.status = 'pending'
+      RETURNING d.id
+    ), recorded AS (
+      INSERT INTO event_delivery_attempts (tenant_id, id, endpoint_id, delivery_id, event_id, event_type, attempt, outcome, status_code, duration_ms, error, next_retry_at)
+      SELECT ${tenantId}, a.id, ${endpointId}::uuid, a.delivery_id, a.event_id, a.event_type, a.attempt, a.outcome, a.status_code, a.duration_ms, a.error, a.next_retry_at
+      FROM unnest(${col('id')}::uuid[], ${col('delivery_id')}::uuid[], ${col('event_id')}::uuid[], ${col('event_type')}::text[], ${col('attempt')}::int[],
+                  ${col('outcome')}::text[], ${col('status_code')}::int[], ${col('duration_ms')}::int[], ${col('error')}::text[],
+                  ${col('next_retry_at').map((d) => d?.toISOString() ?? null)}::timestamptz[])
+        AS a(id, delivery_id, event_id, event_type, attempt, outcome, status_code, duration_ms, error, next_retry_at)
+      WHERE a.delivery_id IN (SELECT id FROM settled)
+    ), reset AS (
+      UPDATE webhook_endpoints SET consecutive_failures = 0
+      WHERE ${anyDelivered} AND tenant_id = ${tenantId} AND id = ${endpointId} AND consecutive_failures > 0
+        AND EXISTS (SELECT 1 FROM settled)
+    )
+    SELECT id FROM settled`.execute(db);
   return new Set(r.rows.map((x) => x.id));
 }
 
