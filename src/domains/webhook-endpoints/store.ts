@@ -270,10 +270,12 @@ export async function claimHeads(db: Executor, tenantId: string, endpointId: str
         SELECT d.id FROM event_deliveries d
         WHERE d.tenant_id = ${tenantId} AND d.endpoint_id = ${endpointId} AND d.status = 'pending'
           AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())
-          AND NOT EXISTS (
-            SELECT 1 FROM event_deliveries o
-            WHERE o.tenant_id = d.tenant_id AND o.endpoint_id = d.endpoint_id AND o.ordering_key = d.ordering_key
-              AND o.status = 'pending' AND o.position < d.position
+          -- The head of its key: one index probe per candidate (as a scalar subquery the planner cannot turn
+          -- it into an anti-join that walks the endpoint's whole backlog per row, which it did on fresh stats).
+          AND d.position = (
+            SELECT o.position FROM event_deliveries o
+            WHERE o.tenant_id = d.tenant_id AND o.endpoint_id = d.endpoint_id AND o.ordering_key = d.ordering_key AND o.status = 'pending'
+            ORDER BY o.position LIMIT 1
           )
         ORDER BY d.position
         LIMIT greatest(0, ${concurrency}::int - (
