@@ -1,13 +1,13 @@
 /**
  * The live event stream (issue 19): GET /v1/events/stream as Server-Sent Events. Events arrive as they
  * commit, each with `id:` its event id; a client reconnecting with Last-Event-ID resumes with no gap and no
- * repeat; an idle stream sends heartbeats; the API ending a stream (shutdown) loses nothing for a client that
- * reconnects.
+ * repeat; an idle stream sends heartbeats. An API process killed mid-stream and a client resuming on another
+ * process: test/faults/events-stream-restart.test.ts.
  */
-import { request, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
+import { connectSse, type Sse } from './helpers/sse';
 import { createTicket } from './helpers/tickets';
 import { eventually } from './helpers/wait';
 
@@ -22,61 +22,10 @@ afterAll(async () => {
   await ctx?.close();
 });
 
-interface Sse {
-  id?: string;
-  event?: string;
-  data?: string;
-  comment?: string;
-}
-
-/** A raw SSE client: every block parsed as it arrives. */
+/** The SSE client (test/helpers/sse.ts) on this suite's in-process app. */
 function connect(token: string, opts: { query?: string; lastEventId?: string } = {}) {
   const { port } = ctx.server.address() as AddressInfo;
-  const blocks: Sse[] = [];
-  let status = 0;
-  let contentType = '';
-  let ended = false;
-  let buffer = '';
-  const req = request({
-    host: '127.0.0.1',
-    port,
-    path: `/v1/events/stream${opts.query ?? ''}`,
-    headers: { ...bearer(token), ...(opts.lastEventId ? { 'Last-Event-ID': opts.lastEventId } : {}) },
-  });
-  req.on('response', (res: IncomingMessage) => {
-    status = res.statusCode ?? 0;
-    contentType = String(res.headers['content-type'] ?? '');
-    res.setEncoding('utf8');
-    res.on('data', (chunk: string) => {
-      buffer += chunk;
-      let end: number;
-      while ((end = buffer.indexOf('\n\n')) >= 0) {
-        const block: Sse = {};
-        for (const line of buffer.slice(0, end).split('\n')) {
-          if (line.startsWith(':')) block.comment = line.slice(1).trim();
-          else {
-            const at = line.indexOf(': ');
-            const field = line.slice(0, at) as 'id' | 'event' | 'data' | 'retry';
-            if (field !== 'retry') block[field] = line.slice(at + 2);
-          }
-        }
-        blocks.push(block);
-        buffer = buffer.slice(end + 2);
-      }
-    });
-    res.on('end', () => (ended = true));
-    res.on('close', () => (ended = true));
-  });
-  req.on('error', () => (ended = true));
-  req.end();
-  return {
-    events: () => blocks.filter((b) => b.id !== undefined),
-    heartbeats: () => blocks.filter((b) => b.comment === 'heartbeat').length,
-    status: () => status,
-    contentType: () => contentType,
-    ended: () => ended,
-    close: () => req.destroy(),
-  };
+  return connectSse(`http://127.0.0.1:${port}`, token, opts);
 }
 
 const ticketIdOf = (b: Sse) => (JSON.parse(b.data!) as { data: { ticket?: { id: string } } }).data.ticket?.id;

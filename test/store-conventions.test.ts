@@ -43,7 +43,6 @@ test('every store function takes the tenant id second, or says in its name that 
     'crossTenantDueForPoll',
     'crossTenantDueForRefresh',
     'crossTenantEndpointsDue',
-    'crossTenantFanoutBehind',
     'crossTenantIntegrationForIntake',
     'crossTenantKeyByPrefix',
     'crossTenantListIds',

@@ -469,8 +469,8 @@ export interface WebhookEndpointsTable {
   secret_sealed: string;
   previous_secret_sealed: ColumnType<string | null, string | null | undefined, string | null>;
   previous_secret_expires_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
-  /** Events at or below this position (committed before the endpoint existed) are not fanned out to it. */
-  starts_after: ColumnType<string, string | undefined, string>;
+  /** The endpoint's cursor in the events log: every event of its types at or below it was sent or parked (0025). */
+  sent_through: ColumnType<string, string | undefined, string>;
   consecutive_failures: ColumnType<number, number | undefined, number>;
   disabled_reason: ColumnType<'admin' | 'failures' | null, 'admin' | 'failures' | null | undefined, 'admin' | 'failures' | null>;
   /** The worker sending for the endpoint now, and until when its lease holds (migration 0025). */
@@ -480,11 +480,6 @@ export interface WebhookEndpointsTable {
   sender_wanted: ColumnType<boolean, boolean | undefined, boolean>;
   created_at: CreatedAt;
   updated_at: UpdatedAt;
-}
-
-export interface EventFanoutCursorsTable {
-  tenant_id: string;
-  position: string;
 }
 
 export type EventDeliveryStatus = 'pending' | 'delivered' | 'failed';
@@ -583,7 +578,6 @@ export interface Database {
   ingest_deliveries: IngestDeliveriesTable;
   events: EventsTable;
   webhook_endpoints: WebhookEndpointsTable;
-  event_fanout_cursors: EventFanoutCursorsTable;
   event_deliveries: EventDeliveriesTable;
   event_delivery_attempts: EventDeliveryAttemptsTable;
   customer_handles: CustomerHandlesTable;

@@ -183,26 +183,18 @@ export const JOBS = {
     schedule: { id: 'mailbox-sweep', everyMs: (c: JobSettings) => Math.min(60, c.MAILBOX_REFRESH_SECONDS) * 1000 },
   },
   /**
-   * Outbound webhooks (issue 19): a workspace's committed events past its fan-out cursor become delivery rows
-   * for its matching endpoints. Woken by the events NOTIFY (at commit); not deduplicated by id, because a
-   * wake-up that arrives while one runs must not be swallowed (the cursor row lock serialises them).
-   */
-  'events.fanout': {
-    queue: 'events',
-    data: z.object({ tenant_id: z.uuid() }),
-    options: () => SINGLE_SHOT,
-  },
-  /**
-   * Sends an endpoint's due deliveries, one ticket's at a time in order, until none is due. On the
-   * `deliveries` queue of its own, so a slow receiver holds only delivery slots, never intake's. Tried once:
-   * the delivery rows carry the retry schedule, and the sweep picks up what a dead worker left.
+   * Outbound webhooks (issue 19): sends an endpoint's due events, one ticket's at a time in order, until none
+   * is due (one sender per endpoint holds its lease; another job for it tells the holder and ends). Woken at
+   * commit by the events NOTIFY. On the `deliveries` queue of its own, so a slow receiver holds only delivery
+   * slots, never intake's. Tried once: the cursor and the parked rows carry the state, and the sweep picks
+   * up what a dead worker left.
    */
   'events.deliver': {
     queue: 'deliveries',
     data: z.object({ tenant_id: z.uuid(), endpoint_id: z.uuid() }),
     options: () => SINGLE_SHOT,
   },
-  /** Safety net: fan-out behind the log, and due deliveries nobody is sending (lost wake-up, dead worker). */
+  /** Safety net: endpoints with events to send and no live sender (lost wake-up, dead worker). */
   'events.sweep': {
     queue: 'events',
     data: z.object({}),

@@ -2,7 +2,6 @@ import type { JobData } from '../../src/queue/jobs';
 import type { Services } from '../../src/services';
 
 export const eventProcessors = (services: Services) => ({
-  'events.fanout': (data: JobData<'events.fanout'>) => services.webhookDelivery.fanout(data.tenant_id),
   'events.deliver': (data: JobData<'events.deliver'>) => services.webhookDelivery.deliver(data.tenant_id, data.endpoint_id),
   'events.sweep': () => services.webhookDelivery.sweep(),
 });

@@ -10,12 +10,10 @@ import { createEndpointSecrets } from './service';
 import { signedHeaders } from './signing';
 import { postJson, type AddressPolicy } from './transport';
 import * as store from './store';
-import type { ClaimedDelivery } from './store';
+import type { AttemptInsert, ClaimedDelivery, LoggedEvent, Parked, Settlement } from './store';
 
-/** Events fanned out per transaction: bounded, so one burst never holds the cursor lock for long. */
-const FANOUT_BATCH = 500;
-/** When another fan-out of the workspace holds its cursor, look again after this. */
-const FANOUT_BUSY_RETRY_MS = 100;
+/** Log rows a round looks at past the cursor (sent, parked or passed over as another endpoint's types). */
+const SCAN_ROWS = 200;
 /** Sends per deliver job before it hands over to a fresh job, so one busy endpoint cannot keep a slot forever. */
 const SENDS_PER_JOB = 200;
 /** A lease outlives the request's own time-out by this much (reading the event, signing, settling). */
@@ -23,7 +21,7 @@ const LEASE_MARGIN_MS = 5000;
 /** The longest backoff ceiling between two tries. */
 const MAX_BACKOFF_MS = 6 * 3600 * 1000;
 const MAX_ERROR_CHARS = 300;
-/** Commit notifications this close together wake one fan-out per workspace. */
+/** Commit notifications this close together wake a workspace's senders once. */
 const WAKE_FOLD_MS = 10;
 
 type Present = (row: { id: string; type: string; occurred_at: Date; tenant_id: string; data: unknown }) => Record<string, unknown>;
@@ -51,15 +49,20 @@ function describe(err: unknown, timeoutMs: number): string {
 }
 
 /**
- * The outbound webhook engine (issue 19), run by the workers:
+ * The outbound webhook engine (issue 19), run by the workers. One sender per endpoint at a time (a lease on
+ * the endpoint row) sends in rounds, each one renew, one or two reads, the sends, and one settling statement:
  *
- * - fan-out walks a workspace's events log by commit position from a stored cursor and, in the same
- *   transaction as the cursor's advance, creates one delivery row per matching enabled endpoint (unique per
- *   endpoint and event, so a repeated fan-out adds nothing);
- * - deliver leases the oldest due delivery that heads its ticket (no older pending delivery of the same
- *   ticket), POSTs it signed, and settles it: delivered, retried later with backoff, or failed after the
- *   retry window; at most WEBHOOK_ENDPOINT_CONCURRENCY leases per endpoint at once;
- * - sweep re-wakes whatever a lost wake-up or a dead worker left behind.
+ * - a round takes up to WEBHOOK_ENDPOINT_CONCURRENCY events: first the parked deliveries that are due and
+ *   head their ticket (retries, replays, events queued behind a retry), then events from the log past the
+ *   endpoint's cursor, in commit order, at most one per ticket (the round stops at a ticket's second event:
+ *   it goes out next round, after the first has its answer);
+ * - an event past the cursor whose ticket has a parked delivery is parked behind it unsent, so one ticket's
+ *   events reach the receiver in order while others flow;
+ * - the settling statement records every attempt, moves the cursor past what the round sent or parked,
+ *   parks the round's first-try failures with their retry time, and settles the parked deliveries: delivered,
+ *   retried with backoff, or failed after the retry window (counted toward disabling the endpoint);
+ * - commits wake the workspace's senders (the events NOTIFY), and the sweep re-wakes whatever a lost
+ *   wake-up or a dead worker left behind. A dead sender's round is sent again under the same ids.
  */
 export function createWebhookDelivery(deps: {
   db: Db;
@@ -106,117 +109,132 @@ export function createWebhookDelivery(deps: {
 
   type Outcome = { ok: boolean; status: number | null; error: string | null; durationMs: number; countsAsFailure?: boolean };
 
-  /**
-   * Records a round's attempts and settles its deliveries (one statement for the whole round): delivered,
-   * retried later with backoff, or failed after the retry window. Failed events count toward disabling the
-   * endpoint (a transaction of its own, on that rarer path). Retries wake a sender when they fall due.
-   */
-  async function settle(tenantId: string, endpointId: string, round: { d: ClaimedDelivery; r: Outcome }[]) {
-    const now = Date.now();
-    const decided = round.map(({ d, r }) => {
-      let nextAt: Date | null = null;
-      const counts = r.countsAsFailure ?? true;
-      if (!r.ok && counts) {
-        const at = now + backoffMs(d.attempts, config.WEBHOOK_RETRY_BASE_MS);
-        if (at <= d.window_started_at.getTime() + config.WEBHOOK_RETRY_HOURS * 3600 * 1000) nextAt = new Date(at);
+  /** When a failed attempt is tried again: a backoff time within the retry window, or null (failed for good). */
+  function retryAt(attempt: number, windowStartedAt: number, now: number): Date | null {
+    const at = now + backoffMs(attempt, config.WEBHOOK_RETRY_BASE_MS);
+    return at <= windowStartedAt + config.WEBHOOK_RETRY_HOURS * 3600 * 1000 ? new Date(at) : null;
+  }
+
+  /** Failed events count toward disabling the endpoint (a transaction of its own, on that rarer path). */
+  async function countFailed(tenantId: string, endpointId: string, failed: number) {
+    await db.transaction().execute(async (tx) => {
+      const ep = await store.countFailures(tx, tenantId, endpointId, failed);
+      if (ep?.enabled && ep.consecutive_failures >= config.WEBHOOK_DISABLE_AFTER_FAILURES) {
+        await store.parkBacklog(tx, tenantId, endpointId);
+        await store.updateEndpoint(tx, tenantId, endpointId, { enabled: false, disabled_reason: 'failures' });
+        await audit.recordBySystem(tx, tenantId, 'endpoint.disabled', { type: 'webhook_endpoint', id: endpointId }, { reason: 'failures', consecutive_failures: ep.consecutive_failures });
+        logger.warn({ tenant_id: tenantId, endpoint_id: endpointId, consecutive_failures: ep.consecutive_failures }, 'webhook endpoint disabled after consecutive failed events');
       }
-      const outcome = r.ok ? ('delivered' as const) : nextAt ? ('retrying' as const) : ('failed' as const);
-      return { d, r, nextAt, outcome, counts };
     });
-    const settled = await store.settleRound(
-      db,
-      tenantId,
-      endpointId,
-      decided.map(({ d, r, nextAt, outcome }) => ({
-        id: d.id,
-        attempt: d.attempts,
-        status: outcome === 'retrying' ? 'pending' : outcome,
-        nextAttemptAt: nextAt,
-        attemptRow: {
-          id: newId(),
-          endpoint_id: d.endpoint_id,
-          delivery_id: d.id,
-          event_id: d.event_id,
-          event_type: d.event_type,
-          attempt: d.attempts,
-          outcome,
-          status_code: r.status,
-          duration_ms: r.durationMs,
-          error: r.error,
-          next_retry_at: nextAt,
-        },
-      })),
-    );
-    // Deleted endpoint, or a lease handed over after it expired: the newer holder records its own.
-    const mine = decided.filter((x) => settled.has(x.d.id));
-    const failed = mine.filter((x) => x.outcome === 'failed' && x.counts).length;
-    if (failed > 0) {
-      await db.transaction().execute(async (tx) => {
-        const ep = await store.countFailures(tx, tenantId, endpointId, failed);
-        if (ep?.enabled && ep.consecutive_failures >= config.WEBHOOK_DISABLE_AFTER_FAILURES) {
-          await store.updateEndpoint(tx, tenantId, endpointId, { enabled: false, disabled_reason: 'failures' });
-          await audit.recordBySystem(tx, tenantId, 'endpoint.disabled', { type: 'webhook_endpoint', id: endpointId }, { reason: 'failures', consecutive_failures: ep.consecutive_failures });
-          logger.warn({ tenant_id: tenantId, endpoint_id: endpointId, consecutive_failures: ep.consecutive_failures }, 'webhook endpoint disabled after consecutive failed events');
-        }
-      });
+  }
+
+  /**
+   * Plans the part of a round that comes from the log: which events past the cursor to send (up to `slots`,
+   * one per ticket), which to park behind their ticket's parked delivery, and where the cursor ends.
+   */
+  function plan(ep: WebhookEndpointRow, scanned: store.ScannedEvent[], slots: number) {
+    const send: store.ScannedEvent[] = [];
+    const park: store.ScannedEvent[] = [];
+    const sending = new Set<string>();
+    const parking = new Set<string>();
+    let to = ep.sent_through;
+    for (const e of scanned) {
+      if (e.wanted && (e.blocked || parking.has(e.ordering_key))) {
+        park.push(e);
+        parking.add(e.ordering_key);
+      } else if (e.wanted) {
+        // A ticket's next event waits for the answer to the one being sent; so does everything after it.
+        if (sending.has(e.ordering_key) || send.length >= slots) break;
+        send.push(e);
+        sending.add(e.ordering_key);
+      }
+      to = e.position;
     }
-    const retries = mine.flatMap((x) => (x.nextAt ? [x.nextAt.getTime()] : []));
-    if (retries.length > 0) await wake(tenantId, endpointId, Math.min(...retries));
+    return { send, park, to };
   }
 
   /** Pruned by the log's retention before it could be delivered: nothing left to send, and not the receiver's fault. */
   const PRUNED: Outcome = { ok: false, status: null, error: 'the event is no longer in the log', durationMs: 0, countsAsFailure: false };
 
-  return {
-    /** Fans the workspace's new events out to its endpoints; wakes a sender per endpoint given work. */
-    async fanout(tenantId: string): Promise<{ woken: number }> {
-      let total = 0;
-      for (;;) {
-        const { created, more, busy } = await db.transaction().execute(async (tx) => {
-          const cursor = await store.lockFanoutCursor(tx, tenantId);
-          if (cursor === undefined) return { created: [] as string[], more: false, busy: true };
-          const endpoints = await store.enabledEndpoints(tx, tenantId);
-          if (endpoints.length === 0) {
-            // Nobody listens: skip to the end, so an endpoint created later does not walk this stretch.
-            await store.advanceFanoutCursor(tx, tenantId, await store.lastPosition(tx, tenantId));
-            return { created: [] as string[], more: false };
-          }
-          const events = await store.eventsAfter(tx, tenantId, cursor, FANOUT_BATCH);
-          if (events.length === 0) return { created: [] as string[], more: false };
-          const rows = events.flatMap((e) =>
-            endpoints
-              .filter((ep) => ep.event_types.includes(e.type) && Number(e.position) > Number(ep.starts_after))
-              .map((ep) => ({
-                id: newId(),
-                endpoint_id: ep.id,
-                event_id: e.id,
-                event_type: e.type,
-                position: e.position,
-                ordering_key: e.ticket_id ? `ticket:${e.ticket_id}` : `event:${e.id}`,
-              })),
-          );
-          const given = [...new Set(await store.insertDeliveries(tx, tenantId, rows))];
-          // An endpoint whose sender is running is told to send another round; the others need a wake-up.
-          const running = await store.markSendersWanted(tx, tenantId, given);
-          await store.advanceFanoutCursor(tx, tenantId, events.at(-1)!.position);
-          return { created: given.filter((id) => !running.has(id)), more: events.length === FANOUT_BATCH };
-        });
-        if (busy) {
-          // Another fan-out of this workspace is running; it may have read the log before this wake-up's
-          // commit, so look again shortly rather than not at all.
-          await queues.enqueue('events.fanout', { tenant_id: tenantId }, { delayMs: FANOUT_BUSY_RETRY_MS });
-          return { woken: total };
-        }
-        total += created.length;
-        for (const id of created) await wake(tenantId, id);
-        if (!more) return { woken: total };
-      }
-    },
+  /**
+   * One round for the endpoint; false when there was nothing to do. Throws nothing a receiver can cause:
+   * every answer, time-out or refusal is an attempt to record.
+   */
+  async function round(ep: WebhookEndpointRow, token: string): Promise<{ sent: number; lost: boolean } | undefined> {
+    const tenantId = ep.tenant_id;
+    const heads = await store.claimHeads(db, tenantId, ep.id, leaseMs, config.WEBHOOK_ENDPOINT_CONCURRENCY);
+    const scanned = await store.scanAfter(db, tenantId, ep.id, ep.sent_through, ep.event_types, SCAN_ROWS);
+    const { send, park, to } = plan(ep, scanned, config.WEBHOOK_ENDPOINT_CONCURRENCY - heads.length);
+    if (heads.length === 0 && to === ep.sent_through) return undefined;
+    const logged = new Map((await store.eventsByIds(db, tenantId, send.map((e) => e.id))).map((e) => [e.id, e]));
+    const fresh = send.map((e) => ({ e, event: logged.get(e.id), deliveryId: newId() }));
+    const sendOne = (event: LoggedEvent | null | undefined): Promise<Outcome> => (event ? post(ep, present(event) as Record<string, unknown> & { id: string }) : Promise.resolve(PRUNED));
+    const [headOutcomes, freshOutcomes] = await Promise.all([Promise.all(heads.map((d) => sendOne(d.event))), Promise.all(fresh.map((f) => sendOne(f.event)))]);
 
+    const now = Date.now();
+    const settlements: Settlement[] = [];
+    const parked: Parked[] = [];
+    const attempts: (AttemptInsert & { fresh: boolean })[] = [];
+    const failures = { heads: new Set<string>(), fresh: 0 };
+    const retries: number[] = [];
+    const attempt = (x: { deliveryId: string; eventId: string; type: string; attempt: number; r: Outcome; outcome: AttemptInsert['outcome']; nextAt: Date | null; fresh: boolean }) =>
+      attempts.push({
+        id: newId(),
+        endpoint_id: ep.id,
+        delivery_id: x.deliveryId,
+        event_id: x.eventId,
+        event_type: x.type,
+        attempt: x.attempt,
+        outcome: x.outcome,
+        status_code: x.r.status,
+        duration_ms: x.r.durationMs,
+        error: x.r.error,
+        next_retry_at: x.nextAt,
+        fresh: x.fresh,
+      });
+    heads.forEach((d: ClaimedDelivery, i) => {
+      const r = headOutcomes[i]!;
+      const counts = r.countsAsFailure ?? true;
+      const nextAt = !r.ok && counts ? retryAt(d.attempts, d.window_started_at.getTime(), now) : null;
+      const outcome = r.ok ? 'delivered' : nextAt ? 'retrying' : 'failed';
+      if (outcome === 'failed' && counts) failures.heads.add(d.id);
+      if (nextAt) retries.push(nextAt.getTime());
+      settlements.push({ id: d.id, attempt: d.attempts, status: outcome === 'retrying' ? 'pending' : outcome, nextAttemptAt: nextAt });
+      attempt({ deliveryId: d.id, eventId: d.event_id, type: d.event_type, attempt: d.attempts, r, outcome, nextAt, fresh: false });
+    });
+    fresh.forEach((f, i) => {
+      const r = freshOutcomes[i]!;
+      const counts = r.countsAsFailure ?? true;
+      const nextAt = !r.ok && counts ? retryAt(1, now, now) : null;
+      const outcome = r.ok ? 'delivered' : nextAt ? 'retrying' : 'failed';
+      if (outcome === 'failed' && counts) failures.fresh += 1;
+      if (nextAt) retries.push(nextAt.getTime());
+      if (!r.ok) {
+        parked.push({ id: f.deliveryId, event_id: f.e.id, event_type: f.e.type, position: f.e.position, ordering_key: f.e.ordering_key, status: nextAt ? 'pending' : 'failed', attempts: 1, nextAttemptAt: nextAt });
+      }
+      attempt({ deliveryId: f.deliveryId, eventId: f.e.id, type: f.e.type, attempt: 1, r, outcome, nextAt, fresh: true });
+    });
+    for (const e of park) parked.push({ id: newId(), event_id: e.id, event_type: e.type, position: e.position, ordering_key: e.ordering_key, status: 'pending', attempts: 0, nextAttemptAt: null });
+
+    const { advanced, settled } = await store.settleRound(db, tenantId, ep.id, { token, from: ep.sent_through, to, settlements, parked, attempts });
+    const failed = [...failures.heads].filter((id) => settled.has(id)).length + (advanced ? failures.fresh : 0);
+    if (failed > 0) await countFailed(tenantId, ep.id, failed);
+    if (retries.length > 0) await wake(tenantId, ep.id, Math.min(...retries));
+    return { sent: heads.length + fresh.length, lost: !advanced };
+  }
+
+  /** New events committed in the workspace: its running senders send another round, the idle ones are woken. */
+  async function wakeSenders(tenantId: string): Promise<{ woken: number }> {
+    const idle = await store.wantSenders(db, tenantId);
+    for (const id of idle) await wake(tenantId, id);
+    return { woken: idle.length };
+  }
+
+  return {
     /**
-     * Sends the endpoint's due deliveries, when this job can take the endpoint's sender lease (otherwise the
-     * holder is told to send another round, and this job ends). Rounds of up to the endpoint's concurrency
-     * at once, at most one per ticket per round, until none is due or the job's share of its slot is used.
+     * Sends the endpoint's due events, when this job can take the endpoint's sender lease (otherwise the
+     * holder is told to send another round, and this job ends), round after round until none is due or
+     * the job's share of its slot is used.
      */
     async deliver(tenantId: string, endpointId: string): Promise<{ sent: number }> {
       const token = newId();
@@ -232,30 +250,29 @@ export function createWebhookDelivery(deps: {
         }
         const ep = await store.renewSender(db, tenantId, endpointId, token, leaseMs);
         if (!ep) return { sent };
-        const round = await store.claimHeads(db, tenantId, endpointId, leaseMs, config.WEBHOOK_ENDPOINT_CONCURRENCY);
-        if (round.length === 0) {
+        const done = await round(ep, token);
+        if (!done) {
           if (await store.releaseSender(db, tenantId, endpointId, token)) return { sent };
           continue;
         }
-        sent += round.length;
-        const outcomes = await Promise.all(round.map((d) => (d.event ? post(ep, present(d.event) as Record<string, unknown> & { id: string }) : PRUNED)));
-        await settle(tenantId, endpointId, round.map((d, i) => ({ d, r: outcomes[i]! })));
+        sent += done.sent;
+        if (done.lost) return { sent };
       }
     },
 
-    /** The safety net: fan-out behind the log, and due deliveries nobody is sending. */
-    async sweep(): Promise<{ fanouts: number; endpoints: number }> {
-      const behind = await store.crossTenantFanoutBehind(db);
-      for (const tenantId of behind) await queues.enqueue('events.fanout', { tenant_id: tenantId });
+    wakeSenders,
+
+    /** The safety net: endpoints with work and no live sender (a lost wake-up, a dead worker). */
+    async sweep(): Promise<{ endpoints: number }> {
       const due = await store.crossTenantEndpointsDue(db);
       for (const d of due) await wake(d.tenant_id, d.endpoint_id);
-      return { fanouts: behind.length, endpoints: due.length };
+      return { endpoints: due.length };
     },
 
     /**
-     * Wakes fan-out when a workspace's events commit (the outbox trigger's NOTIFY, sent at commit only).
-     * Notifications within a few milliseconds are folded into one job per workspace; a lost one (the
-     * listening connection down, Redis refusing the job) is the sweep's to find.
+     * Wakes a workspace's senders when its events commit (the outbox trigger's NOTIFY, sent at commit only).
+     * Notifications within a few milliseconds are folded into one wake-up per workspace; a lost one (the
+     * listening connection down, the database or Redis refusing) is the sweep's to find.
      */
     listenForCommits(databaseUrl: string): Listener {
       const pending = new Set<string>();
@@ -265,7 +282,7 @@ export function createWebhookDelivery(deps: {
         const tenants = [...pending];
         pending.clear();
         for (const tenantId of tenants) {
-          queues.enqueue('events.fanout', { tenant_id: tenantId }).catch((err: Error) => logger.warn({ err: err.message, tenant_id: tenantId }, 'fan-out wake-up not queued; the sweep will catch up'));
+          wakeSenders(tenantId).catch((err: Error) => logger.warn({ err: err.message, tenant_id: tenantId }, 'webhook senders not woken; the sweep will catch up'));
         }
       };
       return listen(

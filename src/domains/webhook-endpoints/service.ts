@@ -93,7 +93,6 @@ export function createWebhookEndpointService(deps: { db: Db; config: ConfigSecti
       const secret = newSecret();
       const enabled = input.enabled ?? true;
       const row = await db.transaction().execute(async (tx) => {
-        await store.startFanoutCursor(tx, actor.tenantId);
         const created = await store.insertEndpoint(tx, actor.tenantId, { id, url, description: input.description ?? '', event_types: types, enabled, secret_sealed: secrets.seal(actor.tenantId, id, secret) });
         await audit.record(tx, actor, 'endpoint.created', { type: 'webhook_endpoint', id }, { url, event_types: types, enabled });
         return created;
@@ -110,6 +109,9 @@ export function createWebhookEndpointService(deps: { db: Db; config: ConfigSecti
       const { row, enabledNow } = await db.transaction().execute(async (tx) => {
         const before = await locked(tx, actor, id);
         const toggled = patch.enabled !== undefined && patch.enabled !== before.enabled;
+        // Disabled, it keeps what it was owed so far (parked, sent once it is enabled again) and is owed
+        // nothing that commits meanwhile: enabling moves its cursor to the log's end.
+        if (toggled) await (patch.enabled ? store.skipToLogEnd(tx, actor.tenantId, id) : store.parkBacklog(tx, actor.tenantId, id));
         const row = (await store.updateEndpoint(tx, actor.tenantId, id, {
           ...(url !== undefined ? { url } : {}),
           ...(types !== undefined ? { event_types: types } : {}),

@@ -6,6 +6,9 @@ import type { Cursor } from '../../lib/paging';
 
 // ---------------------------------------------------------------------------------------------- endpoints
 
+/** The log's last committed position (an endpoint's cursor starts there: it gets what commits from now on). */
+const LOG_END = (tenantId: string) => sql<string>`(SELECT coalesce(max(position), 0) FROM events WHERE tenant_id = ${tenantId})`;
+
 export interface EndpointInsert {
   id: string;
   url: string;
@@ -15,7 +18,7 @@ export interface EndpointInsert {
   secret_sealed: string;
 }
 
-/** The endpoint starts after every event committed so far: it receives what happens from now on. */
+/** The endpoint's cursor starts after every event committed so far: it receives what happens from now on. */
 export async function insertEndpoint(db: Executor, tenantId: string, e: EndpointInsert): Promise<WebhookEndpointRow> {
   return db
     .insertInto('webhook_endpoints')
@@ -23,7 +26,7 @@ export async function insertEndpoint(db: Executor, tenantId: string, e: Endpoint
       ...e,
       tenant_id: tenantId,
       disabled_reason: e.enabled ? null : 'admin',
-      starts_after: sql<string>`(SELECT coalesce(max(position), 0) FROM events WHERE tenant_id = ${tenantId})`,
+      sent_through: LOG_END(tenantId),
     })
     .returningAll()
     .executeTakeFirstOrThrow();
@@ -82,94 +85,93 @@ export async function resetFailures(db: Executor, tenantId: string, id: string):
   await db.updateTable('webhook_endpoints').set({ consecutive_failures: 0 }).where('tenant_id', '=', tenantId).where('id', '=', id).where('consecutive_failures', '>', 0).execute();
 }
 
-// ------------------------------------------------------------------------------------------------ fan-out
+// ------------------------------------------------------------------------------------------------ cursor
 
-/**
- * With the workspace's first endpoint the cursor starts at the log's end, so fan-out never walks history
- * no endpoint can receive (each endpoint's `starts_after` holds the same bound).
- */
-export async function startFanoutCursor(db: Executor, tenantId: string): Promise<void> {
-  await db
-    .insertInto('event_fanout_cursors')
-    .values({ tenant_id: tenantId, position: sql<string>`(SELECT coalesce(max(position), 0) FROM events WHERE tenant_id = ${tenantId})` })
-    .onConflict((oc) => oc.column('tenant_id').doNothing())
-    .execute();
-}
+/** A delivery's ordering key: one ticket's events go out in order, one at a time; other events wait for nothing. */
+const ORDERING_KEY = sql<string>`CASE WHEN e.ticket_id IS NULL THEN 'event:' || e.id::text ELSE 'ticket:' || e.ticket_id::text END`;
 
-/**
- * The workspace's fan-out cursor, locked for this transaction (from the log's start when it has none yet);
- * undefined when another fan-out of the workspace holds it (it is not waited for: a waiting job would hold
- * a pooled connection doing nothing).
- */
-export async function lockFanoutCursor(db: Executor, tenantId: string): Promise<string | undefined> {
-  await db.insertInto('event_fanout_cursors').values({ tenant_id: tenantId, position: '0' }).onConflict((oc) => oc.column('tenant_id').doNothing()).execute();
-  const row = await db.selectFrom('event_fanout_cursors').select('position').where('tenant_id', '=', tenantId).forUpdate().skipLocked().executeTakeFirst();
-  return row ? String(row.position) : undefined;
-}
-
-export async function advanceFanoutCursor(db: Executor, tenantId: string, position: string): Promise<void> {
-  await db
-    .updateTable('event_fanout_cursors')
-    .set({ position: sql<string>`greatest(position, ${position}::bigint)` })
-    .where('tenant_id', '=', tenantId)
-    .execute();
-}
-
-/** The log's last committed position (where fan-out skips to when no endpoint is enabled). */
-export async function lastPosition(db: Executor, tenantId: string): Promise<string> {
-  const r = await db.selectFrom('events').select(sql<string>`coalesce(max(position), 0)::text`.as('p')).where('tenant_id', '=', tenantId).executeTakeFirstOrThrow();
-  return r.p;
-}
-
-/** Committed events past the cursor, in commit order. */
-export async function eventsAfter(db: Executor, tenantId: string, position: string, limit: number) {
-  return db
-    .selectFrom('events')
-    .select(['id', 'type', 'ticket_id', sql<string>`position::text`.as('position')])
-    .where('tenant_id', '=', tenantId)
-    .where('position', '>', sql<string>`${position}::bigint`)
-    .orderBy('position')
-    .limit(limit)
-    .execute();
-}
-
-/** The enabled endpoints events are fanned out to. */
-export async function enabledEndpoints(db: Executor, tenantId: string) {
-  return db.selectFrom('webhook_endpoints').select(['id', 'event_types', 'starts_after']).where('tenant_id', '=', tenantId).where('enabled', '=', true).execute();
-}
-
-export interface DeliveryInsert {
+export interface ScannedEvent {
   id: string;
-  endpoint_id: string;
-  event_id: string;
-  event_type: string;
+  type: string;
   position: string;
   ordering_key: string;
+  /** Of one of the endpoint's types. */
+  wanted: boolean;
+  /** Its key has a parked (pending) delivery for the endpoint: it must queue behind it. */
+  blocked: boolean;
 }
 
-/** New deliveries; one that exists already (a repeated fan-out) is left as it is. Returns each new row's endpoint. */
-export async function insertDeliveries(db: Executor, tenantId: string, rows: DeliveryInsert[]): Promise<string[]> {
-  if (rows.length === 0) return [];
-  const inserted = await db
-    .insertInto('event_deliveries')
-    .values(rows.map((r) => ({ ...r, tenant_id: tenantId })))
-    .onConflict((oc) => oc.columns(['tenant_id', 'endpoint_id', 'event_id']).doNothing())
-    .returning('endpoint_id')
-    .execute();
-  return inserted.map((r) => r.endpoint_id);
+/**
+ * The log past the endpoint's cursor, in commit order (`limit` rows, whatever their type, so the cursor can
+ * move past events the endpoint does not take). Positions are assigned at commit under the workspace's log
+ * lock, so no event can later appear behind a position read here.
+ */
+export async function scanAfter(db: Executor, tenantId: string, endpointId: string, cursor: string, eventTypes: string[], limit: number): Promise<ScannedEvent[]> {
+  const r = await sql<{ id: string; type: string; position: string; ordering_key: string; blocked: boolean | null }>`
+    SELECT e.id, e.type, e.position::text AS position, ${ORDERING_KEY} AS ordering_key,
+      CASE WHEN e.type = ANY(${eventTypes}::text[]) THEN EXISTS (
+        SELECT 1 FROM event_deliveries o
+        WHERE o.tenant_id = e.tenant_id AND o.endpoint_id = ${endpointId} AND o.ordering_key = ${ORDERING_KEY} AND o.status = 'pending'
+      ) END AS blocked
+    FROM events e
+    WHERE e.tenant_id = ${tenantId} AND e.position > ${cursor}::bigint
+    ORDER BY e.position
+    LIMIT ${limit}`.execute(db);
+  return r.rows.map((x) => ({ ...x, wanted: x.blocked !== null, blocked: x.blocked === true }));
+}
+
+export interface LoggedEvent {
+  id: string;
+  type: string;
+  occurred_at: Date;
+  tenant_id: string;
+  data: unknown;
+}
+
+/** The events to send, as stored in the log. */
+export async function eventsByIds(db: Executor, tenantId: string, ids: string[]): Promise<LoggedEvent[]> {
+  if (ids.length === 0) return [];
+  return db.selectFrom('events').select(['id', 'type', 'occurred_at', 'tenant_id', 'data']).where('tenant_id', '=', tenantId).where('id', 'in', ids).execute();
+}
+
+/**
+ * Disabling: what the endpoint has not been sent yet (past its cursor, of its types) is parked as pending
+ * deliveries, and the cursor moves to the log's end; events committed while it is disabled are never
+ * queued for it, and what was parked goes out once it is enabled again.
+ */
+export async function parkBacklog(db: Executor, tenantId: string, endpointId: string): Promise<number> {
+  const r = await sql<{ n: number }>`
+    WITH ep AS (
+      SELECT sent_through, event_types FROM webhook_endpoints WHERE tenant_id = ${tenantId} AND id = ${endpointId}
+    ), parked AS (
+      INSERT INTO event_deliveries (tenant_id, id, endpoint_id, event_id, event_type, position, ordering_key)
+      SELECT e.tenant_id, gen_random_uuid(), ${endpointId}::uuid, e.id, e.type, e.position, ${ORDERING_KEY}
+      FROM events e, ep
+      WHERE e.tenant_id = ${tenantId} AND e.position > ep.sent_through AND e.type = ANY(ep.event_types)
+      ON CONFLICT (tenant_id, endpoint_id, event_id) DO NOTHING
+      RETURNING 1
+    ), moved AS (
+      UPDATE webhook_endpoints SET sent_through = ${LOG_END(tenantId)} WHERE tenant_id = ${tenantId} AND id = ${endpointId}
+    )
+    SELECT count(*)::int AS n FROM parked`.execute(db);
+  return r.rows[0]?.n ?? 0;
+}
+
+/** Enabling: the cursor skips what committed while the endpoint was disabled. */
+export async function skipToLogEnd(db: Executor, tenantId: string, endpointId: string): Promise<void> {
+  await db.updateTable('webhook_endpoints').set({ sent_through: LOG_END(tenantId) }).where('tenant_id', '=', tenantId).where('id', '=', endpointId).execute();
 }
 
 /**
  * Replay: the endpoint's events of its types that committed since `since` are (re)queued. A delivered or
  * failed delivery goes back to pending with a fresh retry window (same row, same event id); one still
- * pending is left alone.
+ * pending is left alone. An event past the cursor queued here is sent once: the cursor finds its key parked.
  */
 export async function requeueSince(db: Executor, tenantId: string, endpointId: string, since: Date, eventTypes: string[]): Promise<number> {
   const r = await sql<{ n: number }>`
     WITH upserted AS (
       INSERT INTO event_deliveries (tenant_id, id, endpoint_id, event_id, event_type, position, ordering_key)
-      SELECT e.tenant_id, gen_random_uuid(), ${endpointId}::uuid, e.id, e.type, e.position,
-             CASE WHEN e.ticket_id IS NULL THEN 'event:' || e.id::text ELSE 'ticket:' || e.ticket_id::text END
+      SELECT e.tenant_id, gen_random_uuid(), ${endpointId}::uuid, e.id, e.type, e.position, ${ORDERING_KEY}
       FROM events e
       WHERE e.tenant_id = ${tenantId} AND e.position IS NOT NULL AND e.occurred_at >= ${since}
         AND e.type = ANY(${eventTypes}::text[])
@@ -235,18 +237,20 @@ export async function releaseSender(db: Executor, tenantId: string, endpointId: 
   return !still;
 }
 
-/** Endpoints given new deliveries whose sender is running: marked wanted (no wake-up needed); returns their ids. */
-export async function markSendersWanted(db: Executor, tenantId: string, endpointIds: string[]): Promise<Set<string>> {
-  if (endpointIds.length === 0) return new Set();
-  const r = await db
-    .updateTable('webhook_endpoints')
-    .set({ sender_wanted: true })
-    .where('tenant_id', '=', tenantId)
-    .where('id', 'in', endpointIds)
-    .where('sender_until', '>', sql<Date>`now()`)
-    .returning('id')
-    .execute();
-  return new Set(r.map((x) => x.id));
+/**
+ * New events committed in the workspace: each enabled endpoint whose sender is running is told to send
+ * another round (written only when not told already, so a busy log does not rewrite the row per commit);
+ * returns the enabled endpoints with no sender, which need a wake-up.
+ */
+export async function wantSenders(db: Executor, tenantId: string): Promise<string[]> {
+  const r = await sql<{ id: string }>`
+    WITH marked AS (
+      UPDATE webhook_endpoints SET sender_wanted = true
+      WHERE tenant_id = ${tenantId} AND enabled AND sender_until >= now() AND NOT sender_wanted
+    )
+    SELECT id FROM webhook_endpoints
+    WHERE tenant_id = ${tenantId} AND enabled AND (sender_until IS NULL OR sender_until < now())`.execute(db);
+  return r.rows.map((x) => x.id);
 }
 
 /** A leased delivery with the event it carries (`event` is null when the log's retention pruned it first). */
@@ -309,48 +313,89 @@ export interface AttemptInsert {
   next_retry_at: Date | null;
 }
 
+/** A parked delivery's attempt settled: delivered, failed, or pending again at `nextAttemptAt`. */
 export interface Settlement {
   id: string;
   /** The attempt number the lease was taken with: only its holder settles. */
   attempt: number;
   status: 'delivered' | 'failed' | 'pending';
-  /** For `pending`: when the next try is due. */
   nextAttemptAt: Date | null;
 }
 
+/** An event past the cursor that becomes a delivery row: it failed its first try, or its key was parked. */
+export interface Parked {
+  id: string;
+  event_id: string;
+  event_type: string;
+  position: string;
+  ordering_key: string;
+  status: 'pending' | 'failed';
+  attempts: number;
+  nextAttemptAt: Date | null;
+}
+
+export interface Round {
+  token: string;
+  /** The cursor the round started from, and where it ends. */
+  from: string;
+  to: string;
+  settlements: Settlement[];
+  parked: Parked[];
+  /** Every attempt made; `fresh` ones are of events past the cursor, recorded only if the cursor moves. */
+  attempts: (AttemptInsert & { fresh: boolean })[];
+}
+
 /**
- * Settles a round of leased deliveries and records their attempts, in one statement: delivered, failed, or
- * pending again at `nextAttemptAt`. Only the holder of an attempt's lease settles it and records it (a stale
- * worker whose lease was handed over changes nothing, and neither does one whose endpoint was deleted). A
- * delivered event ends the endpoint's run of failures. Returns the ids settled.
+ * Settles a sender's round in one statement. The cursor moves from `from` to `to` only while this sender
+ * holds the lease and nobody moved it meanwhile (disabling parks the backlog and moves it); the round's
+ * events past the cursor are parked and recorded only if it moved, so a sender that lost its lease changes
+ * nothing and its events go out again under the same ids. Parked deliveries settle under their own leases.
+ * A delivered event ends the endpoint's run of failures. Returns whether the cursor moved and the parked
+ * deliveries settled.
  */
-export async function settleRound(db: Executor, tenantId: string, endpointId: string, rows: (Settlement & { attemptRow: AttemptInsert })[]): Promise<Set<string>> {
-  if (rows.length === 0) return new Set();
-  const col = <K extends keyof AttemptInsert>(k: K) => rows.map((x) => x.attemptRow[k]);
-  const anyDelivered = rows.some((x) => x.status === 'delivered');
-  const r = await sql<{ id: string }>`
-    WITH settled AS (
+export async function settleRound(db: Executor, tenantId: string, endpointId: string, round: Round): Promise<{ advanced: boolean; settled: Set<string> }> {
+  const s = round.settlements;
+  const p = round.parked;
+  const a = round.attempts;
+  const col = <K extends keyof (AttemptInsert & { fresh: boolean })>(k: K) => a.map((x) => x[k]);
+  const iso = (d: Date | null) => d?.toISOString() ?? null;
+  const anyDelivered = a.some((x) => x.outcome === 'delivered');
+  const r = await sql<{ advanced: boolean; settled: string[] }>`
+    WITH adv AS (
+      UPDATE webhook_endpoints SET sent_through = ${round.to}::bigint
+      WHERE tenant_id = ${tenantId} AND id = ${endpointId} AND sender_token = ${round.token}::uuid AND sent_through = ${round.from}::bigint
+      RETURNING id
+    ), settled AS (
       UPDATE event_deliveries d
       SET status = v.status, lease_until = NULL, updated_at = now(), next_attempt_at = coalesce(v.next_attempt_at, d.next_attempt_at)
-      FROM unnest(${rows.map((x) => x.id)}::uuid[], ${rows.map((x) => x.attempt)}::int[], ${rows.map((x) => x.status)}::text[], ${rows.map((x) => x.nextAttemptAt?.toISOString() ?? null)}::timestamptz[])
+      FROM unnest(${s.map((x) => x.id)}::uuid[], ${s.map((x) => x.attempt)}::int[], ${s.map((x) => x.status)}::text[], ${s.map((x) => iso(x.nextAttemptAt))}::timestamptz[])
         AS v(id, attempt, status, next_attempt_at)
       WHERE d.tenant_id = ${tenantId} AND d.id = v.id AND d.attempts = v.attempt AND d.status = 'pending'
       RETURNING d.id
+    ), parked AS (
+      INSERT INTO event_deliveries (tenant_id, id, endpoint_id, event_id, event_type, position, ordering_key, status, attempts, next_attempt_at)
+      SELECT ${tenantId}, x.id, ${endpointId}::uuid, x.event_id, x.event_type, x.position, x.ordering_key, x.status, x.attempts, coalesce(x.next_attempt_at, now())
+      FROM unnest(${p.map((x) => x.id)}::uuid[], ${p.map((x) => x.event_id)}::uuid[], ${p.map((x) => x.event_type)}::text[], ${p.map((x) => x.position)}::bigint[],
+                  ${p.map((x) => x.ordering_key)}::text[], ${p.map((x) => x.status)}::text[], ${p.map((x) => x.attempts)}::int[], ${p.map((x) => iso(x.nextAttemptAt))}::timestamptz[])
+        AS x(id, event_id, event_type, position, ordering_key, status, attempts, next_attempt_at)
+      WHERE EXISTS (SELECT 1 FROM adv)
+      ON CONFLICT (tenant_id, endpoint_id, event_id) DO NOTHING
     ), recorded AS (
       INSERT INTO event_delivery_attempts (tenant_id, id, endpoint_id, delivery_id, event_id, event_type, attempt, outcome, status_code, duration_ms, error, next_retry_at)
-      SELECT ${tenantId}, a.id, ${endpointId}::uuid, a.delivery_id, a.event_id, a.event_type, a.attempt, a.outcome, a.status_code, a.duration_ms, a.error, a.next_retry_at
+      SELECT ${tenantId}, t.id, ${endpointId}::uuid, t.delivery_id, t.event_id, t.event_type, t.attempt, t.outcome, t.status_code, t.duration_ms, t.error, t.next_retry_at
       FROM unnest(${col('id')}::uuid[], ${col('delivery_id')}::uuid[], ${col('event_id')}::uuid[], ${col('event_type')}::text[], ${col('attempt')}::int[],
                   ${col('outcome')}::text[], ${col('status_code')}::int[], ${col('duration_ms')}::int[], ${col('error')}::text[],
-                  ${col('next_retry_at').map((d) => d?.toISOString() ?? null)}::timestamptz[])
-        AS a(id, delivery_id, event_id, event_type, attempt, outcome, status_code, duration_ms, error, next_retry_at)
-      WHERE a.delivery_id IN (SELECT id FROM settled)
+                  ${col('next_retry_at').map(iso)}::timestamptz[], ${col('fresh')}::boolean[])
+        AS t(id, delivery_id, event_id, event_type, attempt, outcome, status_code, duration_ms, error, next_retry_at, fresh)
+      WHERE CASE WHEN t.fresh THEN EXISTS (SELECT 1 FROM adv) ELSE t.delivery_id IN (SELECT id FROM settled) END
     ), reset AS (
       UPDATE webhook_endpoints SET consecutive_failures = 0
       WHERE ${anyDelivered} AND tenant_id = ${tenantId} AND id = ${endpointId} AND consecutive_failures > 0
-        AND EXISTS (SELECT 1 FROM settled)
+        AND (EXISTS (SELECT 1 FROM adv) OR EXISTS (SELECT 1 FROM settled))
     )
-    SELECT id FROM settled`.execute(db);
-  return new Set(r.rows.map((x) => x.id));
+    SELECT EXISTS (SELECT 1 FROM adv) AS advanced, ARRAY(SELECT id::text FROM settled) AS settled`.execute(db);
+  const row = r.rows[0]!;
+  return { advanced: row.advanced, settled: new Set(row.settled) };
 }
 
 const ATTEMPT_PAGES: Keyset = { key: 'seq', kind: 'sequence', direction: 'desc' };
@@ -369,23 +414,21 @@ export async function listAttempts(db: Executor, tenantId: string, endpointId: s
 
 // ------------------------------------------------------------------------------------------------ sweep
 
-/** Workspaces whose log has moved past their fan-out cursor and that have an enabled endpoint. */
-export async function crossTenantFanoutBehind(db: Executor): Promise<string[]> {
-  const r = await sql<{ tenant_id: string }>`
-    SELECT DISTINCT w.tenant_id FROM webhook_endpoints w
-    WHERE w.enabled AND EXISTS (
-      SELECT 1 FROM events e
-      WHERE e.tenant_id = w.tenant_id AND e.position > coalesce((SELECT c.position FROM event_fanout_cursors c WHERE c.tenant_id = w.tenant_id), 0)
-    )`.execute(db);
-  return r.rows.map((x) => x.tenant_id);
-}
-
-/** Enabled endpoints with a delivery that is due and not in flight (a lost wake-up, an expired lease). */
+/**
+ * Enabled endpoints with work and no live sender: the log past their cursor, or a parked delivery that is due
+ * and not in flight (a lost wake-up, a dead worker's lease run out).
+ */
 export async function crossTenantEndpointsDue(db: Executor): Promise<{ tenant_id: string; endpoint_id: string }[]> {
   const r = await sql<{ tenant_id: string; endpoint_id: string }>`
-    SELECT DISTINCT d.tenant_id, d.endpoint_id FROM event_deliveries d
-    JOIN webhook_endpoints w ON w.tenant_id = d.tenant_id AND w.id = d.endpoint_id AND w.enabled
-    WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until < now())
+    SELECT w.tenant_id, w.id AS endpoint_id FROM webhook_endpoints w
+    WHERE w.enabled AND (w.sender_until IS NULL OR w.sender_until < now()) AND (
+      EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = w.tenant_id AND e.position > w.sent_through)
+      OR EXISTS (
+        SELECT 1 FROM event_deliveries d
+        WHERE d.tenant_id = w.tenant_id AND d.endpoint_id = w.id AND d.status = 'pending' AND d.next_attempt_at <= now()
+          AND (d.lease_until IS NULL OR d.lease_until < now())
+      )
+    )
     LIMIT 10000`.execute(db);
   return r.rows;
 }
