@@ -12,8 +12,10 @@ import { postJson, type AddressPolicy } from './transport';
 import * as store from './store';
 import type { AttemptInsert, ClaimedDelivery, LoggedEvent, Parked, Settlement } from './store';
 
-/** Log rows a round looks at past the cursor (sent, parked or passed over as another endpoint's types). */
-const SCAN_ROWS = 200;
+/** Log rows a round looks at past the cursor, per slot (sent, parked or passed over as another endpoint's types). */
+const SCAN_ROWS_PER_SLOT = 4;
+/** Events of one ticket sent one after another in a round: bounds a round's length when one ticket is busy. */
+const CHAIN_MAX = 8;
 /** Sends per deliver job before it hands over to a fresh job, so one busy endpoint cannot keep a slot forever. */
 const SENDS_PER_JOB = 200;
 /** A lease outlives the request's own time-out by this much (reading the event, signing, settling). */
@@ -129,28 +131,30 @@ export function createWebhookDelivery(deps: {
   }
 
   /**
-   * Plans the part of a round that comes from the log: which events past the cursor to send (up to `slots`,
-   * one per ticket), which to park behind their ticket's parked delivery, and where the cursor ends.
+   * Plans the part of a round that comes from the log: chains of events to send (one chain per ordering key,
+   * up to `slots` chains, each in commit order), events to park behind their key's parked delivery, and where
+   * the cursor ends. The plan covers a contiguous stretch of the log, so the cursor can move past all of it.
    */
   function plan(ep: WebhookEndpointRow, scanned: store.ScannedEvent[], slots: number) {
-    const send: store.ScannedEvent[] = [];
+    const chains = new Map<string, store.ScannedEvent[]>();
     const park: store.ScannedEvent[] = [];
-    const sending = new Set<string>();
     const parking = new Set<string>();
     let to = ep.sent_through;
     for (const e of scanned) {
-      if (e.wanted && (e.blocked || parking.has(e.ordering_key))) {
+      const key = e.ordering_key;
+      if (e.wanted && (e.blocked || parking.has(key))) {
         park.push(e);
-        parking.add(e.ordering_key);
+        parking.add(key);
       } else if (e.wanted) {
-        // A ticket's next event waits for the answer to the one being sent; so does everything after it.
-        if (sending.has(e.ordering_key) || send.length >= slots) break;
-        send.push(e);
-        sending.add(e.ordering_key);
+        const chain = chains.get(key);
+        if (chain && chain.length < CHAIN_MAX) chain.push(e);
+        else if (!chain && chains.size < slots) chains.set(key, [e]);
+        // No slot for another ticket (or this ticket's chain is long enough): the rest waits for the next round.
+        else break;
       }
       to = e.position;
     }
-    return { send, park, to };
+    return { chains: [...chains.values()], park, to };
   }
 
   /** Pruned by the log's retention before it could be delivered: nothing left to send, and not the receiver's fault. */
@@ -163,13 +167,23 @@ export function createWebhookDelivery(deps: {
   async function round(ep: WebhookEndpointRow, token: string): Promise<{ sent: number; lost: boolean } | undefined> {
     const tenantId = ep.tenant_id;
     const heads = await store.claimHeads(db, tenantId, ep.id, leaseMs, config.WEBHOOK_ENDPOINT_CONCURRENCY);
-    const scanned = await store.scanAfter(db, tenantId, ep.id, ep.sent_through, ep.event_types, SCAN_ROWS);
-    const { send, park, to } = plan(ep, scanned, config.WEBHOOK_ENDPOINT_CONCURRENCY - heads.length);
+    const scanned = await store.scanAfter(db, tenantId, ep.id, ep.sent_through, ep.event_types, SCAN_ROWS_PER_SLOT * config.WEBHOOK_ENDPOINT_CONCURRENCY);
+    const { chains, park, to } = plan(ep, scanned, config.WEBHOOK_ENDPOINT_CONCURRENCY - heads.length);
     if (heads.length === 0 && to === ep.sent_through) return undefined;
-    const logged = new Map((await store.eventsByIds(db, tenantId, send.map((e) => e.id))).map((e) => [e.id, e]));
-    const fresh = send.map((e) => ({ e, event: logged.get(e.id), deliveryId: newId() }));
+    const logged = new Map((await store.eventsByIds(db, tenantId, chains.flat().map((e) => e.id))).map((e) => [e.id, e]));
     const sendOne = (event: LoggedEvent | null | undefined): Promise<Outcome> => (event ? post(ep, present(event) as Record<string, unknown> & { id: string }) : Promise.resolve(PRUNED));
-    const [headOutcomes, freshOutcomes] = await Promise.all([Promise.all(heads.map((d) => sendOne(d.event))), Promise.all(fresh.map((f) => sendOne(f.event)))]);
+    /** A chain's events one after another; after a failure the rest of the chain is not sent (it is parked behind it). */
+    const sendChain = async (chain: store.ScannedEvent[]) => {
+      const out: { e: store.ScannedEvent; r: Outcome | null }[] = [];
+      let ok = true;
+      for (const e of chain) {
+        const r = ok ? await sendOne(logged.get(e.id)) : null;
+        if (r && !r.ok && r.countsAsFailure !== false) ok = false;
+        out.push({ e, r });
+      }
+      return out;
+    };
+    const [headOutcomes, chainOutcomes] = await Promise.all([Promise.all(heads.map((d) => sendOne(d.event))), Promise.all(chains.map(sendChain))]);
 
     const now = Date.now();
     const settlements: Settlement[] = [];
@@ -202,25 +216,28 @@ export function createWebhookDelivery(deps: {
       settlements.push({ id: d.id, attempt: d.attempts, status: outcome === 'retrying' ? 'pending' : outcome, nextAttemptAt: nextAt });
       attempt({ deliveryId: d.id, eventId: d.event_id, type: d.event_type, attempt: d.attempts, r, outcome, nextAt, fresh: false });
     });
-    fresh.forEach((f, i) => {
-      const r = freshOutcomes[i]!;
+    for (const { e, r } of chainOutcomes.flat()) {
+      const deliveryId = newId();
+      if (!r) {
+        // Behind a failure in its own chain: parked, sent after the one before it is delivered.
+        parked.push({ id: deliveryId, event_id: e.id, event_type: e.type, position: e.position, ordering_key: e.ordering_key, status: 'pending', attempts: 0, nextAttemptAt: null });
+        continue;
+      }
       const counts = r.countsAsFailure ?? true;
       const nextAt = !r.ok && counts ? retryAt(1, now, now) : null;
       const outcome = r.ok ? 'delivered' : nextAt ? 'retrying' : 'failed';
       if (outcome === 'failed' && counts) failures.fresh += 1;
       if (nextAt) retries.push(nextAt.getTime());
-      if (!r.ok) {
-        parked.push({ id: f.deliveryId, event_id: f.e.id, event_type: f.e.type, position: f.e.position, ordering_key: f.e.ordering_key, status: nextAt ? 'pending' : 'failed', attempts: 1, nextAttemptAt: nextAt });
-      }
-      attempt({ deliveryId: f.deliveryId, eventId: f.e.id, type: f.e.type, attempt: 1, r, outcome, nextAt, fresh: true });
-    });
+      if (!r.ok) parked.push({ id: deliveryId, event_id: e.id, event_type: e.type, position: e.position, ordering_key: e.ordering_key, status: nextAt ? 'pending' : 'failed', attempts: 1, nextAttemptAt: nextAt });
+      attempt({ deliveryId, eventId: e.id, type: e.type, attempt: 1, r, outcome, nextAt, fresh: true });
+    }
     for (const e of park) parked.push({ id: newId(), event_id: e.id, event_type: e.type, position: e.position, ordering_key: e.ordering_key, status: 'pending', attempts: 0, nextAttemptAt: null });
 
     const { advanced, settled } = await store.settleRound(db, tenantId, ep.id, { token, from: ep.sent_through, to, settlements, parked, attempts });
     const failed = [...failures.heads].filter((id) => settled.has(id)).length + (advanced ? failures.fresh : 0);
     if (failed > 0) await countFailed(tenantId, ep.id, failed);
     if (retries.length > 0) await wake(tenantId, ep.id, Math.min(...retries));
-    return { sent: heads.length + fresh.length, lost: !advanced };
+    return { sent: attempts.length, lost: !advanced };
   }
 
   /** New events committed in the workspace: its running senders send another round, the idle ones are woken. */
