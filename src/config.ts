@@ -126,7 +126,7 @@ const schema = z
     WEBHOOK_RETRY_HOURS: z.coerce.number().min(0.0001).max(30 * 24).default(72),
     WEBHOOK_RETRY_BASE_MS: int(10, 3_600_000).default(5000),
     WEBHOOK_DISABLE_AFTER_FAILURES: int(1, 100_000).default(20),
-    WEBHOOK_ENDPOINT_CONCURRENCY: int(1, 64).default(4),
+    WEBHOOK_ENDPOINT_CONCURRENCY: int(1, 64).default(16),
     WEBHOOK_DELIVERY_CONCURRENCY: int(1, 1024).default(32),
     WEBHOOK_SWEEP_MS: int(200, 3_600_000).default(30000),
   })

@@ -206,9 +206,10 @@ test('a receiver that never answers holds only its own endpoint\'s slots: anothe
   const slow = await createWorkspace(ctx);
   const hung = await receiver(() => 'hang');
   const slowEp = await endpoint(ctx, slow, hung.url, ['ticket.created']);
-  for (let i = 0; i < 10; i++) await createTicket(ctx, slow);
-  // At most WEBHOOK_ENDPOINT_CONCURRENCY (4) requests of the stuck endpoint are open at once.
-  await until(() => (hung.received.length >= 4 ? true : undefined), 'the stuck endpoint to fill its slots');
+  const slots = ctx.config.WEBHOOK_ENDPOINT_CONCURRENCY;
+  for (let i = 0; i < slots + 6; i++) await createTicket(ctx, slow);
+  // At most WEBHOOK_ENDPOINT_CONCURRENCY requests of the stuck endpoint are open at once.
+  await until(() => (hung.received.length >= slots ? true : undefined), 'the stuck endpoint to fill its slots');
   const w = await createWorkspace(ctx);
   const rx = await receiver();
   await endpoint(ctx, w, rx.url, ['ticket.created']);
@@ -216,7 +217,7 @@ test('a receiver that never answers holds only its own endpoint\'s slots: anothe
   await createTicket(ctx, w);
   await until(() => (rx.received.length === 1 ? true : undefined), 'the other workspace\'s event');
   expect(Date.now() - started).toBeLessThan(900);
-  expect(hung.maxOpen).toBe(4);
+  expect(hung.maxOpen).toBe(slots);
   await ctx.http.patch(`/v1/webhook-endpoints/${slowEp.id}`).set(bearer(slow.ownerKey)).send({ enabled: false }).expect(200);
 });
 

@@ -56,8 +56,8 @@ function describe(err: unknown, timeoutMs: number): string {
  *
  * - a round takes up to WEBHOOK_ENDPOINT_CONCURRENCY events: first the parked deliveries that are due and
  *   head their ticket (retries, replays, events queued behind a retry), then events from the log past the
- *   endpoint's cursor, in commit order, at most one per ticket (the round stops at a ticket's second event:
- *   it goes out next round, after the first has its answer);
+ *   endpoint's cursor, in commit order, as one chain per ticket (a chain's events go one after another, the
+ *   chains side by side), covering a contiguous stretch of the log;
  * - an event past the cursor whose ticket has a parked delivery is parked behind it unsent, so one ticket's
  *   events reach the receiver in order while others flow;
  * - the settling statement records every attempt, moves the cursor past what the round sent or parked,
