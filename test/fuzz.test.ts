@@ -163,6 +163,25 @@ async function send(op: Operation, r: FuzzRequest, credential: string | null): P
   for (const [k, v] of Object.entries(r.headers)) req = req.set(k, v);
   if (credential) req = req.set(bearer(credential));
   if (r.body !== undefined) req = req.send(r.body);
+  if (op.eventStream) {
+    // A stream that opens never ends on its own: its head is what is checked, then the connection is closed.
+    // Any other answer (a problem) is read whole, as for every operation.
+    req = req.buffer(true).parse((res, done) => {
+      const raw = res as unknown as NodeJS.ReadableStream & { headers: Record<string, string>; text?: string; destroy(): void };
+      if (String(raw.headers['content-type']).startsWith('text/event-stream')) {
+        raw.text = '';
+        raw.destroy();
+        return done(null, '');
+      }
+      let text = '';
+      raw.setEncoding('utf8');
+      raw.on('data', (c: string) => (text += c));
+      raw.on('end', () => {
+        raw.text = text;
+        done(null, text);
+      });
+    });
+  }
   return await req;
 }
 
