@@ -137,13 +137,13 @@ export function createWebhookDelivery(deps: {
    */
   function plan(ep: WebhookEndpointRow, scanned: store.ScannedEvent[], slots: number) {
     const chains = new Map<string, store.ScannedEvent[]>();
-    const park: store.ScannedEvent[] = [];
+    const behind: store.ScannedEvent[] = [];
     const parking = new Set<string>();
     let to = ep.sent_through;
     for (const e of scanned) {
       const key = e.ordering_key;
       if (e.wanted && (e.blocked || parking.has(key))) {
-        park.push(e);
+        behind.push(e);
         parking.add(key);
       } else if (e.wanted) {
         const chain = chains.get(key);
@@ -154,7 +154,7 @@ export function createWebhookDelivery(deps: {
       }
       to = e.position;
     }
-    return { chains: [...chains.values()], park, to };
+    return { chains: [...chains.values()], behind, to };
   }
 
   /** Pruned by the log's retention before it could be delivered: nothing left to send, and not the receiver's fault. */
@@ -168,7 +168,7 @@ export function createWebhookDelivery(deps: {
     const tenantId = ep.tenant_id;
     const heads = await store.claimHeads(db, tenantId, ep.id, leaseMs, config.WEBHOOK_ENDPOINT_CONCURRENCY);
     const scanned = await store.scanAfter(db, tenantId, ep.id, ep.sent_through, ep.event_types, SCAN_ROWS_PER_SLOT * config.WEBHOOK_ENDPOINT_CONCURRENCY);
-    const { chains, park, to } = plan(ep, scanned, config.WEBHOOK_ENDPOINT_CONCURRENCY - heads.length);
+    const { chains, behind, to } = plan(ep, scanned, config.WEBHOOK_ENDPOINT_CONCURRENCY - heads.length);
     if (heads.length === 0 && to === ep.sent_through) return undefined;
     const logged = new Map((await store.eventsByIds(db, tenantId, chains.flat().map((e) => e.id))).map((e) => [e.id, e]));
     const sendOne = (event: LoggedEvent | null | undefined): Promise<Outcome> => (event ? post(ep, present(event) as Record<string, unknown> & { id: string }) : Promise.resolve(PRUNED));
@@ -206,32 +206,39 @@ export function createWebhookDelivery(deps: {
         next_retry_at: x.nextAt,
         fresh: x.fresh,
       });
+    /** What an answer decides: delivered, tried again at a time within the retry window, or failed for good. */
+    const judge = (r: Outcome, attemptNo: number, windowStartedAt: number) => {
+      const counts = r.countsAsFailure ?? true;
+      const nextAt = !r.ok && counts ? retryAt(attemptNo, windowStartedAt, now) : null;
+      const outcome: AttemptInsert['outcome'] = r.ok ? 'delivered' : nextAt ? 'retrying' : 'failed';
+      if (nextAt) retries.push(nextAt.getTime());
+      return { nextAt, outcome, failedForGood: outcome === 'failed' && counts };
+    };
+    /** A log event becomes a delivery row: after its failed first try, or behind its ticket's parked event. */
+    const parkEvent = (e: store.ScannedEvent, id: string, at: Pick<Parked, 'status' | 'attempts' | 'nextAttemptAt'>) =>
+      parked.push({ id, event_id: e.id, event_type: e.type, position: e.position, ordering_key: e.ordering_key, ...at });
+    const WAITING = { status: 'pending', attempts: 0, nextAttemptAt: null } as const;
+
     heads.forEach((d: ClaimedDelivery, i) => {
       const r = headOutcomes[i]!;
-      const counts = r.countsAsFailure ?? true;
-      const nextAt = !r.ok && counts ? retryAt(d.attempts, d.window_started_at.getTime(), now) : null;
-      const outcome = r.ok ? 'delivered' : nextAt ? 'retrying' : 'failed';
-      if (outcome === 'failed' && counts) failures.heads.add(d.id);
-      if (nextAt) retries.push(nextAt.getTime());
+      const { nextAt, outcome, failedForGood } = judge(r, d.attempts, d.window_started_at.getTime());
+      if (failedForGood) failures.heads.add(d.id);
       settlements.push({ id: d.id, attempt: d.attempts, status: outcome === 'retrying' ? 'pending' : outcome, nextAttemptAt: nextAt });
       attempt({ deliveryId: d.id, eventId: d.event_id, type: d.event_type, attempt: d.attempts, r, outcome, nextAt, fresh: false });
     });
     for (const { e, r } of chainOutcomes.flat()) {
       const deliveryId = newId();
+      // Behind a failure in its own chain: parked, sent after the one before it is delivered.
       if (!r) {
-        // Behind a failure in its own chain: parked, sent after the one before it is delivered.
-        parked.push({ id: deliveryId, event_id: e.id, event_type: e.type, position: e.position, ordering_key: e.ordering_key, status: 'pending', attempts: 0, nextAttemptAt: null });
+        parkEvent(e, deliveryId, WAITING);
         continue;
       }
-      const counts = r.countsAsFailure ?? true;
-      const nextAt = !r.ok && counts ? retryAt(1, now, now) : null;
-      const outcome = r.ok ? 'delivered' : nextAt ? 'retrying' : 'failed';
-      if (outcome === 'failed' && counts) failures.fresh += 1;
-      if (nextAt) retries.push(nextAt.getTime());
-      if (!r.ok) parked.push({ id: deliveryId, event_id: e.id, event_type: e.type, position: e.position, ordering_key: e.ordering_key, status: nextAt ? 'pending' : 'failed', attempts: 1, nextAttemptAt: nextAt });
+      const { nextAt, outcome, failedForGood } = judge(r, 1, now);
+      if (failedForGood) failures.fresh += 1;
+      if (!r.ok) parkEvent(e, deliveryId, { status: nextAt ? 'pending' : 'failed', attempts: 1, nextAttemptAt: nextAt });
       attempt({ deliveryId, eventId: e.id, type: e.type, attempt: 1, r, outcome, nextAt, fresh: true });
     }
-    for (const e of park) parked.push({ id: newId(), event_id: e.id, event_type: e.type, position: e.position, ordering_key: e.ordering_key, status: 'pending', attempts: 0, nextAttemptAt: null });
+    for (const e of behind) parkEvent(e, newId(), WAITING);
 
     const { advanced, settled } = await store.settleRound(db, tenantId, ep.id, { token, from: ep.sent_through, to, settlements, parked, attempts });
     const failed = [...failures.heads].filter((id) => settled.has(id)).length + (advanced ? failures.fresh : 0);
@@ -255,8 +262,7 @@ export function createWebhookDelivery(deps: {
      */
     async deliver(tenantId: string, endpointId: string): Promise<{ sent: number }> {
       const token = newId();
-      const held = await store.acquireSender(db, tenantId, endpointId, token, leaseMs);
-      if (!held?.acquired) return { sent: 0 };
+      if (!(await store.acquireSender(db, tenantId, endpointId, token, leaseMs))) return { sent: 0 };
       let sent = 0;
       for (;;) {
         if (sent >= SENDS_PER_JOB) {

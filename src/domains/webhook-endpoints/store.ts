@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
 import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
-import type { EventDeliveryRow, WebhookEndpointRow } from '../../db/types';
+import type { EventDeliveryAttemptsTable, EventDeliveryRow, WebhookEndpointRow } from '../../db/types';
 import type { Cursor } from '../../lib/paging';
 
 // ---------------------------------------------------------------------------------------------- endpoints
@@ -190,18 +190,18 @@ export async function requeueSince(db: Executor, tenantId: string, endpointId: s
 
 /**
  * Takes the endpoint's sender lease when it is free (or ran out: its holder died), or else marks the
- * endpoint wanted so the holder sends another round before letting go. Returns the endpoint row and
- * whether this caller is now its sender; undefined when the endpoint is gone or disabled.
+ * endpoint wanted so the holder sends another round before letting go. Returns whether this caller is now
+ * its sender (never when the endpoint is gone or disabled).
  */
-export async function acquireSender(db: Executor, tenantId: string, endpointId: string, token: string, leaseMs: number): Promise<(WebhookEndpointRow & { acquired: boolean }) | undefined> {
-  const r = await sql<WebhookEndpointRow & { acquired: boolean }>`
+export async function acquireSender(db: Executor, tenantId: string, endpointId: string, token: string, leaseMs: number): Promise<boolean> {
+  const r = await sql<{ acquired: boolean }>`
     UPDATE webhook_endpoints SET
       sender_wanted = NOT (sender_until IS NULL OR sender_until < now()),
       sender_token = CASE WHEN sender_until IS NULL OR sender_until < now() THEN ${token}::uuid ELSE sender_token END,
       sender_until = CASE WHEN sender_until IS NULL OR sender_until < now() THEN now() + ${leaseMs} * interval '1 millisecond' ELSE sender_until END
     WHERE tenant_id = ${tenantId} AND id = ${endpointId} AND enabled
-    RETURNING *, sender_token = ${token}::uuid AS acquired`.execute(db);
-  return r.rows[0];
+    RETURNING sender_token = ${token}::uuid AS acquired`.execute(db);
+  return r.rows[0]?.acquired === true;
 }
 
 /**
@@ -299,19 +299,8 @@ export async function claimHeads(db: Executor, tenantId: string, endpointId: str
   }));
 }
 
-export interface AttemptInsert {
-  id: string;
-  endpoint_id: string;
-  delivery_id: string;
-  event_id: string;
-  event_type: string;
-  attempt: number;
-  outcome: 'delivered' | 'retrying' | 'failed';
-  status_code: number | null;
-  duration_ms: number;
-  error: string | null;
-  next_retry_at: Date | null;
-}
+/** An attempt row as the sender writes it (the workspace, sequence and time are the store's). */
+export type AttemptInsert = Omit<EventDeliveryAttemptsTable, 'tenant_id' | 'seq' | 'created_at'>;
 
 /** A parked delivery's attempt settled: delivered, failed, or pending again at `nextAttemptAt`. */
 export interface Settlement {
