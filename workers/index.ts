@@ -9,8 +9,11 @@ async function main() {
   const logger = createLogger(config);
   const runtime = openRuntime(config, logger, 'worker');
   const services = createServices({ db: runtime.db.db, config, queues: runtime.queues, logger, redis: runtime.redis, bus: runtime.bus });
-  const set = await startWorkers({ config, logger, services, queues: runtime.queues, redis: runtime.redis });
+  const starting = startWorkers({ config, logger, services, queues: runtime.queues, redis: runtime.redis });
 
+  // The handlers are installed before the workers start: "workers started" is logged inside startWorkers, and
+  // a SIGTERM that arrived between that line and handlers installed after it killed the process with the
+  // signal's default action (exit 143) instead of draining.
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
@@ -20,6 +23,7 @@ async function main() {
       logger.error('workers did not finish within the grace period; exiting');
       process.exit(1);
     }, config.SHUTDOWN_GRACE_MS).unref();
+    const set = await starting;
     await set.close();
     await runtime.close();
     clearTimeout(timer);
@@ -28,6 +32,7 @@ async function main() {
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
+  await starting;
 }
 
 main().catch((err) => {
