@@ -4,7 +4,9 @@
  *    subscribed to every event type: one healthy, one slow (answers after 2 s), one failing half the time.
  *    Run as ROUNDS pairs (without, with), the endpoints deleted after each pair (their backlog with them), so
  *    every "without" case starts with no delivery work left over; the figure is the median pair's ratio, which
- *    a shared, noisy machine moves far less than one pair. Target: within 10 % of without.
+ *    a shared, noisy machine moves far less than one pair. Target: within 10 % of without. Sends make way for
+ *    saturated intake (WEBHOOK_INTAKE_YIELD_MS), so the bench also reports how long after intake stopped the
+ *    healthy endpoint had every event the case committed, and the CPU-ms per message of each component.
  * 2. CHANGES ticket changes (PATCH over 200 tickets) offered at a steady CHANGE_RATE per second with three
  *    fresh endpoints (the same three kinds): p50/p99 from the change (the event's occurred_at, taken in its
  *    transaction) to its arrival at the healthy endpoint. Latency is measured at an offered rate the machine
@@ -22,7 +24,7 @@ import { createDb, migrateToLatest } from '../src/db';
 import { createApiKeyService } from '../src/domains/api-keys/service';
 import { createAuditService } from '../src/domains/audit/service';
 import { createWorkspaceService } from '../src/domains/workspaces/service';
-import { benchEnv, freshDatabase, start, stop, type Env } from './processes';
+import { benchEnv, cpuPer, cpuSample, freshDatabase, start, stop, type Env } from './processes';
 import { createReport } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
@@ -96,8 +98,15 @@ async function main() {
   const call = (method: string, path: string, body?: unknown) =>
     fetch(`${base}${path}`, { method, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, ...(body ? { body: JSON.stringify(body) } : {}) });
 
+  const allTypes = ['ticket.created', 'ticket.updated', 'ticket.status_changed', 'ticket.assigned', 'message.created', 'customer.created'];
+  /** The workspace's last event position, and how many events of the subscribed types committed after one. */
+  const logEnd = async () => Number((await handle.db.selectFrom('events').select((e) => e.fn.max('position').as('p')).where('tenant_id', '=', ws.tenant_id).executeTakeFirst())?.p ?? 0);
+  const eventsAfter = async (position: number) =>
+    Number((await handle.db.selectFrom('events').select((e) => e.fn.countAll().as('n')).where('tenant_id', '=', ws.tenant_id).where('position', '>', String(position)).where('type', 'in', allTypes).executeTakeFirst())?.n ?? 0);
   let distinct = 0;
+  const cpuNow = () => ({ ...cpuSample({ api, worker }), 'bench (load, receivers)': (process.cpuUsage().user + process.cpuUsage().system) / 1000 });
   const intake = async (tag: string, duration: number) => {
+    const cpuBefore = cpuNow();
     const r = await autocannon({
       url: `${base}/v1/ingest/sms`,
       method: 'POST',
@@ -114,14 +123,15 @@ async function main() {
         },
       ],
     });
+    const cpu = cpuPer(cpuBefore, cpuNow(), r['2xx']);
     console.log(`${`intake ${tag}`.padEnd(34)} ${r.requests.average.toFixed(0).padStart(6)} msgs/s   p50 ${String(r.latency.p50).padStart(4)} ms   p99 ${String(r.latency.p99).padStart(4)} ms   non-2xx ${r.non2xx}`);
-    return r;
+    console.log(`${''.padEnd(34)} CPU-ms per message: ${Object.entries(cpu).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}`);
+    return Object.assign(r, { cpu });
   };
 
   console.log(`node ${process.version}, ${CONNECTIONS} connections, ${ROUNDS} × (${DURATION}s without, ${DURATION}s with endpoints), ${CHANGES} ticket changes at ${CHANGE_RATE}/s`);
   await intake('warm', 2);
 
-  const allTypes = ['ticket.created', 'ticket.updated', 'ticket.status_changed', 'ticket.assigned', 'message.created', 'customer.created'];
   const receivers: Awaited<ReturnType<typeof receiver>>[] = [];
   /** The three endpoints (healthy, slow, failing), each on a receiver of its own. */
   const addEndpoints = async () => {
@@ -138,16 +148,26 @@ async function main() {
     return { healthy, slow, failing, ids };
   };
 
-  const pairs: { without: number; with: number; withoutP99: number; withP99: number; delivered: number }[] = [];
+  const pairs: { without: number; with: number; withoutP99: number; withP99: number; delivered: number; catchUp: number; complete: boolean; cpuWithout: Record<string, number>; cpuWith: Record<string, number> }[] = [];
   for (let round = 1; round <= ROUNDS; round++) {
     const without = await intake(`without endpoints #${round}`, DURATION);
+    // Requests still in flight when the case ended commit after it: the log is still before the endpoints exist.
+    for (let end = -1; end !== (await logEnd()); await new Promise((r) => setTimeout(r, 500))) end = await logEnd();
+    const from = await logEnd();
     const eps = await addEndpoints();
     const withEndpoints = await intake(`with 3 endpoints #${round}`, DURATION);
     const delivered = eps.healthy.arrivals.size;
+    // Sends make way for saturated intake, so the healthy endpoint is behind when intake stops: how long until
+    // it has every event the case committed (each exactly once: arrivals are keyed by webhook-id).
+    const ended = Date.now();
+    const owed = await eventsAfter(from);
+    while (eps.healthy.arrivals.size < owed && Date.now() - ended < 120_000) await new Promise((r) => setTimeout(r, 100));
+    const catchUp = (Date.now() - ended) / 1000;
+    console.log(`  healthy endpoint: ${delivered} events during the case, all ${eps.healthy.arrivals.size}/${owed} ${catchUp.toFixed(1)} s after intake stopped`);
     // Deleting the endpoints deletes their pending deliveries: the next round starts with no backlog.
     for (const id of eps.ids) await call('DELETE', `/v1/webhook-endpoints/${id}`);
-    pairs.push({ without: without.requests.average, with: withEndpoints.requests.average, withoutP99: without.latency.p99, withP99: withEndpoints.latency.p99, delivered });
-    console.log(`  pair #${round}: ${(withEndpoints.requests.average / without.requests.average).toFixed(2)}× (healthy endpoint got ${delivered} events during the case)`);
+    pairs.push({ without: without.requests.average, with: withEndpoints.requests.average, withoutP99: without.latency.p99, withP99: withEndpoints.latency.p99, delivered, catchUp, complete: eps.healthy.arrivals.size >= owed, cpuWithout: without.cpu, cpuWith: withEndpoints.cpu });
+    console.log(`  pair #${round}: ${(withEndpoints.requests.average / without.requests.average).toFixed(2)}×`);
   }
   const byRatio = [...pairs].sort((x, y) => x.with / x.without - y.with / y.without);
   const median = byRatio[Math.floor(byRatio.length / 2)]!;
@@ -196,6 +216,11 @@ async function main() {
   report.figure({ name: 'intake with three endpoints: throughput (median pair)', value: median.with, unit: 'msgs/s', baseline: median.without, target: 'within 10 % of intake without endpoints (issue 19)', met: intakeMet });
   report.figure({ name: 'intake with three endpoints: every pair', value: pairs.map((p) => `${(p.with / p.without).toFixed(2)}×`).join(', ') });
   report.figure({ name: 'intake with three endpoints: p99 (median pair)', value: median.withP99, unit: 'ms', baseline: median.withoutP99 });
+  const cpuLine = (c: Record<string, number>) => Object.entries(c).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ');
+  report.figure({ name: 'intake CPU-ms per message with three endpoints (median pair)', value: cpuLine(median.cpuWith) });
+  report.figure({ name: 'intake CPU-ms per message without endpoints (median pair)', value: cpuLine(median.cpuWithout) });
+  report.figure({ name: 'healthy endpoint: events delivered while intake ran (median pair)', value: median.delivered, unit: 'events' });
+  report.figure({ name: 'healthy endpoint: caught up after intake stopped (every pair)', value: pairs.map((p) => `${p.catchUp.toFixed(1)} s${p.complete ? '' : ' (incomplete)'}`).join(', '), target: 'every event delivered', met: pairs.every((p) => p.complete) });
   report.figure({ name: 'ticket changes: throughput', value: changed.requests.average, unit: 'req/s' });
   report.figure({ name: 'healthy endpoint: commit to delivery p50', value: p50, unit: 'ms' });
   report.figure({ name: 'healthy endpoint: commit to delivery p99', value: p99, unit: 'ms', target: '< 1 s (issue 19)', met: latencyMet });

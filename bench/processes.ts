@@ -3,7 +3,7 @@
  * process group, so tsx's child goes too), stopping them, and a fresh database of their own.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type IORedis from 'ioredis';
@@ -105,3 +105,44 @@ export async function freshDatabase(name: string) {
     },
   };
 }
+
+const TICK_MS = 10; // USER_HZ is 100 on Linux (getconf CLK_TCK); /proc/<pid>/stat counts CPU time in ticks.
+
+/** CPU milliseconds (user + system) a process has used so far, and its process group id. */
+function procCpu(pid: string): { ms: number; pgid: number; comm: string } | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name is in parentheses and may hold spaces: the fields after it start past the last ')'.
+    const close = stat.lastIndexOf(')');
+    const comm = stat.slice(stat.indexOf('(') + 1, close);
+    const f = stat.slice(close + 2).split(' ');
+    return { ms: (Number(f[11]) + Number(f[12])) * TICK_MS, pgid: Number(f[2]), comm };
+  } catch {
+    return null; // the process ended between the listing and the read
+  }
+}
+
+/**
+ * CPU used so far by each component on this machine: the started API and worker (each child's whole process
+ * group, since tsx runs the script in a child), every PostgreSQL process and every Redis server. A PostgreSQL
+ * backend that ended is no longer counted, so benches keep their pools open between two samples.
+ */
+export function cpuSample(components: Record<string, ChildProcess>): Record<string, number> {
+  const totals: Record<string, number> = { postgres: 0, redis: 0 };
+  for (const name of Object.keys(components)) totals[name] = 0;
+  const groups = new Map(Object.entries(components).map(([name, c]) => [c.pid, name]));
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    const p = procCpu(pid);
+    if (!p) continue;
+    const group = groups.get(p.pgid);
+    if (group) totals[group]! += p.ms;
+    else if (p.comm === 'postgres') totals.postgres! += p.ms;
+    else if (p.comm === 'redis-server') totals.redis! += p.ms;
+  }
+  return totals;
+}
+
+/** CPU milliseconds per unit of work for each component between two samples. */
+export const cpuPer = (before: Record<string, number>, after: Record<string, number>, units: number) =>
+  Object.fromEntries(Object.keys(after).map((k) => [k, units > 0 ? (after[k]! - (before[k] ?? 0)) / units : NaN]));

@@ -129,6 +129,8 @@ const schema = z
     WEBHOOK_ENDPOINT_CONCURRENCY: int(1, 64).default(16),
     WEBHOOK_DELIVERY_CONCURRENCY: int(1, 1024).default(32),
     WEBHOOK_SWEEP_MS: int(200, 3_600_000).default(30000),
+    // The longest a sender waits before a round while live intake saturates the host's CPUs (0: never waits).
+    WEBHOOK_INTAKE_YIELD_MS: int(0, 60_000).default(2000),
   })
   .superRefine((c, ctx) => {
     if (c.NODE_ENV === 'production' && c.API_KEY_PEPPER === DEV_PEPPER) {
@@ -226,6 +228,7 @@ export const CONFIG_SECTIONS = {
     'WEBHOOK_ENDPOINT_CONCURRENCY',
     'WEBHOOK_DELIVERY_CONCURRENCY',
     'WEBHOOK_SWEEP_MS',
+    'WEBHOOK_INTAKE_YIELD_MS',
   ],
 } as const satisfies Record<string, readonly (keyof Config)[]>;
 

@@ -35,6 +35,7 @@ import { createRefusalBudget } from './http/throttle';
 import { createEventService } from './domains/events/service';
 import { createWebhookEndpointService } from './domains/webhook-endpoints/service';
 import { createWebhookDelivery } from './domains/webhook-endpoints/delivery';
+import { createIntakePressure } from './queue/intake-pressure';
 
 /** The service container: each factory gets only the dependencies it needs. */
 export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: Redis; bus: ResultBus }) {
@@ -90,7 +91,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     webhookIntake: createWebhookEdge({ db, config: section(config, 'webhooks', 'secrets', 'redis', 'http'), redis, queues, bus }),
     webhookProcessor: createWebhookWorker({ db, events }),
     webhookEndpoints: createWebhookEndpointService({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues }),
-    webhookDelivery: createWebhookDelivery({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues, logger, present: events.present }),
+    webhookDelivery: createWebhookDelivery({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues, logger, present: events.present, pressure: createIntakePressure(queues) }),
     mailbox: createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, tickets: tickets.commands, ingest: ingestProcessor, events }),
   };
 }

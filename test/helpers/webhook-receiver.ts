@@ -10,8 +10,8 @@ export interface Received {
   at: number;
 }
 
-/** What the receiver answers to one request: a status, or `hang` (never answers), chosen per request. */
-export type Answer = number | 'hang';
+/** What the receiver answers to one request: a status, a status after a delay, or `hang` (never answers). */
+export type Answer = number | 'hang' | { status: number; afterMs: number };
 
 /**
  * A real webhook receiver on loopback (node:http on port 0): records every request and answers what
@@ -44,7 +44,8 @@ export async function startReceiver(respond: (r: Received, count: number) => Ans
             hanging.push(res);
             return;
           }
-          res.writeHead(a, { 'content-type': 'text/plain' }).end('ok');
+          if (typeof a === 'object') setTimeout(() => res.writeHead(a.status, { 'content-type': 'text/plain' }).end('ok'), a.afterMs);
+          else res.writeHead(a, { 'content-type': 'text/plain' }).end('ok');
         });
       });
       server.listen(port, '127.0.0.1', () => {

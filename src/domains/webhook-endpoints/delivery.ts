@@ -5,6 +5,7 @@ import { listen, type Listener } from '../../db/notifications';
 import type { WebhookEndpointRow } from '../../db/types';
 import { newId } from '../../lib/ids';
 import type { QueueHub } from '../../queue/hub';
+import type { IntakePressure } from '../../queue/intake-pressure';
 import type { AuditService } from '../audit/service';
 import { createEndpointSecrets } from './service';
 import { signedHeaders } from './signing';
@@ -25,6 +26,8 @@ const MAX_BACKOFF_MS = 6 * 3600 * 1000;
 const MAX_ERROR_CHARS = 300;
 /** Commit notifications this close together wake a workspace's senders once. */
 const WAKE_FOLD_MS = 10;
+/** How often a sender that makes way for intake looks again. */
+const YIELD_CHECK_MS = 100;
 
 type Present = (row: { id: string; type: string; occurred_at: Date; tenant_id: string; data: unknown }) => Record<string, unknown>;
 
@@ -73,8 +76,9 @@ export function createWebhookDelivery(deps: {
   queues: QueueHub;
   logger: Logger;
   present: Present;
+  pressure: IntakePressure;
 }) {
-  const { db, config, audit, queues, logger, present } = deps;
+  const { db, config, audit, queues, logger, present, pressure } = deps;
   const secrets = createEndpointSecrets(config);
   const leaseMs = config.WEBHOOK_DELIVERY_TIMEOUT_MS + LEASE_MARGIN_MS;
   const policy: AddressPolicy = { allowLoopback: config.WEBHOOK_ALLOW_HTTP_LOOPBACK, allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS };
@@ -254,6 +258,24 @@ export function createWebhookDelivery(deps: {
     return { woken: idle.length };
   }
 
+  /**
+   * Outbound sends are background work: while live intake saturates the host's CPUs, a sender waits before
+   * its next round (up to WEBHOOK_INTAKE_YIELD_MS), so intake keeps the cores and the backlog is sent when
+   * intake eases. The wait is bounded, so a sustained saturation still gets a round per endpoint per wait.
+   */
+  async function makeWayForIntake() {
+    const until = Date.now() + config.WEBHOOK_INTAKE_YIELD_MS;
+    while (Date.now() < until && (await pressure.saturated())) await new Promise((r) => setTimeout(r, YIELD_CHECK_MS));
+  }
+
+  /** Keeps the sender's lease alive while it waits or sends (a chain of slow answers outlasts one lease). */
+  function keepLease(tenantId: string, endpointId: string, token: string) {
+    const timer = setInterval(() => {
+      store.extendSender(db, tenantId, endpointId, token, leaseMs).catch((err: Error) => logger.warn({ err: err.message, endpoint_id: endpointId }, 'webhook sender lease not extended'));
+    }, leaseMs / 3);
+    return () => clearInterval(timer);
+  }
+
   return {
     /**
      * Sends the endpoint's due events, when this job can take the endpoint's sender lease (otherwise the
@@ -263,23 +285,29 @@ export function createWebhookDelivery(deps: {
     async deliver(tenantId: string, endpointId: string): Promise<{ sent: number }> {
       const token = newId();
       if (!(await store.acquireSender(db, tenantId, endpointId, token, leaseMs))) return { sent: 0 };
-      let sent = 0;
-      for (;;) {
-        if (sent >= SENDS_PER_JOB) {
-          // Hand over to a fresh job at the queue's tail, so one busy endpoint cannot keep a slot forever.
-          await store.releaseSender(db, tenantId, endpointId, token, true);
-          await wake(tenantId, endpointId);
-          return { sent };
+      const stopKeeping = keepLease(tenantId, endpointId, token);
+      try {
+        let sent = 0;
+        for (;;) {
+          if (sent >= SENDS_PER_JOB) {
+            // Hand over to a fresh job at the queue's tail, so one busy endpoint cannot keep a slot forever.
+            await store.releaseSender(db, tenantId, endpointId, token, true);
+            await wake(tenantId, endpointId);
+            return { sent };
+          }
+          await makeWayForIntake();
+          const ep = await store.renewSender(db, tenantId, endpointId, token, leaseMs);
+          if (!ep) return { sent };
+          const done = await round(ep, token);
+          if (!done) {
+            if (await store.releaseSender(db, tenantId, endpointId, token)) return { sent };
+            continue;
+          }
+          sent += done.sent;
+          if (done.lost) return { sent };
         }
-        const ep = await store.renewSender(db, tenantId, endpointId, token, leaseMs);
-        if (!ep) return { sent };
-        const done = await round(ep, token);
-        if (!done) {
-          if (await store.releaseSender(db, tenantId, endpointId, token)) return { sent };
-          continue;
-        }
-        sent += done.sent;
-        if (done.lost) return { sent };
+      } finally {
+        stopKeeping();
       }
     },
 

@@ -216,6 +216,18 @@ export async function renewSender(db: Executor, tenantId: string, endpointId: st
 }
 
 /**
+ * Extends the lease while a round is in flight (a chain of slow answers can outlast one lease), without
+ * touching `sender_wanted`: a wake-up that arrives meanwhile still asks for another round. False when lost.
+ */
+export async function extendSender(db: Executor, tenantId: string, endpointId: string, token: string, leaseMs: number): Promise<boolean> {
+  const r = await sql<{ id: string }>`
+    UPDATE webhook_endpoints SET sender_until = now() + ${leaseMs} * interval '1 millisecond'
+    WHERE tenant_id = ${tenantId} AND id = ${endpointId} AND sender_token = ${token}::uuid AND enabled
+    RETURNING id`.execute(db);
+  return r.rows.length > 0;
+}
+
+/**
  * Lets the lease go, unless a wake-up arrived since the last round (`force` lets go regardless, for a
  * hand-over to a fresh job). Returns false when the caller still holds the lease and must send again.
  */

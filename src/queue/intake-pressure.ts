@@ -1,0 +1,82 @@
+import { cpus } from 'node:os';
+import type { QueueName } from './jobs';
+import type { QueueHub } from './hub';
+
+/** The queues that carry live intake: customer messages from channels and provider webhooks. */
+const INTAKE_QUEUES: readonly QueueName[] = ['ingest', 'webhooks'];
+/** A reading is reused this long: every sender of the process asks before each round. */
+const SAMPLE_MS = 100;
+/** The CPU share is taken over at least this window, so one quiet 100 ms does not read as spare capacity. */
+const WINDOW_MS = 300;
+/**
+ * The host counts as busy when its CPUs were busy at least this share of the window. Saturated intake on a
+ * 2-core host measured 0.7 to 1.0 per 100 ms (it waits on round trips too), so 0.9 missed half of it.
+ */
+const BUSY_SHARE = 0.75;
+
+/** Busy and total CPU time of the host so far, in milliseconds, over every CPU. */
+function hostCpu(): { busy: number; total: number } {
+  let busy = 0;
+  let total = 0;
+  for (const c of cpus()) {
+    const t = c.times;
+    const all = t.user + t.nice + t.sys + t.irq + t.idle;
+    total += all;
+    busy += all - t.idle;
+  }
+  return { busy, total };
+}
+
+export interface IntakePressure {
+  /** True while live intake is in flight and the host's CPUs have no idle time to spare. */
+  saturated(): Promise<boolean>;
+}
+
+/**
+ * Whether background work (outbound webhook sends) should make way for live intake right now. Two readings,
+ * both cheap and reused for SAMPLE_MS:
+ * - intake in flight: jobs waiting or running on the intake queues (one Redis round trip per queue), so
+ *   background work never pauses for an idle intake;
+ * - the host's CPU busy share since the previous reading (the kernel's counters through `os.cpus()`), so it
+ *   pauses only when intake and it compete for the same cores. A worker on a host of its own sees idle CPUs
+ *   and never pauses; what it costs the database is not visible here.
+ * A reading that fails (Redis down) counts as not saturated: pacing is an optimisation, never a reason to stop.
+ */
+export function createIntakePressure(queues: QueueHub, read: { cpu: () => { busy: number; total: number } } = { cpu: hostCpu }): IntakePressure {
+  let last = { at: 0, saturated: false };
+  /** CPU readings of the last WINDOW_MS and the one just before it, oldest first. */
+  let readings = [{ at: Date.now(), ...read.cpu() }];
+  let pending: Promise<boolean> | null = null;
+
+  async function sample(): Promise<boolean> {
+    const now = Date.now();
+    const cpu = { at: now, ...read.cpu() };
+    readings.push(cpu);
+    const from = readings.findLastIndex((r) => now - r.at >= WINDOW_MS);
+    if (from > 0) readings = readings.slice(from);
+    const oldest = readings[0]!;
+    const total = cpu.total - oldest.total;
+    const busyShare = total > 0 ? (cpu.busy - oldest.busy) / total : 0;
+    let inFlight = 0;
+    if (busyShare >= BUSY_SHARE) {
+      const counts = await Promise.all(INTAKE_QUEUES.map((q) => queues.queue(q).getJobCounts('active', 'waiting', 'prioritized')));
+      inFlight = counts.reduce((n, c) => n + (c.active ?? 0) + (c.waiting ?? 0) + (c.prioritized ?? 0), 0);
+    }
+    last = { at: now, saturated: busyShare >= BUSY_SHARE && inFlight > 0 };
+    return last.saturated;
+  }
+
+  return {
+    async saturated() {
+      if (Date.now() - last.at < SAMPLE_MS) return last.saturated;
+      // One reading at a time per process, whoever asks meanwhile shares it.
+      pending ??= sample()
+        .catch(() => {
+          last = { ...last, at: Date.now(), saturated: false };
+          return false;
+        })
+        .finally(() => (pending = null));
+      return pending;
+    },
+  };
+}
