@@ -103,6 +103,10 @@ async function main() {
   const logEnd = async () => Number((await handle.db.selectFrom('events').select((e) => e.fn.max('position').as('p')).where('tenant_id', '=', ws.tenant_id).executeTakeFirst())?.p ?? 0);
   const eventsAfter = async (position: number) =>
     Number((await handle.db.selectFrom('events').select((e) => e.fn.countAll().as('n')).where('tenant_id', '=', ws.tenant_id).where('position', '>', String(position)).where('type', 'in', allTypes).executeTakeFirst())?.n ?? 0);
+  /** Resolves once the log has not grown for half a second (the last requests of a case have committed). */
+  const logSettled = async () => {
+    for (let end = -1; end !== (await logEnd()); await new Promise((r) => setTimeout(r, 500))) end = await logEnd();
+  };
   let distinct = 0;
   const cpuNow = () => ({ ...cpuSample({ api, worker }), 'bench (load, receivers)': (process.cpuUsage().user + process.cpuUsage().system) / 1000 });
   const intake = async (tag: string, duration: number) => {
@@ -152,7 +156,7 @@ async function main() {
   for (let round = 1; round <= ROUNDS; round++) {
     const without = await intake(`without endpoints #${round}`, DURATION);
     // Requests still in flight when the case ended commit after it: the log is still before the endpoints exist.
-    for (let end = -1; end !== (await logEnd()); await new Promise((r) => setTimeout(r, 500))) end = await logEnd();
+    await logSettled();
     const from = await logEnd();
     const eps = await addEndpoints();
     const withEndpoints = await intake(`with 3 endpoints #${round}`, DURATION);
@@ -160,6 +164,7 @@ async function main() {
     // Sends make way for saturated intake, so the healthy endpoint is behind when intake stops: how long until
     // it has every event the case committed (each exactly once: arrivals are keyed by webhook-id).
     const ended = Date.now();
+    await logSettled();
     const owed = await eventsAfter(from);
     while (eps.healthy.arrivals.size < owed && Date.now() - ended < 120_000) await new Promise((r) => setTimeout(r, 100));
     const catchUp = (Date.now() - ended) / 1000;
