@@ -54,7 +54,7 @@ async function main() {
   const ws = await workspaces.bootstrap({ workspace: 'Bench', ownerEmail: 'bench@bench.test', ownerName: 'Bench' });
   const redis = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
   // Integrations are created through the service (sealed secrets), as the API would.
-  const queues = createQueueHub(redis, prefix, config);
+  const queues = createQueueHub(redis, () => prefix, config);
   const webhooks = createWebhookService({ db: handle.db, config, audit });
   const owner = { kind: 'user', tenantId: ws.tenant_id, userId: ws.owner_user_id, role: 'owner', apiKeyId: null, scopes: null, agentIds: [] } as never;
   const integrations = await Promise.all(

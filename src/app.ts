@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
-import type { Redis } from 'ioredis';
+import { redisReady, type RedisClient } from './queue/connection';
 import type { Logger } from 'pino';
 import { pinoHttp } from 'pino-http';
 import { sql } from 'kysely';
@@ -26,7 +26,7 @@ export interface AppDeps {
   config: Config;
   logger: Logger;
   db: Db;
-  redis: Redis;
+  redis: RedisClient;
   queues: QueueHub;
   bus: ResultBus;
 }
@@ -97,7 +97,7 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
   app.get('/readyz', async (req, res) => {
     const [pg, rd] = await Promise.allSettled([
       withTimeout(sql`select 1`.execute(db), 2000),
-      withTimeout(redis.ping(), 2000),
+      withTimeout(redisReady(redis), 2000),
     ]);
     const checks = { postgres: pg.status === 'fulfilled' ? 'ok' : 'unreachable', redis: rd.status === 'fulfilled' ? 'ok' : 'unreachable' };
     if (pg.status === 'fulfilled' && rd.status === 'fulfilled') {

@@ -40,6 +40,23 @@ const schema = z
     PG_STATEMENT_TIMEOUT_MS: int(100, 600000).default(15000),
     REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').default('redis://127.0.0.1:6379'),
     REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9:_-]{1,64}$/, 'letters, digits, : _ - only').default('hd'),
+    // A Redis Cluster's seed nodes (`host:port,host:port`); when set it replaces REDIS_URL (issue 20).
+    REDIS_CLUSTER_NODES: optionalString
+      .pipe(z.string().max(4096).optional())
+      .transform((s, ctx) => {
+        if (s === undefined) return undefined;
+        const nodes = s.split(',').map((n) => n.trim()).filter((n) => n.length > 0).map((n) => {
+          const colon = n.lastIndexOf(':');
+          const port = Number(n.slice(colon + 1));
+          return { host: n.slice(0, colon), port };
+        });
+        const bad = nodes.some((n) => n.host.length === 0 || !Number.isInteger(n.port) || n.port < 1 || n.port > 65535);
+        if (nodes.length === 0 || bad) {
+          ctx.addIssue({ code: 'custom', message: 'must be host:port pairs separated by commas' });
+          return z.NEVER;
+        }
+        return nodes;
+      }),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
     BODY_LIMIT_BYTES: int(1024, 64 * 1024 * 1024).default(1024 * 1024),
     API_KEY_PEPPER: z.string().min(32, 'must be at least 32 characters').default(DEV_PEPPER),
@@ -170,7 +187,7 @@ export const CONFIG_SECTIONS = {
   runtime: ['NODE_ENV', 'LOG_LEVEL', 'SHUTDOWN_GRACE_MS'],
   http: ['PORT', 'HOST', 'PUBLIC_BASE_URL', 'BODY_LIMIT_BYTES', 'TRUST_PROXY', 'JOB_WAIT_MS', 'IDEMPOTENCY_TTL_SECONDS', 'API_RATE_POINTS', 'WORKSPACE_RATE_POINTS', 'API_RATE_WINDOW_SECONDS'],
   db: ['DATABASE_URL', 'PG_POOL_MAX', 'PG_CONNECT_TIMEOUT_MS', 'PG_STATEMENT_TIMEOUT_MS'],
-  redis: ['REDIS_URL', 'REDIS_PREFIX'],
+  redis: ['REDIS_URL', 'REDIS_PREFIX', 'REDIS_CLUSTER_NODES'],
   secrets: ['API_KEY_PEPPER', 'ENCRYPTION_KEYS'],
   identity: [
     'API_KEY_TOUCH_INTERVAL_SECONDS',

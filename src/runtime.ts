@@ -2,14 +2,13 @@ import type { Logger } from 'pino';
 import type { Config } from './config';
 import { createDb, type DbHandle } from './db';
 import { closeRenderPool } from './domains/help-centre/render-pool';
-import { createRedis } from './queue/connection';
+import { createRedis, queuePrefix, type RedisClient } from './queue/connection';
 import { createQueueHub, type QueueHub } from './queue/hub';
-import type { Redis } from 'ioredis';
 import { createResultBus, type ResultBus } from './queue/results';
 
 export interface Runtime {
   db: DbHandle;
-  redis: Redis;
+  redis: RedisClient;
   queues: QueueHub;
   bus: ResultBus;
   close(): Promise<void>;
@@ -19,7 +18,7 @@ export interface Runtime {
 export function openRuntime(config: Config, logger: Logger, role: 'http' | 'worker'): Runtime {
   const db = createDb(config, (err) => logger.warn({ err: err.message }, 'PostgreSQL connection lost'));
   const redis = createRedis(config, role);
-  const queues = createQueueHub(redis, config.REDIS_PREFIX, config);
+  const queues = createQueueHub(redis, (queue) => queuePrefix(config, queue), config);
   const bus = createResultBus(redis, config.REDIS_PREFIX);
   return {
     db,

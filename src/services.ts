@@ -12,7 +12,7 @@ import { createTicketService } from './domains/tickets/service';
 import { createSlaPolicyService } from './domains/sla/service';
 import type { QueueHub } from './queue/hub';
 import type { ResultBus } from './queue/results';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './queue/connection';
 import { createChannelService } from './domains/channels/service';
 import { createIngestGateway } from './domains/ingest/edge';
 import { createIngestWorker } from './domains/ingest/worker';
@@ -38,7 +38,7 @@ import { createWebhookDelivery } from './domains/webhook-endpoints/delivery';
 import { createIntakePressure } from './queue/intake-pressure';
 
 /** The service container: each factory gets only the dependencies it needs. */
-export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: Redis; bus: ResultBus }) {
+export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: RedisClient; bus: ResultBus }) {
   const { db, config, queues, logger, redis, bus } = deps;
   const audit = createAuditService({ db });
   const events = createEventService({ db, config: section(config, 'events') });

@@ -19,8 +19,8 @@ describe('answerBatch', () => {
   beforeAll(async () => {
     pub = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
     sub = pub.duplicate();
-    sub.on('message', (_c: string, raw: string) => received.push(JSON.parse(raw) as ItemResult[]));
-    await sub.subscribe(channel);
+    sub.on('smessage', (_c: string, raw: string) => received.push(JSON.parse(raw) as ItemResult[]));
+    await sub.ssubscribe(channel);
   });
   afterAll(async () => {
     await sub.quit();

@@ -75,7 +75,7 @@ describe('when Redis is unreachable', () => {
   const derived: Redis[] = [];
   beforeAll(async () => {
     ctx = await startTestApp({ env: { REDIS_URL: 'redis://127.0.0.1:1' } });
-    trackDuplicates(ctx.runtime.redis, derived);
+    trackDuplicates(ctx.runtime.redis as Redis, derived);
   });
   afterAll(async () => {
     closing ??= ctx.close();

@@ -11,6 +11,7 @@ import { killGroup, killMidBurst, spawnWorker, workerStarted } from './helpers/p
 import { eventually, sleep } from './helpers/wait';
 import { type WebhookProvider } from './helpers/webhooks';
 import { KITS, NOTHING, PROVIDERS, UUID, countRows, createIntegration, deliver, delivery, diff, expectEventOf, expectNothingWritten, getTranscript, headersFor, newSecret, plainHeaders, postRaw, type Delivery, type Integration } from './helpers/webhook-intake';
+import { queuePrefix } from '../src/queue/connection';
 
 describe('WEBHOOKS_REQUIRE_SIGNATURE=true', () => {
   let rctx: TestContext;
@@ -199,7 +200,7 @@ describe('a worker process SIGKILLed mid-burst', () => {
       },
       activeCount: () => queue.getActiveCount(),
       redis: kctx.runtime.redis,
-      stalledCheckKey: `${kctx.config.REDIS_PREFIX}:webhooks:stalled-check`,
+      stalledCheckKey: `${queuePrefix(kctx.config, 'webhooks')}:webhooks:stalled-check`,
     });
     const killedAt = killedClock - started;
     const second = startWorker();

@@ -10,12 +10,12 @@ import { mailboxProcessors } from './processors/mailbox';
 import { webhookProcessors } from './processors/webhooks';
 import { rollupProcessors } from './processors/rollups';
 import { eventProcessors } from './processors/events';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../src/queue/connection';
 
 /** `run` says which try this is and whether it is the last (the last records a failure or tells the waiters). */
 export type Processor = (data: never, run: JobRun) => Promise<unknown>;
 
-export const defaultProcessorGroups = (services: Services, config: Config, redis: Redis): Record<string, Processor>[] => [
+export const defaultProcessorGroups = (services: Services, config: Config, redis: RedisClient): Record<string, Processor>[] => [
   maintenanceProcessors(services, config),
   ingestProcessors(services, redis),
   mailboxProcessors(services),

@@ -1,8 +1,7 @@
 import { Worker } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Config } from '../src/config';
-import { createRedis } from '../src/queue/connection';
+import { createRedis, queuePrefix, type RedisClient } from '../src/queue/connection';
 import { createJobMetrics } from '../src/queue/job-metrics';
 import type { QueueHub } from '../src/queue/hub';
 import { schedules } from '../src/queue/jobs';
@@ -15,10 +14,10 @@ export interface WorkerSet {
   close(): Promise<void>;
 }
 
-export async function startWorkers(deps: { config: Config; logger: Logger; services: Services; queues: QueueHub; redis: Redis }): Promise<WorkerSet> {
+export async function startWorkers(deps: { config: Config; logger: Logger; services: Services; queues: QueueHub; redis: RedisClient }): Promise<WorkerSet> {
   const { config, logger, services, queues } = deps;
   const registry = buildRegistry(defaultProcessorGroups(services, config, deps.redis));
-  const connections: Redis[] = [];
+  const connections: RedisClient[] = [];
   const workers: Worker[] = [];
   const metrics = createJobMetrics();
   const since = (start: number | undefined) => (start ? Math.max(0, Date.now() - start) / 1000 : 0);
@@ -27,7 +26,7 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
     connections.push(connection);
     const worker = new Worker(queueName, async (job) => registry.run(job.name, job.data, job), {
       connection,
-      prefix: config.REDIS_PREFIX,
+      prefix: queuePrefix(config, queueName),
       // Webhook sends wait on receivers, not on this process: they get slots of their own (per endpoint
       // they are bounded again by WEBHOOK_ENDPOINT_CONCURRENCY).
       concurrency: queueName === 'deliveries' ? config.WEBHOOK_DELIVERY_CONCURRENCY : config.WORKER_CONCURRENCY,

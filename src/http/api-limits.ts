@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../queue/connection';
 import type { Logger } from 'pino';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { ConfigSection } from '../config';
@@ -19,7 +19,7 @@ interface PolicyState {
  * process shares them. Every authenticated answer says them in `RateLimit-Policy` and what is left in
  * `RateLimit`; past either, `429 throttled` with an integer Retry-After, before anything runs.
  */
-export function createApiLimits(deps: { redis: Redis; config: ConfigSection<'http' | 'redis'>; logger: Logger }) {
+export function createApiLimits(deps: { redis: RedisClient; config: ConfigSection<'http' | 'redis'>; logger: Logger }) {
   const { config, logger } = deps;
   const window = config.API_RATE_WINDOW_SECONDS;
   const caller = new RateLimiterRedis({ storeClient: deps.redis, keyPrefix: `${config.REDIS_PREFIX}:throttle:api-caller`, points: config.API_RATE_POINTS, duration: window });

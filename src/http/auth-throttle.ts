@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../queue/connection';
 import type { Logger } from 'pino';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import type { ConfigSection } from '../config';
@@ -17,7 +17,7 @@ export const authFailuresThrottled = (retryAfterSeconds: number) =>
  * Successes spend nothing. Redis unreachable: authentication goes on as without the throttle (logged), so an
  * outage of the counter never turns into refusals of valid keys.
  */
-export function createAuthThrottle(deps: { redis: Redis; config: ConfigSection<'identity' | 'redis'>; logger: Logger }) {
+export function createAuthThrottle(deps: { redis: RedisClient; config: ConfigSection<'identity' | 'redis'>; logger: Logger }) {
   const { config, logger } = deps;
   const limiter = new RateLimiterRedis({
     storeClient: deps.redis,

@@ -14,7 +14,7 @@ import { sendProblem } from './problem';
 import type { QueueHub } from '../queue/hub';
 import { readWorkerMetrics } from '../queue/job-metrics';
 import { QUEUE_NAMES } from '../queue/jobs';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../queue/connection';
 
 /** The API process's metrics; domains count throttle rejections and dedupe hits through `opsMetrics`. */
 export function createOpsMetrics() {
@@ -103,7 +103,7 @@ function boardViewsWithoutWebFonts(): string {
  * Operator surfaces: the Bull Board queue dashboard at /admin/queues and Prometheus metrics at /metrics,
  * both behind basic auth. Without OPS_USER and OPS_PASSWORD they are not mounted (a log line says so).
  */
-export function mountOps(app: Express, deps: { config: Config; logger: Logger; queues: QueueHub; redis: Redis; metrics: OpsMetrics }) {
+export function mountOps(app: Express, deps: { config: Config; logger: Logger; queues: QueueHub; redis: RedisClient; metrics: OpsMetrics }) {
   const { config, logger, queues, redis, metrics } = deps;
   if (!config.OPS_USER || !config.OPS_PASSWORD) {
     logger.warn('ops endpoints disabled: set OPS_USER and OPS_PASSWORD to serve /admin/queues and /metrics');

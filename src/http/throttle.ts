@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../queue/connection';
 import type { Logger } from 'pino';
 import { RateLimiterRes, RateLimiterRedis } from 'rate-limiter-flexible';
 import type { ConfigSection } from '../config';
@@ -18,7 +18,7 @@ const isRefusal = (err: unknown): boolean => {
  * spend a workspace's budget. Over the rate, that address's refusals become 429; its accepted requests are
  * untouched, since a provider's shared egress address also carries other workspaces' good deliveries.
  */
-export function createRefusalBudget(deps: { redis: Redis; config: ConfigSection<'intake' | 'redis'>; logger: Logger }) {
+export function createRefusalBudget(deps: { redis: RedisClient; config: ConfigSection<'intake' | 'redis'>; logger: Logger }) {
   const { config, logger } = deps;
   const limiter = new RateLimiterRedis({
     storeClient: deps.redis,

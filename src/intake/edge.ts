@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../queue/connection';
 import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { dependencyUnavailable } from '../lib/errors';
 import { consumeOrRefuse } from '../lib/rate';
@@ -24,7 +24,7 @@ export interface IntakeOutcome {
  * coalesced into one queued batch whose answers come back on this process's result channel.
  */
 export function createIntakeEdge<Item extends { id: string }>(deps: {
-  redis: Redis;
+  redis: RedisClient;
   bus: ResultBus;
   /** The throttle: its Redis key prefix, budget and window, and what the refusal calls the thing throttled. */
   throttle: { keyPrefix: string; points: number; durationSeconds: number; what: string };

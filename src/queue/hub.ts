@@ -1,5 +1,5 @@
 import { Queue, QueueEvents } from 'bullmq';
-import type { Redis } from 'ioredis';
+import { duplicateRedis, type RedisClient } from './connection';
 import { dependencyUnavailable } from '../lib/errors';
 import { withTimeout } from '../lib/time';
 import { JOBS, jobOptions, QUEUE_NAMES, type EnqueueOptions, type JobData, type JobName, type JobSettings, type QueueName } from './jobs';
@@ -21,15 +21,16 @@ export interface QueueHub {
 const REDIS_DEADLINE_MS = 3000;
 const redisDown = () => dependencyUnavailable('Redis');
 
-export function createQueueHub(connection: Redis, prefix: string, settings: JobSettings): QueueHub {
+/** `prefixOf` gives each queue's key prefix (a hash tag per queue on a Redis Cluster: see queuePrefix). */
+export function createQueueHub(connection: RedisClient, prefixOf: (queue: QueueName) => string, settings: JobSettings): QueueHub {
   const queues = new Map<QueueName, Queue>();
-  const events = new Map<QueueName, { events: QueueEvents; conn: Redis }>();
+  const events = new Map<QueueName, { events: QueueEvents; conn: RedisClient }>();
   let closing = false;
 
   const queue = (name: QueueName) => {
     let q = queues.get(name);
     if (!q) {
-      q = new Queue(name, { connection, prefix });
+      q = new Queue(name, { connection, prefix: prefixOf(name) });
       q.on('error', () => {});
       queues.set(name, q);
     }
@@ -42,12 +43,12 @@ export function createQueueHub(connection: Redis, prefix: string, settings: JobS
     if (!e) {
       // BullMQ duplicates this client for its blocking read and the copy inherits retryStrategy: once the hub
       // is closing, a failed reconnect ends the client instead of retrying, so close() cannot wait forever.
-      const conn = connection.duplicate({
+      const conn = duplicateRedis(connection, {
         maxRetriesPerRequest: null,
         retryStrategy: (attempt: number) => (closing ? null : Math.min(attempt * 200, 2000)),
       });
       conn.on('error', () => {});
-      e = { events: new QueueEvents(name, { connection: conn, prefix }), conn };
+      e = { events: new QueueEvents(name, { connection: conn, prefix: prefixOf(name) }), conn };
       e.events.on('error', () => {});
       events.set(name, e);
     }

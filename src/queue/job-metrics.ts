@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './connection';
 import { AggregatorRegistry, Counter, Histogram, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 
 /**
@@ -11,8 +11,10 @@ import { AggregatorRegistry, Counter, Histogram, Registry, type MetricObjectWith
  * STALE_SECONDS disappears with its worker.
  */
 const STALE_SECONDS = 300;
-const indexKey = (prefix: string) => `${prefix}:metrics:workers`;
-const snapshotKey = (prefix: string, id: string) => `${prefix}:metrics:worker:${id}`;
+// One hash tag for the index and every snapshot: the publish (MULTI) and the read (MGET) touch several of
+// them at once, which a Redis Cluster allows only within one slot.
+const indexKey = (prefix: string) => `{${prefix}:metrics}:workers`;
+const snapshotKey = (prefix: string, id: string) => `{${prefix}:metrics}:worker:${id}`;
 
 export type JobOutcome = 'completed' | 'failed';
 
@@ -39,7 +41,7 @@ export function createJobMetrics(workerId = `${hostname()}-${process.pid}`) {
       duration.observe({ queue, job, outcome }, seconds);
       if (outcome === 'failed') failures.inc({ queue, job, final: String(final) });
     },
-    async publish(redis: Redis, prefix: string): Promise<void> {
+    async publish(redis: RedisClient, prefix: string): Promise<void> {
       const snapshot = JSON.stringify(await registry.getMetricsAsJSON());
       await redis
         .multi()
@@ -53,7 +55,7 @@ export function createJobMetrics(workerId = `${hostname()}-${process.pid}`) {
 export type JobMetrics = ReturnType<typeof createJobMetrics>;
 
 /** The live worker snapshots as one registry (empty when no worker has published), pruning stale ids. */
-export async function readWorkerMetrics(redis: Redis, prefix: string): Promise<Registry> {
+export async function readWorkerMetrics(redis: RedisClient, prefix: string): Promise<Registry> {
   await redis.zremrangebyscore(indexKey(prefix), '-inf', Date.now() - STALE_SECONDS * 1000);
   const ids = await redis.zrange(indexKey(prefix), 0, -1);
   const snapshots = ids.length ? await redis.mget(ids.map((id) => snapshotKey(prefix, id))) : [];

@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import { duplicateRedis, type RedisClient } from './connection';
 import { asDependencyError, dependencyUnavailable, DomainError, type ErrorCode } from '../lib/errors';
 import type { JobRun } from './jobs';
 
 /**
  * A lean reply channel for enqueue-and-await: each API process subscribes to one pub/sub channel of its own,
- * jobs carry that channel's name, and the worker publishes every result of a batch in one PUBLISH. This
+ * jobs carry that channel's name, and the worker publishes every result of a batch in one message. This
  * replaces a QueueEvents stream read per awaited job (dozens of Redis commands per request) with one
- * command per batch.
+ * command per batch. The channel is sharded (SSUBSCRIBE/SPUBLISH, Redis 7): on a cluster a message goes to
+ * the one node that owns the channel's slot, where classic PUBLISH is broadcast to every node; on a single
+ * server the two behave the same.
  */
 export interface ItemResult {
   id: string;
@@ -29,18 +31,17 @@ export interface ResultBus {
   close(): Promise<void>;
 }
 
-export function createResultBus(connection: Redis, prefix: string): ResultBus {
+export function createResultBus(connection: RedisClient, prefix: string): ResultBus {
   const channel = `${prefix}:results:${randomUUID()}`;
   const waiting = new Map<string, (r: ItemResult) => void>();
-  let subscriber: Redis | null = null;
+  let subscriber: RedisClient | null = null;
   let ready: Promise<void> | null = null;
   let seq = 0;
 
   const ensureSubscribed = () => {
     if (!ready) {
-      subscriber = connection.duplicate({ maxRetriesPerRequest: null, enableOfflineQueue: true });
-      subscriber.on('error', () => {});
-      subscriber.on('message', (_ch: string, raw: string) => {
+      subscriber = duplicateRedis(connection, { maxRetriesPerRequest: null, enableOfflineQueue: true });
+      subscriber.on('smessage', (_ch: string, raw: string) => {
         for (const r of JSON.parse(raw) as ItemResult[]) {
           const resolve = waiting.get(r.id);
           if (resolve) {
@@ -49,7 +50,7 @@ export function createResultBus(connection: Redis, prefix: string): ResultBus {
           }
         }
       });
-      ready = subscriber.subscribe(channel).then(() => undefined);
+      ready = subscriber.ssubscribe(channel).then(() => undefined);
       ready.catch(() => {
         ready = null;
       });
@@ -76,13 +77,14 @@ export function createResultBus(connection: Redis, prefix: string): ResultBus {
     async close() {
       for (const resolve of waiting.values()) resolve({ id: '', ok: false, error: { code: 'dependency_unavailable', detail: 'shutting down' } });
       waiting.clear();
-      if (subscriber) await (subscriber as Redis).quit().catch(() => (subscriber as Redis).disconnect());
+      const sub = subscriber;
+      if (sub) await sub.quit().catch(() => sub.disconnect());
     },
   };
 }
 
-export async function publishResults(redis: Redis, channel: string, results: ItemResult[]): Promise<void> {
-  if (results.length > 0) await redis.publish(channel, JSON.stringify(results));
+export async function publishResults(redis: RedisClient, channel: string, results: ItemResult[]): Promise<void> {
+  if (results.length > 0) await redis.spublish(channel, JSON.stringify(results));
 }
 
 /**
@@ -92,7 +94,7 @@ export async function publishResults(redis: Redis, channel: string, results: Ite
  * again by itself. The failed job stays in the queue's failed set for an operator's retry.
  */
 export async function answerBatch(
-  redis: Redis,
+  redis: RedisClient,
   replyTo: string,
   items: { id: string }[],
   try_: JobRun,

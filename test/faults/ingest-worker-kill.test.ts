@@ -13,6 +13,7 @@ import { bearer, createWorkspace, type Workspace } from '../helpers/factories';
 import { emailPayload, smsPayload } from '../helpers/payloads';
 import { killGroup, killMidBurst, spawnWorker, workerStarted } from '../helpers/processes';
 import { eventually, sleep } from '../helpers/wait';
+import { queuePrefix } from '../../src/queue/connection';
 
 const SMS_TO = '+15550001111';
 const hex = (n: number) => randomBytes(n).toString('hex');
@@ -335,7 +336,7 @@ describe('a worker process SIGKILLed mid-burst', () => {
       },
       activeCount: () => ingestQueue.getActiveCount(),
       redis: ctx.runtime.redis,
-      stalledCheckKey: `${ctx.config.REDIS_PREFIX}:ingest:stalled-check`,
+      stalledCheckKey: `${queuePrefix(ctx.config, 'ingest')}:ingest:stalled-check`,
     });
     const killedAt = killedClock - started;
     const second = startWorker();

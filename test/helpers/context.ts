@@ -9,6 +9,8 @@ import { loadConfig, type Config } from '../../src/config';
 import type { Db } from '../../src/db';
 import { createLogger } from '../../src/lib/logger';
 import { openRuntime, type Runtime } from '../../src/runtime';
+import { isCluster } from '../../src/queue/connection';
+import type { Redis } from 'ioredis';
 import type { Services } from '../../src/services';
 import { startWorkers, type WorkerSet } from '../../workers/runtime';
 import { runId, serverUrl } from './db-names';
@@ -107,6 +109,8 @@ export async function startTestApp(options: ContextOptions = {}): Promise<TestCo
     AUTH_FAILURE_RATE_POINTS: '1000000',
     INGEST_REFUSAL_RATE_POINTS: '1000000',
     ...(databaseName ? { DATABASE_URL: serverUrl(databaseName) } : {}),
+    // The Redis Cluster run of the intake, exactly-once, SIGKILL and dashboard suites (scripts/test.sh).
+    ...(process.env.REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: process.env.REDIS_CLUSTER_NODES } : {}),
     ...options.env,
   });
   const logs = new LogCapture();
@@ -152,10 +156,17 @@ export async function startTestApp(options: ContextOptions = {}): Promise<TestCo
 
 async function cleanRedis(runtime: Runtime, prefix: string): Promise<void> {
   if (runtime.redis.status !== 'ready') return;
-  let cursor = '0';
-  do {
-    const [next, keys] = await runtime.redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 500);
-    cursor = next;
-    if (keys.length) await runtime.redis.del(...keys);
-  } while (cursor !== '0');
+  // Keys start with the prefix, or with a hash tag holding it (job metrics; every queue on a cluster). A
+  // cluster is scanned master by master, and keys are deleted one by one (one DEL may not cross slots).
+  const nodes: Redis[] = isCluster(runtime.redis) ? runtime.redis.nodes('master') : [runtime.redis];
+  for (const node of nodes) {
+    for (const pattern of [`${prefix}:*`, `{${prefix}:*`]) {
+      let cursor = '0';
+      do {
+        const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
+        cursor = next;
+        if (keys.length) await keys.reduce((p, key) => p.del(key), node.pipeline()).exec();
+      } while (cursor !== '0');
+    }
+  }
 }

@@ -3,6 +3,7 @@ import { Client } from 'pg';
 import { createDb, migrateToLatest } from '../../src/db';
 import { ensureDatabase } from '../../src/db/admin';
 import { serverUrl } from './db-names';
+import { startOwnRedisCluster } from './redis-server';
 
 /**
  * One migrated template database per run; every test file clones it (CREATE DATABASE … TEMPLATE), so files
@@ -24,4 +25,11 @@ export default async function globalSetup(): Promise<void> {
   await admin.connect();
   await admin.query(`ALTER DATABASE "hd_tpl_${runId}" WITH IS_TEMPLATE true`);
   await admin.end();
+  // HD_TEST_REDIS=cluster (scripts/test.sh's cluster run): a three-master Redis Cluster of the run's own, which
+  // every test app and spawned process of the run uses instead of the single Redis (REDIS_CLUSTER_NODES).
+  if (process.env.HD_TEST_REDIS === 'cluster') {
+    const cluster = await startOwnRedisCluster();
+    process.env.REDIS_CLUSTER_NODES = cluster.nodes;
+    (globalThis as { hdRedisCluster?: { destroy(): Promise<void> } }).hdRedisCluster = cluster;
+  }
 }

@@ -2,6 +2,7 @@ import { Client } from 'pg';
 import { runId, serverUrl } from './db-names';
 
 export default async function globalTeardown(): Promise<void> {
+  await (globalThis as { hdRedisCluster?: { destroy(): Promise<void> } }).hdRedisCluster?.destroy();
   const id = runId();
   const admin = new Client({ connectionString: serverUrl('postgres') });
   await admin.connect();

@@ -29,6 +29,7 @@ function spawnService(script: string, config: Config, opts: { env?: Record<strin
       DATABASE_URL: config.DATABASE_URL,
       REDIS_URL: config.REDIS_URL,
       REDIS_PREFIX: config.REDIS_PREFIX,
+      ...(process.env.REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: process.env.REDIS_CLUSTER_NODES } : {}),
       API_KEY_PEPPER: config.API_KEY_PEPPER,
       // As in startTestApp: suites probe from one address on purpose.
       AUTH_FAILURE_RATE_POINTS: String(config.AUTH_FAILURE_RATE_POINTS),

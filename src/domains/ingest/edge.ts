@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../queue/connection';
 import { z } from 'zod';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
@@ -35,7 +35,7 @@ export const ingestQuery = z.strictObject({ token: z.string().min(1).max(200).op
 export function createIngestGateway(deps: {
   db: Db;
   config: ConfigSection<'intake' | 'redis' | 'http'>;
-  redis: Redis;
+  redis: RedisClient;
   queues: QueueHub;
   bus: ResultBus;
   channels: ChannelService;

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../queue/connection';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import { createIntakeEdge, type IntakeOutcome } from '../../intake/edge';
@@ -24,7 +24,7 @@ const signatureInvalid = () => refuse('signature_invalid', 'The webhook signatur
  * signature over the raw bytes, the JSON limits, the classification and the throttle, all without writing;
  * ticket events are then coalesced into `webhooks.batch` jobs (see worker.ts).
  */
-export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhooks' | 'secrets' | 'redis' | 'http'>; redis: Redis; queues: QueueHub; bus: ResultBus }) {
+export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhooks' | 'secrets' | 'redis' | 'http'>; redis: RedisClient; queues: QueueHub; bus: ResultBus }) {
   const { db, config, queues } = deps;
   const secrets = createSecrets(config);
   const edge = createIntakeEdge<WebhookItem>({
