@@ -6,19 +6,20 @@
 import { parseArgs } from 'node:util';
 import { Queue } from 'bullmq';
 import { loadConfigOrExit } from '../src/config';
-import { createRedis } from '../src/queue/connection';
-import { QUEUE_NAMES, type QueueName } from '../src/queue/jobs';
+import { createRedis, queuePrefix } from '../src/queue/connection';
+import { queueNames, type QueueName } from '../src/queue/jobs';
 
 async function main(): Promise<number> {
   const { positionals, values } = parseArgs({ allowPositionals: true, options: { queue: { type: 'string' } } });
   const command = positionals[0];
   const config = loadConfigOrExit();
   const connection = createRedis(config, 'http');
+  const names = queueNames(config.INTAKE_QUEUE_SHARDS);
   try {
     if (command === 'counts') {
       const out: Record<string, unknown> = {};
-      for (const name of QUEUE_NAMES) {
-        const q = new Queue(name, { connection, prefix: config.REDIS_PREFIX });
+      for (const name of names) {
+        const q = new Queue(name, { connection, prefix: queuePrefix(config, name) });
         out[name] = await q.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed');
         await q.close();
       }
@@ -27,11 +28,11 @@ async function main(): Promise<number> {
     }
     if (command === 'retry-failed') {
       const name = values.queue as QueueName | undefined;
-      if (!name || !QUEUE_NAMES.includes(name)) {
-        process.stderr.write(`--queue must be one of ${QUEUE_NAMES.join(', ')}\n`);
+      if (!name || !names.includes(name)) {
+        process.stderr.write(`--queue must be one of ${names.join(', ')}\n`);
         return 2;
       }
-      const q = new Queue(name, { connection, prefix: config.REDIS_PREFIX });
+      const q = new Queue(name, { connection, prefix: queuePrefix(config, name) });
       const failed = await q.getJobCountByTypes('failed');
       await q.retryJobs({ state: 'failed', count: 1000 });
       await q.close();

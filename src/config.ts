@@ -40,6 +40,8 @@ const schema = z
     PG_STATEMENT_TIMEOUT_MS: int(100, 600000).default(15000),
     REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').default('redis://127.0.0.1:6379'),
     REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9:_-]{1,64}$/, 'letters, digits, : _ - only').default('hd'),
+    // Intake queues (ingest, webhooks) split by workspace into this many queues each, spread over a cluster's masters.
+    INTAKE_QUEUE_SHARDS: int(1, 64).default(1),
     // A Redis Cluster's seed nodes (`host:port,host:port`); when set it replaces REDIS_URL (issue 20).
     REDIS_CLUSTER_NODES: optionalString
       .pipe(z.string().max(4096).optional())
@@ -187,7 +189,7 @@ export const CONFIG_SECTIONS = {
   runtime: ['NODE_ENV', 'LOG_LEVEL', 'SHUTDOWN_GRACE_MS'],
   http: ['PORT', 'HOST', 'PUBLIC_BASE_URL', 'BODY_LIMIT_BYTES', 'TRUST_PROXY', 'JOB_WAIT_MS', 'IDEMPOTENCY_TTL_SECONDS', 'API_RATE_POINTS', 'WORKSPACE_RATE_POINTS', 'API_RATE_WINDOW_SECONDS'],
   db: ['DATABASE_URL', 'PG_POOL_MAX', 'PG_CONNECT_TIMEOUT_MS', 'PG_STATEMENT_TIMEOUT_MS'],
-  redis: ['REDIS_URL', 'REDIS_PREFIX', 'REDIS_CLUSTER_NODES'],
+  redis: ['REDIS_URL', 'REDIS_PREFIX', 'REDIS_CLUSTER_NODES', 'INTAKE_QUEUE_SHARDS'],
   secrets: ['API_KEY_PEPPER', 'ENCRYPTION_KEYS'],
   identity: [
     'API_KEY_TOUCH_INTERVAL_SECONDS',

@@ -91,7 +91,7 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     webhookIntake: createWebhookEdge({ db, config: section(config, 'webhooks', 'secrets', 'redis', 'http'), redis, queues, bus }),
     webhookProcessor: createWebhookWorker({ db, events }),
     webhookEndpoints: createWebhookEndpointService({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues }),
-    webhookDelivery: createWebhookDelivery({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues, logger, present: events.present, pressure: createIntakePressure(queues) }),
+    webhookDelivery: createWebhookDelivery({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues, logger, present: events.present, pressure: createIntakePressure(queues, config.INTAKE_QUEUE_SHARDS) }),
     mailbox: createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, tickets: tickets.commands, ingest: ingestProcessor, events }),
   };
 }

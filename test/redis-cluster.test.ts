@@ -8,7 +8,9 @@
  * The intake, exactly-once, SIGKILL and dashboard suites also run on a cluster: scripts/test.sh runs them a
  * second time with HD_TEST_REDIS=cluster.
  */
+import { randomUUID } from 'node:crypto';
 import { Cluster } from 'ioredis';
+import { shardName, shardOf } from '../src/queue/jobs';
 import { loadConfig } from '../src/config';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
@@ -18,6 +20,7 @@ import { startOwnRedisCluster, type OwnRedisCluster } from './helpers/redis-serv
 import { eventually } from './helpers/wait';
 
 const OPS = { OPS_USER: 'ops', OPS_PASSWORD: 'cluster-ops-password' };
+const SHARDS = 4;
 const basic = `Basic ${Buffer.from(`${OPS.OPS_USER}:${OPS.OPS_PASSWORD}`).toString('base64')}`;
 
 let cluster: OwnRedisCluster;
@@ -29,10 +32,10 @@ let probe: Cluster;
 
 beforeAll(async () => {
   cluster = await startOwnRedisCluster();
-  ctx = await startTestApp({ env: { REDIS_CLUSTER_NODES: cluster.nodes, ...OPS } });
+  ctx = await startTestApp({ env: { REDIS_CLUSTER_NODES: cluster.nodes, INTAKE_QUEUE_SHARDS: String(SHARDS), ...OPS } });
   ws = await createWorkspace(ctx);
   await ctx.http.put('/v1/channels/sms').set(bearer(ws.ownerKey)).send({ config: {} }).expect(200);
-  const env = { REDIS_CLUSTER_NODES: cluster.nodes, ...OPS, WORKER_METRICS_PUSH_MS: '200' };
+  const env = { REDIS_CLUSTER_NODES: cluster.nodes, INTAKE_QUEUE_SHARDS: String(SHARDS), ...OPS, WORKER_METRICS_PUSH_MS: '200' };
   worker = spawnWorker(ctx.config, { env, detached: true });
   api = await spawnApi(ctx.config, { env });
   await workerStarted(worker);
@@ -47,8 +50,8 @@ afterAll(async () => {
   await cluster?.destroy();
 });
 
-const ingest = (payload: Record<string, unknown>) =>
-  fetch(`${api.url}/v1/ingest/sms`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tenant_id: ws.tenantId, payload }) });
+const ingest = (payload: Record<string, unknown>, tenantId = ws.tenantId) =>
+  fetch(`${api.url}/v1/ingest/sms`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ tenant_id: tenantId, payload }) });
 
 test('REDIS_CLUSTER_NODES takes host:port pairs and refuses anything else', () => {
   expect(loadConfig({ REDIS_CLUSTER_NODES: '10.0.0.1:7000, redis-2.internal:7001' }).REDIS_CLUSTER_NODES).toEqual([
@@ -87,9 +90,40 @@ test("each queue's keys share one hash slot, and the queues are spread over slot
   const ingestSlots = await slotsOf('ingest');
   expect(ingestSlots.size).toBe(1);
   // Every queue has its scheduler or meta keys by now; each queue is one slot, and not all the same one.
-  const all = await Promise.all(['ingest', 'webhooks', 'maintenance', 'events', 'rollups'].map(slotsOf));
+  const all = await Promise.all(['ingest', 'ingest-1', 'ingest-2', 'ingest-3', 'webhooks', 'maintenance', 'events', 'rollups'].map(slotsOf));
   for (const s of all) expect(s.size).toBeLessThanOrEqual(1);
   expect(new Set(all.flatMap((s) => [...s])).size).toBeGreaterThan(1);
+});
+
+test('intake is queued on the shard of its workspace: workspaces spread over the shards, each message answered once', async () => {
+  const workspaces = await Promise.all(Array.from({ length: 8 }, () => createWorkspace(ctx)));
+  for (const w of workspaces) await ctx.http.put('/v1/channels/sms').set(bearer(w.ownerKey)).send({ config: {} }).expect(200);
+  const answers = await Promise.all(workspaces.map((w) => ingest(smsPayload({}), w.tenantId)));
+  expect(answers.map((a) => a.status)).toEqual(workspaces.map(() => 200));
+  const used = new Set<number>();
+  for (let shard = 0; shard < SHARDS; shard++) {
+    const jobs = await ctx.runtime.queues.queue(shardName('ingest', shard)).getJobs(['completed'], 0, 500);
+    const tenants = jobs.flatMap((j) => (j.data as { items: { tenant_id: string }[] }).items.map((i) => i.tenant_id));
+    for (const t of tenants) expect(shardOf(t, SHARDS)).toBe(shard);
+    if (tenants.some((t) => workspaces.some((w) => w.tenantId === t))) used.add(shard);
+  }
+  expect(used.size).toBeGreaterThan(1);
+  for (const w of workspaces) {
+    const listed = (await ctx.http.get('/v1/ingest/deliveries').set(bearer(w.ownerKey))).body.deliveries as unknown[];
+    expect(listed).toHaveLength(1);
+  }
+});
+
+test('shardOf is stable, within range, and spreads workspaces evenly', () => {
+  const ids = Array.from({ length: 4000 }, () => randomUUID());
+  const counts = [0, 0, 0, 0];
+  for (const id of ids) {
+    const s = shardOf(id, 4);
+    expect(shardOf(id, 4)).toBe(s);
+    counts[s]! += 1;
+  }
+  for (const c of counts) expect(c).toBeGreaterThan(800);
+  expect(shardOf(ids[0]!, 1)).toBe(0);
 });
 
 test('/metrics and the dashboard answer on the cluster, with the worker\'s job metrics', async () => {
@@ -108,7 +142,7 @@ test('/metrics and the dashboard answer on the cluster, with the worker\'s job m
   const board = await fetch(`${api.url}/admin/queues/api/queues`, { headers: { authorization: basic } });
   expect(board.status).toBe(200);
   const queues = ((await board.json()) as { queues: { name: string }[] }).queues.map((q) => q.name);
-  expect(queues).toEqual(expect.arrayContaining(['ingest', 'webhooks', 'deliveries']));
+  expect(queues).toEqual(expect.arrayContaining(['ingest', 'ingest-1', 'ingest-2', 'ingest-3', 'webhooks', 'webhooks-3', 'deliveries']));
 });
 
 test('/readyz asks every master: ready while all answer, 503 once one is down', async () => {

@@ -85,16 +85,16 @@ describe('the intake pressure reading', () => {
   test('is saturated only when intake jobs are in flight and the host CPUs are busy', async () => {
     const queues = ctx.runtime.queues;
     // Nothing in flight on the intake queues: never saturated, however busy the CPUs.
-    expect(await createIntakePressure(queues, cpu(1)).saturated()).toBe(false);
+    expect(await createIntakePressure(queues, 1, cpu(1)).saturated()).toBe(false);
     // A waiting intake batch (no worker runs in this suite, so it stays waiting).
     const w = await createWorkspace(ctx);
     await queues.enqueue('ingest.batch', { reply_to: 'nobody', items: [{ id: 'x1', tenant_id: w.tenantId, channel: 'sms', message: { providerMessageId: 'p1', sender: { handle: '+1' }, body: 'hi' } }] });
-    expect(await createIntakePressure(queues, cpu(1)).saturated()).toBe(true);
-    expect(await createIntakePressure(queues, cpu(0.8)).saturated()).toBe(true);
+    expect(await createIntakePressure(queues, 1, cpu(1)).saturated()).toBe(true);
+    expect(await createIntakePressure(queues, 1, cpu(0.8)).saturated()).toBe(true);
     // Spare CPU: intake is not held up by background work, so nothing waits.
-    expect(await createIntakePressure(queues, cpu(0.5)).saturated()).toBe(false);
+    expect(await createIntakePressure(queues, 1, cpu(0.5)).saturated()).toBe(false);
     await queues.queue('ingest').obliterate({ force: true });
-    expect(await createIntakePressure(queues, cpu(1)).saturated()).toBe(false);
+    expect(await createIntakePressure(queues, 1, cpu(1)).saturated()).toBe(false);
   });
 });
 

@@ -2,7 +2,7 @@ import { UnrecoverableError, type Job } from 'bullmq';
 import { withLogContext } from '../src/lib/log-context';
 import { runOf, type JobRun } from '../src/queue/jobs';
 import type { Config } from '../src/config';
-import { JOBS, type JobName, type QueueName } from '../src/queue/jobs';
+import { JOBS, type JobName, type LogicalQueue } from '../src/queue/jobs';
 import type { Services } from '../src/services';
 import { maintenanceProcessors } from './processors/maintenance';
 import { ingestProcessors } from './processors/ingest';
@@ -41,7 +41,7 @@ export function buildRegistry(groups: Record<string, Processor>[]) {
     if (!handlers.has(name)) throw new Error(`worker registry: job "${name}" has no processor`);
   }
   return {
-    queues(): QueueName[] {
+    queues(): LogicalQueue[] {
       return [...new Set(Object.values(JOBS).map((j) => j.queue))];
     },
     /** Validates the payload with the producer's schema; a payload no retry can fix fails for good. */

@@ -4,7 +4,7 @@ import type { Config } from '../src/config';
 import { createRedis, queuePrefix, type RedisClient } from '../src/queue/connection';
 import { createJobMetrics } from '../src/queue/job-metrics';
 import type { QueueHub } from '../src/queue/hub';
-import { schedules } from '../src/queue/jobs';
+import { queueNames, schedules } from '../src/queue/jobs';
 import type { Services } from '../src/services';
 import { buildRegistry, defaultProcessorGroups } from './registry';
 
@@ -21,7 +21,11 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
   const workers: Worker[] = [];
   const metrics = createJobMetrics();
   const since = (start: number | undefined) => (start ? Math.max(0, Date.now() - start) / 1000 : 0);
-  for (const queueName of registry.queues()) {
+  // Every queue the job table names, each intake queue once per shard (INTAKE_QUEUE_SHARDS); each gets its own
+  // slots, so a process with shards runs more intake jobs at once, bounded again by its database pool.
+  const served = new Set<string>(registry.queues());
+  const names = queueNames(config.INTAKE_QUEUE_SHARDS).filter((q) => served.has(q.replace(/-\d+$/, '')));
+  for (const queueName of names) {
     const connection = createRedis(config, 'worker');
     connections.push(connection);
     const worker = new Worker(queueName, async (job) => registry.run(job.name, job.data, job), {
@@ -48,7 +52,7 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
   const publish = () => metrics.publish(deps.redis, config.REDIS_PREFIX).catch((err: Error) => logger.warn({ err: err.message }, 'job metrics not published'));
   const publisher = setInterval(() => void publish(), config.WORKER_METRICS_PUSH_MS).unref();
   await publish();
-  logger.info({ queues: registry.queues(), worker_id: metrics.workerId }, 'workers started');
+  logger.info({ queues: names, worker_id: metrics.workerId }, 'workers started');
   return {
     workers,
     async close() {

@@ -13,7 +13,7 @@ import { refuse } from '../lib/errors';
 import { sendProblem } from './problem';
 import type { QueueHub } from '../queue/hub';
 import { readWorkerMetrics } from '../queue/job-metrics';
-import { QUEUE_NAMES } from '../queue/jobs';
+import { queueNames } from '../queue/jobs';
 import type { RedisClient } from '../queue/connection';
 
 /** The API process's metrics; domains count throttle rejections and dedupe hits through `opsMetrics`. */
@@ -113,7 +113,8 @@ export function mountOps(app: Express, deps: { config: Config; logger: Logger; q
 
   const board = new ExpressAdapter();
   board.setBasePath('/admin/queues');
-  createBullBoard({ queues: QUEUE_NAMES.map((name) => new BullMQAdapter(queues.queue(name))), serverAdapter: board });
+  const names = queueNames(config.INTAKE_QUEUE_SHARDS);
+  createBullBoard({ queues: names.map((name) => new BullMQAdapter(queues.queue(name))), serverAdapter: board });
   board.setViewsPath(boardViewsWithoutWebFonts());
   app.use('/admin/queues', noFraming, refuseCrossSite, guard, board.getRouter());
 
@@ -123,7 +124,7 @@ export function mountOps(app: Express, deps: { config: Config; logger: Logger; q
   const totals = new Gauge({ name: 'helpdesk_queue_jobs_kept', help: 'Completed and failed jobs kept per queue (bounded retention)', labelNames: ['queue', 'state'] as const, registers: [metrics.registry] });
   app.get('/metrics', noFraming, guard, async (_req, res, next) => {
     try {
-      for (const name of QUEUE_NAMES) {
+      for (const name of names) {
         const q = queues.queue(name);
         const counts = await q.getJobCounts('waiting', 'active', 'delayed', 'failed', 'completed', 'prioritized');
         for (const state of ['waiting', 'active', 'delayed', 'failed'] as const) depth.set({ queue: name, state }, counts[state] ?? 0);

@@ -3,6 +3,7 @@ import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { dependencyUnavailable } from '../lib/errors';
 import { consumeOrRefuse } from '../lib/rate';
 import { createCoalescer } from '../queue/coalescer';
+import { shardOf } from '../queue/jobs';
 import { refusalOf, TIMED_OUT, type ItemResult, type ResultBus } from '../queue/results';
 
 /**
@@ -23,7 +24,7 @@ export interface IntakeOutcome {
  * it would write; what is not written goes back), the result channel's readiness, and concurrent submissions
  * coalesced into one queued batch whose answers come back on this process's result channel.
  */
-export function createIntakeEdge<Item extends { id: string }>(deps: {
+export function createIntakeEdge<Item extends { id: string; tenant_id: string }>(deps: {
   redis: RedisClient;
   bus: ResultBus;
   /** The throttle: its Redis key prefix, budget and window, and what the refusal calls the thing throttled. */
@@ -31,16 +32,30 @@ export function createIntakeEdge<Item extends { id: string }>(deps: {
   /** Items per queued job, and how long the first waits for company. */
   batch: { max: number; windowMs: number };
   waitMs: number;
-  send(items: Item[], replyTo: string): Promise<unknown>;
+  /** Intake queue shards (INTAKE_QUEUE_SHARDS): a batch is queued as one job per workspace shard it holds. */
+  shards: number;
+  send(items: Item[], replyTo: string, shard: number): Promise<unknown>;
 }) {
   const { bus } = deps;
+  /** One job per shard the batch touches, each on its shard's queue (one job, shard 0, when unsharded). */
+  const sendByShard = async (items: Item[], replyTo: string) => {
+    if (deps.shards <= 1) return deps.send(items, replyTo, 0);
+    const groups = new Map<number, Item[]>();
+    for (const item of items) {
+      const shard = shardOf(item.tenant_id, deps.shards);
+      const group = groups.get(shard);
+      if (group) group.push(item);
+      else groups.set(shard, [item]);
+    }
+    return Promise.all([...groups].map(([shard, group]) => deps.send(group, replyTo, shard)));
+  };
   const limiter = new RateLimiterRedis({
     storeClient: deps.redis,
     keyPrefix: deps.throttle.keyPrefix,
     points: deps.throttle.points,
     duration: deps.throttle.durationSeconds,
   });
-  const coalescer = createCoalescer<Item>({ bus, max: deps.batch.max, windowMs: deps.batch.windowMs, waitMs: deps.waitMs, send: deps.send });
+  const coalescer = createCoalescer<Item>({ bus, max: deps.batch.max, windowMs: deps.batch.windowMs, waitMs: deps.waitMs, send: sendByShard });
 
   return {
     newId: () => bus.newId(),
@@ -68,4 +83,4 @@ export function createIntakeEdge<Item extends { id: string }>(deps: {
   };
 }
 
-export type IntakeEdge<Item extends { id: string }> = ReturnType<typeof createIntakeEdge<Item>>;
+export type IntakeEdge<Item extends { id: string; tenant_id: string }> = ReturnType<typeof createIntakeEdge<Item>>;

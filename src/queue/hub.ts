@@ -2,7 +2,7 @@ import { Queue, QueueEvents } from 'bullmq';
 import { duplicateRedis, type RedisClient } from './connection';
 import { dependencyUnavailable } from '../lib/errors';
 import { withTimeout } from '../lib/time';
-import { JOBS, jobOptions, QUEUE_NAMES, type EnqueueOptions, type JobData, type JobName, type JobSettings, type QueueName } from './jobs';
+import { JOBS, jobOptions, QUEUE_NAMES, shardName, type EnqueueOptions, type JobData, type JobName, type JobSettings, type QueueName } from './jobs';
 
 export type AwaitedJob<R> = { state: 'completed'; jobId: string; result: R } | { state: 'accepted'; jobId: string };
 
@@ -60,7 +60,7 @@ export function createQueueHub(connection: RedisClient, prefixOf: (queue: QueueN
   function add<N extends JobName>(name: N, data: JobData<N>, opts: EnqueueOptions) {
     const def = JOBS[name];
     const payload = def.data.parse(data);
-    return withTimeout(queue(def.queue).add(name, payload, jobOptions(name, payload as JobData<N>, settings, opts)), REDIS_DEADLINE_MS, redisDown);
+    return withTimeout(queue(shardName(def.queue, opts.shard ?? 0)).add(name, payload, jobOptions(name, payload as JobData<N>, settings, opts)), REDIS_DEADLINE_MS, redisDown);
   }
 
   return {

@@ -1,9 +1,7 @@
 import { cpus } from 'node:os';
-import type { QueueName } from './jobs';
+import { shardName, SHARDED_QUEUES } from './jobs';
 import type { QueueHub } from './hub';
 
-/** The queues that carry live intake: customer messages from channels and provider webhooks. */
-const INTAKE_QUEUES: readonly QueueName[] = ['ingest', 'webhooks'];
 /** A reading is reused this long: every sender of the process asks before each round. */
 const SAMPLE_MS = 100;
 /** The CPU share is taken over at least this window, so one quiet 100 ms does not read as spare capacity. */
@@ -42,7 +40,9 @@ export interface IntakePressure {
  *   and never pauses; what it costs the database is not visible here.
  * A reading that fails (Redis down) counts as not saturated: pacing is an optimisation, never a reason to stop.
  */
-export function createIntakePressure(queues: QueueHub, read: { cpu: () => { busy: number; total: number } } = { cpu: hostCpu }): IntakePressure {
+export function createIntakePressure(queues: QueueHub, shards: number, read: { cpu: () => { busy: number; total: number } } = { cpu: hostCpu }): IntakePressure {
+  /** The queues that carry live intake (customer messages from channels, provider webhooks), every shard. */
+  const intakeQueues = SHARDED_QUEUES.flatMap((q) => Array.from({ length: shards }, (_, i) => shardName(q, i)));
   let last = { at: 0, saturated: false };
   /** CPU readings of the last WINDOW_MS and the one just before it, oldest first. */
   let readings = [{ at: Date.now(), ...read.cpu() }];
@@ -59,7 +59,7 @@ export function createIntakePressure(queues: QueueHub, read: { cpu: () => { busy
     const busyShare = total > 0 ? (cpu.busy - oldest.busy) / total : 0;
     let inFlight = 0;
     if (busyShare >= BUSY_SHARE) {
-      const counts = await Promise.all(INTAKE_QUEUES.map((q) => queues.queue(q).getJobCounts('active', 'waiting', 'prioritized')));
+      const counts = await Promise.all(intakeQueues.map((q) => queues.queue(q).getJobCounts('active', 'waiting', 'prioritized')));
       inFlight = counts.reduce((n, c) => n + (c.active ?? 0) + (c.waiting ?? 0) + (c.prioritized ?? 0), 0);
     }
     last = { at: now, saturated: busyShare >= BUSY_SHARE && inFlight > 0 };

@@ -2,7 +2,37 @@ import type { JobsOptions } from 'bullmq';
 import { z } from 'zod';
 
 export const QUEUE_NAMES = ['ingest', 'webhooks', 'mailbox', 'outbound', 'rollups', 'maintenance', 'events', 'deliveries'] as const;
-export type QueueName = (typeof QUEUE_NAMES)[number];
+/** A queue as the job table names it. */
+export type LogicalQueue = (typeof QUEUE_NAMES)[number];
+
+/**
+ * The intake queues are split into INTAKE_QUEUE_SHARDS queues by workspace, so on a Redis Cluster intake is not
+ * one queue on one Redis thread: shard 0 keeps the queue's own name (a deployment with one shard has the
+ * queues it always had), shard i > 0 is `<queue>-<i>`. A workspace always hashes to the same shard.
+ */
+export const SHARDED_QUEUES = ['ingest', 'webhooks'] as const satisfies readonly LogicalQueue[];
+type ShardedQueue = (typeof SHARDED_QUEUES)[number];
+/** A queue in Redis: a logical queue, or one shard of an intake queue. */
+export type QueueName = LogicalQueue | `${ShardedQueue}-${number}`;
+
+const isSharded = (queue: LogicalQueue): queue is ShardedQueue => (SHARDED_QUEUES as readonly string[]).includes(queue);
+
+export const shardName = (queue: LogicalQueue, shard: number): QueueName => (shard === 0 || !isSharded(queue) ? queue : `${queue}-${shard}`);
+
+/** Every queue in Redis for `shards` intake shards, in the job table's order. */
+export const queueNames = (shards: number): QueueName[] =>
+  QUEUE_NAMES.flatMap((q) => (isSharded(q) ? Array.from({ length: shards }, (_, i) => shardName(q, i)) : [q]));
+
+/** The shard of a workspace: FNV-1a (32 bit) of its id, modulo the shard count. Stable across processes. */
+export function shardOf(tenantId: string, shards: number): number {
+  if (shards <= 1) return 0;
+  let h = 0x811c9dc5;
+  for (let i = 0; i < tenantId.length; i++) {
+    h ^= tenantId.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) % shards;
+}
 
 /**
  * Every job: its queue, its payload schema (shared by producer and processor) and nothing else. Later
@@ -31,7 +61,7 @@ export interface JobSettings {
 }
 
 interface JobRow {
-  queue: QueueName;
+  queue: LogicalQueue;
   data: z.ZodType;
   /** The job's id from its data: a second add with the same id while the first is kept is a no-op. */
   jobId?: (data: never, opts: EnqueueOptions) => string;
@@ -208,6 +238,8 @@ export type JobData<N extends JobName> = z.output<(typeof JOBS)[N]['data']>;
 
 /** What a call site may say about one job: when it is due. Ids, attempts and backoff are the row's. */
 export interface EnqueueOptions {
+  /** The intake shard to queue on (see shardOf); ignored for jobs of other queues. */
+  shard?: number;
   delayMs?: number;
   /** Due at this time (ms since the epoch): delayed until then. */
   dueAt?: number;

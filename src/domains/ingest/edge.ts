@@ -47,7 +47,8 @@ export function createIngestGateway(deps: {
     throttle: { keyPrefix: `${config.REDIS_PREFIX}:throttle:ingest`, points: config.INGEST_RATE_POINTS, durationSeconds: config.INGEST_RATE_WINDOW_SECONDS, what: 'channel' },
     batch: { max: config.INGEST_BATCH_MAX, windowMs: config.INGEST_BATCH_WINDOW_MS },
     waitMs: config.JOB_WAIT_MS,
-    send: (items, replyTo) => queues.enqueue('ingest.batch', { reply_to: replyTo, items }),
+    shards: config.INTAKE_QUEUE_SHARDS,
+    send: (items, replyTo, shard) => queues.enqueue('ingest.batch', { reply_to: replyTo, items }, { shard }),
   });
 
   // Connections seen enabled, remembered briefly so the hot path asks the database nothing. Only positive

@@ -33,7 +33,8 @@ export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhook
     throttle: { keyPrefix: `${config.REDIS_PREFIX}:throttle:webhooks`, points: config.WEBHOOK_RATE_POINTS, durationSeconds: config.WEBHOOK_RATE_WINDOW_SECONDS, what: 'integration' },
     batch: { max: config.WEBHOOK_BATCH_MAX, windowMs: config.WEBHOOK_BATCH_WINDOW_MS },
     waitMs: config.JOB_WAIT_MS,
-    send: (items, replyTo) => queues.enqueue('webhooks.batch', { reply_to: replyTo, items }),
+    shards: config.INTAKE_QUEUE_SHARDS,
+    send: (items, replyTo, shard) => queues.enqueue('webhooks.batch', { reply_to: replyTo, items }, { shard }),
   });
 
   return {
