@@ -422,6 +422,33 @@ describe('SLA policies, timers and breaches (no worker running)', () => {
       const again = await ctx.db.selectFrom('ticket_events').select('id').where('kind', '=', 'sla_breached').where('ticket_id', 'in', [overdue.id, foreign.id]).execute();
       expect(again).toHaveLength(3);
     });
+
+    test('checks only the workspaces with a target due: a workspace with open, not-yet-due tickets is not visited', async () => {
+      await ctx.services.tickets.sweepSla(); // whatever other tests left overdue
+      const quiet = await createWorkspace(ctx);
+      await h.createTicket(quiet, 'normal');
+      const late = await createWorkspace(ctx);
+      const t = await h.createTicket(late, 'normal');
+      await h.setDues(t.id, { first_response: -30 });
+      const first = await ctx.services.tickets.sweepSla();
+      expect(first).toMatchObject({ breached: 1, workspaces: 1 });
+      // Marked: it left the index, so the next sweep visits nobody.
+      expect(await ctx.services.tickets.sweepSla()).toEqual({ breached: 0, workspaces: 0 });
+    });
+
+    test('finds due workspaces in the partial due indexes (no scan of open tickets)', async () => {
+      const plan = await ctx.db.transaction().execute(async (tx) => {
+        await sql`SET LOCAL enable_seqscan = off`.execute(tx);
+        const { rows } = await sql<{ 'QUERY PLAN': string }>`EXPLAIN SELECT tenant_id FROM tickets
+          WHERE status IN ('open', 'pending', 'on_hold') AND first_responded_at IS NULL AND first_response_breached_at IS NULL AND first_response_due <= now()
+          UNION SELECT tenant_id FROM tickets
+          WHERE status IN ('open', 'pending', 'on_hold') AND solved_at IS NULL AND resolution_breached_at IS NULL AND resolution_due <= now()`.execute(tx);
+        return rows.map((r) => r['QUERY PLAN']).join('\n');
+      });
+      expect(plan).toContain('tickets_first_response_due');
+      expect(plan).toContain('tickets_resolution_due');
+      expect(plan).not.toContain('Seq Scan');
+    });
   });
 
   describe('priority change', () => {

@@ -51,6 +51,7 @@ test('every store function takes the tenant id second, or says in its name that 
     'crossTenantPruneOAuthStates',
     'crossTenantStaleOutbound',
     'crossTenantWebChatOrigins',
+    'crossTenantWithBreachesDue',
     'crossTenantWithJournal',
   ]);
 });

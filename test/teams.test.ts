@@ -231,6 +231,34 @@ describe('PUT /v1/me/presence and PATCH /v1/me/preferences', () => {
 });
 
 describe('POST /v1/teams/{team_id}/assign (round robin)', () => {
+  test("turns serialise per team, never across teams: with one team's row held, another team assigns at once", async () => {
+    const a = await onlineTeam(ctx, ws, 2, 'Held');
+    const b = await onlineTeam(ctx, ws, 2, 'Free');
+    const ta = await createTicket(ctx, ws);
+    const tb = await createTicket(ctx, ws);
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => (locked = r));
+    // Another assignment of team A in flight: its turn holds team A's row until it commits.
+    const holder = ctx.db.transaction().execute(async (tx) => {
+      await sql`SELECT 1 FROM teams WHERE tenant_id = ${ws.tenantId} AND id = ${a.teamId} FOR UPDATE`.execute(tx);
+      locked();
+      await released;
+    });
+    await isLocked;
+    const waitingA = assign(ctx, ws, a.teamId, ta.id);
+    let aDone = false;
+    void waitingA.then(() => (aDone = true));
+    const resB = await assign(ctx, ws, b.teamId, tb.id);
+    expect(resB.status).toBe(200);
+    // Team B's turn went through while team A's row was held; team A's own turn is still waiting for it.
+    expect(aDone).toBe(false);
+    release();
+    await holder;
+    expect((await waitingA).status).toBe(200);
+  });
+
   test('members take strict turns across calls, in rotation order, wrapping around', async () => {
     const { teamId, members } = await onlineTeam(ctx, ws, 3, 'Strict');
     const ids = members.map((m) => m.userId);

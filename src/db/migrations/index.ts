@@ -24,6 +24,8 @@ import * as m0022 from './0022_page_indexes';
 import * as m0023 from './0023_outbound_events';
 import * as m0024 from './0024_webhook_endpoints';
 import * as m0025 from './0025_webhook_senders';
+import * as m0026 from './0026_sla_due_indexes';
+import * as m0027 from './0027_customer_count_free_shard';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -52,6 +54,8 @@ const migrations: Record<string, Migration> = {
   '0023_outbound_events': m0023,
   '0024_webhook_endpoints': m0024,
   '0025_webhook_senders': m0025,
+  '0026_sla_due_indexes': m0026,
+  '0027_customer_count_free_shard': m0027,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -196,6 +196,23 @@ export async function markBreaches(
   return rows as { id: string; due: Date }[];
 }
 
+/**
+ * The workspaces with a target due and not yet marked, in one range scan of each target's partial index
+ * (0026): the sweep then checks only those. A cross-workspace read by design (it backs up lost timers), and
+ * rare: once a minute, and it returns what is overdue, not what is open.
+ */
+export async function crossTenantWithBreachesDue(db: Executor): Promise<string[]> {
+  const { rows } = await sql<{ tenant_id: string }>`
+    SELECT tenant_id FROM tickets
+      WHERE status IN (${sql.join(SLA_LIVE)}) AND first_responded_at IS NULL AND first_response_breached_at IS NULL
+        AND first_response_due <= now()
+    UNION
+    SELECT tenant_id FROM tickets
+      WHERE status IN (${sql.join(SLA_LIVE)}) AND solved_at IS NULL AND resolution_breached_at IS NULL
+        AND resolution_due <= now()`.execute(db);
+  return rows.map((r) => r.tenant_id);
+}
+
 /** Whether one ticket passes a filter set, with exactly the list's semantics (macro trigger conditions). */
 export async function matchesFilters(db: Executor, tenantId: string, ticketId: string, f: TicketFilters): Promise<boolean> {
   const q = db.selectFrom('tickets').select('id').where('tenant_id', '=', tenantId).where('id', '=', ticketId);
