@@ -30,3 +30,21 @@ ensure_chromium() {
   fi
   return 0
 }
+
+# PgBouncer for the transaction-pooling suite (test/pgbouncer.test.ts): Debian's package, installed like chromium.
+ensure_pgbouncer() {
+  if [ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null 2>&1; then return 0; fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian's pgbouncer package for the transaction-pooling suite (apt-get install pgbouncer)"
+    if DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null 2>&1 ||
+      { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }; then
+      # The package starts a service of its own where it can; the suite runs its own on a free port.
+      command -v service >/dev/null 2>&1 && service pgbouncer stop >/dev/null 2>&1 || true
+      return 0
+    fi
+    say "WARNING: installing pgbouncer failed, so the PgBouncer suite will be SKIPPED"
+  else
+    say "WARNING: pgbouncer is missing and this user cannot install it (needs root and apt-get), so the PgBouncer suite will be SKIPPED"
+  fi
+  return 0
+}

@@ -1,5 +1,5 @@
 import { loadConfigOrExit } from '../src/config';
-import { createDb, migrateToLatest } from '../src/db';
+import { applyDatabaseDefaults, createDb, migrateToLatest } from '../src/db';
 import { ensureDatabase } from '../src/db/admin';
 
 async function main() {
@@ -9,6 +9,7 @@ async function main() {
   try {
     const applied = await migrateToLatest(handle.db);
     process.stderr.write(`[helpdesk] migrations: ${applied.length ? applied.join(', ') : 'up to date'}\n`);
+    await applyDatabaseDefaults(handle.db, config);
   } finally {
     await handle.close();
   }

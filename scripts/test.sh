@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 ensure_dependencies
 ensure_chromium
+ensure_pgbouncer
 bash scripts/services.sh
 export NODE_ENV=test
 say "type-checking"

@@ -38,6 +38,11 @@ const schema = z
     PG_POOL_MAX: int(1, 200).default(10),
     PG_CONNECT_TIMEOUT_MS: int(100, 60000).default(2000),
     PG_STATEMENT_TIMEOUT_MS: int(100, 600000).default(15000),
+    // How DATABASE_URL pools connections: 'session' (PostgreSQL itself, or a session-mode pooler) or
+    // 'transaction' (PgBouncer in transaction mode: no startup parameters, no session state; issue 20).
+    DATABASE_POOL_MODE: z.enum(['session', 'transaction']).default('session'),
+    // A direct (session) connection for LISTEN, which a transaction-mode pooler cannot carry.
+    DATABASE_LISTEN_URL: optionalString.pipe(z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional()),
     REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').default('redis://127.0.0.1:6379'),
     REDIS_PREFIX: z.string().regex(/^[A-Za-z0-9:_-]{1,64}$/, 'letters, digits, : _ - only').default('hd'),
     // Intake queues (ingest, webhooks) split by workspace into this many queues each, spread over a cluster's masters.
@@ -152,6 +157,9 @@ const schema = z
     WEBHOOK_INTAKE_YIELD_MS: int(0, 60_000).default(2000),
   })
   .superRefine((c, ctx) => {
+    if (c.DATABASE_POOL_MODE === 'transaction' && !c.DATABASE_LISTEN_URL) {
+      ctx.addIssue({ code: 'custom', path: ['DATABASE_LISTEN_URL'], message: 'must be set (a direct PostgreSQL URL for LISTEN) when DATABASE_POOL_MODE is transaction' });
+    }
     if (c.NODE_ENV === 'production' && c.API_KEY_PEPPER === DEV_PEPPER) {
       ctx.addIssue({ code: 'custom', path: ['API_KEY_PEPPER'], message: 'must be set to a secret value in production' });
     }
@@ -188,7 +196,7 @@ export const CONFIG_KEYS = Object.keys(schema.shape) as (keyof Config)[];
 export const CONFIG_SECTIONS = {
   runtime: ['NODE_ENV', 'LOG_LEVEL', 'SHUTDOWN_GRACE_MS'],
   http: ['PORT', 'HOST', 'PUBLIC_BASE_URL', 'BODY_LIMIT_BYTES', 'TRUST_PROXY', 'JOB_WAIT_MS', 'IDEMPOTENCY_TTL_SECONDS', 'API_RATE_POINTS', 'WORKSPACE_RATE_POINTS', 'API_RATE_WINDOW_SECONDS'],
-  db: ['DATABASE_URL', 'PG_POOL_MAX', 'PG_CONNECT_TIMEOUT_MS', 'PG_STATEMENT_TIMEOUT_MS'],
+  db: ['DATABASE_URL', 'PG_POOL_MAX', 'PG_CONNECT_TIMEOUT_MS', 'PG_STATEMENT_TIMEOUT_MS', 'DATABASE_POOL_MODE', 'DATABASE_LISTEN_URL'],
   redis: ['REDIS_URL', 'REDIS_PREFIX', 'REDIS_CLUSTER_NODES', 'INTAKE_QUEUE_SHARDS'],
   secrets: ['API_KEY_PEPPER', 'ENCRYPTION_KEYS'],
   identity: [

@@ -48,7 +48,8 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
   // exactly one of each.
   for (const s of schedules(config)) await queues.queue(s.queue).upsertJobScheduler(s.id, { every: s.everyMs }, { name: s.name, data: {} });
   // Outbound webhooks wake at commit (the events NOTIFY); the events.sweep job covers what this misses.
-  const commits = services.webhookDelivery.listenForCommits(config.DATABASE_URL);
+  // LISTEN needs a session of its own: behind a transaction-mode pooler it goes straight to PostgreSQL.
+  const commits = services.webhookDelivery.listenForCommits(config.DATABASE_LISTEN_URL ?? config.DATABASE_URL);
   const publish = () => metrics.publish(deps.redis, config.REDIS_PREFIX).catch((err: Error) => logger.warn({ err: err.message }, 'job metrics not published'));
   const publisher = setInterval(() => void publish(), config.WORKER_METRICS_PUSH_MS).unref();
   await publish();

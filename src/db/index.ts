@@ -1,4 +1,4 @@
-import { Kysely, Migrator, PostgresDialect, type Transaction } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, sql, type Transaction } from 'kysely';
 import { Pool, types } from 'pg';
 import type { Config } from '../config';
 import type { Database } from './types';
@@ -20,7 +20,7 @@ export interface DbHandle {
 }
 
 export function createDb(
-  config: Pick<Config, 'DATABASE_URL' | 'PG_POOL_MAX' | 'PG_CONNECT_TIMEOUT_MS' | 'PG_STATEMENT_TIMEOUT_MS'>,
+  config: Pick<Config, 'DATABASE_URL' | 'PG_POOL_MAX' | 'PG_CONNECT_TIMEOUT_MS' | 'PG_STATEMENT_TIMEOUT_MS'> & Partial<Pick<Config, 'DATABASE_POOL_MODE'>>,
   onError: (err: Error) => void = () => {},
 ): DbHandle {
   const pool = new Pool({
@@ -28,7 +28,9 @@ export function createDb(
     max: config.PG_POOL_MAX,
     // A down database must produce a fast 503, not a request that hangs until the client gives up.
     connectionTimeoutMillis: config.PG_CONNECT_TIMEOUT_MS,
-    statement_timeout: config.PG_STATEMENT_TIMEOUT_MS,
+    // A startup parameter, which PgBouncer refuses ("unsupported startup parameter"); behind a
+    // transaction-mode pooler the timeout is the database's default instead (applyDatabaseDefaults).
+    ...(config.DATABASE_POOL_MODE === 'transaction' ? {} : { statement_timeout: config.PG_STATEMENT_TIMEOUT_MS }),
     idleTimeoutMillis: 30000,
   });
   // A client losing its server must not crash the process. The pool's own listener covers idle clients
@@ -45,6 +47,18 @@ export function createDb(
       await db.destroy();
     },
   };
+}
+
+/**
+ * Server-side defaults of the service's database. Behind a transaction-mode pooler a connection carries no
+ * startup parameter and no session state survives a transaction, so the statement timeout becomes the
+ * database's own default (`ALTER DATABASE … SET`, for every new server session; sessions the pooler already
+ * holds keep theirs until it reconnects them). Run by `npm run migrate` in that mode; needs the database's owner.
+ */
+export async function applyDatabaseDefaults(db: Kysely<Database>, config: Pick<Config, 'PG_STATEMENT_TIMEOUT_MS' | 'DATABASE_POOL_MODE'>): Promise<void> {
+  if (config.DATABASE_POOL_MODE !== 'transaction') return;
+  const timeout = `${config.PG_STATEMENT_TIMEOUT_MS}ms`;
+  await sql`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET statement_timeout = %L', current_database(), ${sql.lit(timeout)}); END $$`.execute(db);
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the migrator works on any schema
