@@ -26,6 +26,8 @@ export interface AppDeps {
   config: Config;
   logger: Logger;
   db: Db;
+  /** The read replica for rollup and list reads (DATABASE_READ_URL), if any. */
+  readDb?: Db | null;
   redis: RedisClient;
   queues: QueueHub;
   bus: ResultBus;
@@ -36,7 +38,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export function createApp(deps: AppDeps): { app: Express; services: Services } {
   const { config, logger, db, redis } = deps;
-  const services = createServices({ db, config, queues: deps.queues, logger, redis, bus: deps.bus });
+  const services = createServices({ db, readDb: deps.readDb ?? null, config, queues: deps.queues, logger, redis, bus: deps.bus });
   const operations = buildOperationTable();
   const openapi = buildOpenApi(operations, { version: '1.0.0', ...(config.PUBLIC_BASE_URL ? { serverUrl: config.PUBLIC_BASE_URL } : {}) });
 

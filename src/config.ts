@@ -41,6 +41,9 @@ const schema = z
     // How DATABASE_URL pools connections: 'session' (PostgreSQL itself, or a session-mode pooler) or
     // 'transaction' (PgBouncer in transaction mode: no startup parameters, no session state; issue 20).
     DATABASE_POOL_MODE: z.enum(['session', 'transaction']).default('session'),
+    // A read replica for rollup and list reads, and how far behind it may be before reads go to the primary.
+    DATABASE_READ_URL: optionalString.pipe(z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional()),
+    DATABASE_READ_MAX_LAG_MS: int(0, 600_000).default(2000),
     // A direct (session) connection for LISTEN, which a transaction-mode pooler cannot carry.
     DATABASE_LISTEN_URL: optionalString.pipe(z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional()),
     REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').default('redis://127.0.0.1:6379'),
@@ -196,7 +199,7 @@ export const CONFIG_KEYS = Object.keys(schema.shape) as (keyof Config)[];
 export const CONFIG_SECTIONS = {
   runtime: ['NODE_ENV', 'LOG_LEVEL', 'SHUTDOWN_GRACE_MS'],
   http: ['PORT', 'HOST', 'PUBLIC_BASE_URL', 'BODY_LIMIT_BYTES', 'TRUST_PROXY', 'JOB_WAIT_MS', 'IDEMPOTENCY_TTL_SECONDS', 'API_RATE_POINTS', 'WORKSPACE_RATE_POINTS', 'API_RATE_WINDOW_SECONDS'],
-  db: ['DATABASE_URL', 'PG_POOL_MAX', 'PG_CONNECT_TIMEOUT_MS', 'PG_STATEMENT_TIMEOUT_MS', 'DATABASE_POOL_MODE', 'DATABASE_LISTEN_URL'],
+  db: ['DATABASE_URL', 'PG_POOL_MAX', 'PG_CONNECT_TIMEOUT_MS', 'PG_STATEMENT_TIMEOUT_MS', 'DATABASE_POOL_MODE', 'DATABASE_LISTEN_URL', 'DATABASE_READ_URL', 'DATABASE_READ_MAX_LAG_MS'],
   redis: ['REDIS_URL', 'REDIS_PREFIX', 'REDIS_CLUSTER_NODES', 'INTAKE_QUEUE_SHARDS'],
   secrets: ['API_KEY_PEPPER', 'ENCRYPTION_KEYS'],
   identity: [

@@ -8,7 +8,7 @@ import { openRuntime } from './runtime';
 const config = loadConfigOrExit();
 const logger = createLogger(config);
 const runtime = openRuntime(config, logger, 'http');
-const { app } = createApp({ config, logger, db: runtime.db.db, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
+const { app } = createApp({ config, logger, db: runtime.db.db, readDb: runtime.readDb?.db ?? null, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
 
 const { server, drain } = createDrainableServer(app);
 server.listen(config.PORT, config.HOST, () => {

@@ -36,18 +36,21 @@ import { createEventService } from './domains/events/service';
 import { createWebhookEndpointService } from './domains/webhook-endpoints/service';
 import { createWebhookDelivery } from './domains/webhook-endpoints/delivery';
 import { createIntakePressure } from './queue/intake-pressure';
+import { createReadRouting } from './db/reads';
 
 /** The service container: each factory gets only the dependencies it needs. */
-export function createServices(deps: { db: Db; config: Config; queues: QueueHub; logger: Logger; redis: RedisClient; bus: ResultBus }) {
+export function createServices(deps: { db: Db; readDb?: Db | null; config: Config; queues: QueueHub; logger: Logger; redis: RedisClient; bus: ResultBus }) {
   const { db, config, queues, logger, redis, bus } = deps;
+  const reads = createReadRouting({ primary: db, replica: deps.readDb ?? null, redis, config, logger });
   const audit = createAuditService({ db });
   const events = createEventService({ db, config: section(config, 'events') });
   const apiKeys = createApiKeyService({ db, config: section(config, 'secrets'), audit });
-  const customers = createCustomerService({ db, events });
+  const customers = createCustomerService({ db, events, reads });
   const notifications = createNotificationService({ db });
   const channels = createChannelService({ db, config: section(config, 'secrets') });
   const tickets = createTicketService({
     db,
+    reads,
     customers,
     notifications,
     queues,
@@ -58,9 +61,10 @@ export function createServices(deps: { db: Db; config: Config; queues: QueueHub;
     threadWindowHours: config.THREAD_WINDOW_HOURS,
   });
   const helpCentre = createHelpCentreService({ db, config: section(config, 'helpCentre') });
-  const rollups = createRollupService({ db, queues, logger });
+  const rollups = createRollupService({ db, queues, logger, reads });
   const ingestProcessor = createIngestWorker({ db, tickets: tickets.commands, customers, logger });
   return {
+    reads,
     identity: createIdentityService({ db, config: section(config, 'identity', 'secrets'), audit }),
     authThrottle: createAuthThrottle({ redis, config: section(config, 'identity', 'redis'), logger }),
     apiLimits: createApiLimits({ redis, config: section(config, 'http', 'redis'), logger }),

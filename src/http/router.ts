@@ -14,6 +14,7 @@ import type { Operation } from './operation';
 import type { RefusalBudget } from './throttle';
 import type { IdempotencyService } from '../domains/idempotency/service';
 import type { Principal } from '../domains/identity/principal';
+import type { ReadRouting } from '../db/reads';
 
 const noQuery = z.strictObject({});
 
@@ -65,6 +66,7 @@ export interface RouterServices {
   intakeRefusals: Pick<RefusalBudget, 'charge'>;
   idempotency: Pick<IdempotencyService, 'check' | 'fingerprint' | 'start' | 'finish' | 'release'>;
   apiLimits: Pick<ApiLimits, 'take'>;
+  reads: Pick<ReadRouting, 'wrote'>;
 }
 
 /** Authenticated writes a retry can repeat: each may carry an Idempotency-Key (see the idempotency domain). */
@@ -178,6 +180,8 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
           if (idempotencyKey !== undefined) await services.idempotency.release(principal, idempotencyKey).catch(() => {});
           throw err;
         }
+        // A caller's write: its own rollup and list reads go to the primary until a replica has it.
+        if (op.method !== 'get' && op.access !== 'public') await services.reads.wrote(principal);
         for (const [k, v] of Object.entries(result.headers ?? {})) res.setHeader(k, v);
         if (op.versioned && result.version !== undefined) {
           const tag = `"${result.version}"`;

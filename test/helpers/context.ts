@@ -116,7 +116,7 @@ export async function startTestApp(options: ContextOptions = {}): Promise<TestCo
   const logs = new LogCapture();
   const logger = createLogger(config, logs);
   const runtime = openRuntime(config, logger, 'http');
-  const { app, services } = createApp({ config, logger, db: runtime.db.db, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
+  const { app, services } = createApp({ config, logger, db: runtime.db.db, readDb: runtime.readDb?.db ?? null, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
   const server = await new Promise<Server>((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
     answerClientErrors(s);

@@ -1,4 +1,5 @@
 import type { Db, Executor } from '../../db';
+import type { ReadRouting } from '../../db/reads';
 import type { CustomerRow } from '../../db/types';
 import { notFound, refuse } from '../../lib/errors';
 import type { Principal } from '../identity/principal';
@@ -31,8 +32,9 @@ export const presentCustomer = (c: CustomerRow) => ({
   updated_at: iso(c.updated_at),
 });
 
-export function createCustomerService(deps: { db: Db; events?: EventSink }) {
+export function createCustomerService(deps: { db: Db; events?: EventSink; reads?: Pick<ReadRouting, 'forReading'> }) {
   const { db } = deps;
+  const reads = deps.reads ?? { forReading: async () => db };
 
   /** `customer.created` for each new customer, in the transaction that created it (issue 19). */
   const created = async (tx: Executor, tenantId: string, rows: CustomerRow[]) => {
@@ -113,7 +115,8 @@ export function createCustomerService(deps: { db: Db; events?: EventSink }) {
     },
 
     async list(actor: Principal, page: { limit?: number; offset: number }) {
-      const [rows, total] = await Promise.all([store.listCustomers(db, actor.tenantId, page), store.countCustomers(db, actor.tenantId)]);
+      const from = await reads.forReading(actor);
+      const [rows, total] = await Promise.all([store.listCustomers(from, actor.tenantId, page), store.countCustomers(from, actor.tenantId)]);
       return { total, limit: page.limit ?? null, offset: page.offset, customers: rows.map(presentCustomer) };
     },
   };

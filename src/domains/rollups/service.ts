@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { Db, Executor } from '../../db';
+import type { ReadRouting } from '../../db/reads';
 import type { CsatResponseRow, TimeEntryRow } from '../../db/types';
 import type { Principal } from '../identity/principal';
 import type { QueueHub } from '../../queue/hub';
@@ -32,8 +33,9 @@ export const timeDelta = (e: TimeEntryRow, sign: 1 | -1): store.Delta => ({
  * writes them): every source write journals its signed delta in its own transaction (`journaled`) and asks
  * for a fold; reads are exact whether or not the fold has run (see store.timeGroups).
  */
-export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Logger }) {
+export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Logger; reads?: Pick<ReadRouting, 'forReading'> }) {
   const { db, queues, logger } = deps;
+  const reads = deps.reads ?? { forReading: async () => db };
 
   /** After commit: a lost enqueue (Redis down) only delays the fold; the per-minute sweep catches up. */
   async function requestFold(tenantId: string) {
@@ -58,8 +60,9 @@ export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Lo
     return result;
   }
 
-  /** One read-only snapshot for every statement of a rollup read. */
-  const snapshot = <T>(fn: (tx: Executor) => Promise<T>) => db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(fn);
+  /** One read-only snapshot for every statement of a rollup read, on the replica when the caller may use it. */
+  const snapshot = async <T>(actor: Principal, fn: (tx: Executor) => Promise<T>) =>
+    (await reads.forReading(actor)).transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(fn);
 
   const windowOf = (sinceDays: number, userId?: string, teamId?: string): store.Window => {
     const cutoff = new Date(Date.now() - sinceDays * DAY_MS);
@@ -75,7 +78,7 @@ export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Lo
 
     async timeSummary(actor: Principal, q: { since_days: number; user_id?: string; team_id?: string; by_ticket_limit: number }) {
       const w = windowOf(q.since_days, q.user_id, q.team_id);
-      return snapshot(async (tx) => {
+      return snapshot(actor, async (tx) => {
         // Unfiltered reads sum the per-dimension rows; a user or team filter needs the joint fine buckets.
         const groups = w.userId || w.teamId ? await store.timeGroups(tx, actor.tenantId, w) : await store.timeDimGroups(tx, actor.tenantId, w);
         const todos = await store.todoGroups(tx, actor.tenantId, w);
@@ -125,7 +128,7 @@ export function createRollupService(deps: { db: Db; queues: QueueHub; logger: Lo
       const w = windowOf(q.since_days);
       // A single statement already reads one snapshot (and names it): no transaction round trips needed.
       {
-        const groups = await store.csatGroups(db, actor.tenantId, w);
+        const groups = await store.csatGroups(await reads.forReading(actor), actor.tenantId, w);
         const agents = groups.filter((g) => g.dim === 'agent');
         const users = new Map(agents.filter((g) => g.key && g.name).map((g) => [g.key!, g.name!]));
         const scores = groups.filter((g) => g.dim === 'score');

@@ -94,9 +94,9 @@ export function createTicketQueries(deps: { db: Db }) {
     detail: (tenantId: string, id: string) =>
       db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute((tx) => detailIn(tx, tenantId, id)),
 
-    async list(tenantId: string, query: ListTicketsQuery) {
+    async list(tenantId: string, query: ListTicketsQuery, from: Executor = db) {
       const { limit, after, sort, ...filters } = query;
-      const rows = await store.listTickets(db, tenantId, filters, { limit, sort, after });
+      const rows = await store.listTickets(from, tenantId, filters, { limit, sort, after });
       return pageOf('tickets', rows, limit, sort, presentSummary);
     },
   };

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { ReadRouting } from '../../db/reads';
 import type { Db } from '../../db';
 import type { NewTicketEvent } from '../../db/types';
 import { notFound, refuse, requireVersion, ticketMerged, type VersionCondition } from '../../lib/errors';
@@ -21,6 +22,8 @@ import * as store from './store';
  */
 export function createTicketService(deps: {
   db: Db;
+  /** Where list reads go (a replica when configured and the caller may use it). */
+  reads?: Pick<ReadRouting, 'forReading'>;
   customers: CustomerService;
   notifications: NotificationService;
   queues: QueueHub;
@@ -60,7 +63,7 @@ export function createTicketService(deps: {
     checkSla: sla.check,
     sweepSla: sla.sweepAllTenants,
     detail: (actor: Principal, id: string) => queries.detail(actor.tenantId, id),
-    list: (actor: Principal, query: ListTicketsQuery) => queries.list(actor.tenantId, query),
+    list: async (actor: Principal, query: ListTicketsQuery) => queries.list(actor.tenantId, query, deps.reads ? await deps.reads.forReading(actor) : db),
 
     async create(actor: Principal, input: CreateTicketInput) {
       const created = await db.transaction().execute(async (tx) => {
