@@ -26,6 +26,7 @@ import * as m0024 from './0024_webhook_endpoints';
 import * as m0025 from './0025_webhook_senders';
 import * as m0026 from './0026_sla_due_indexes';
 import * as m0027 from './0027_customer_count_free_shard';
+import * as m0028 from './0028_tenant_keys';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -56,6 +57,7 @@ const migrations: Record<string, Migration> = {
   '0025_webhook_senders': m0025,
   '0026_sla_due_indexes': m0026,
   '0027_customer_count_free_shard': m0027,
+  '0028_tenant_keys': m0028,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -66,7 +66,7 @@ export async function articleFor(db: Executor, tenantId: string, centreId: strin
   await db
     .insertInto('help_articles')
     .values({ id: newId, tenant_id: tenantId, help_centre_id: centreId, source_article_id: sourceArticleId })
-    .onConflict((oc) => oc.columns(['help_centre_id', 'source_article_id']).doNothing())
+    .onConflict((oc) => oc.columns(['tenant_id', 'help_centre_id', 'source_article_id']).doNothing())
     .execute();
   const row = await db
     .selectFrom('help_articles')

@@ -79,7 +79,7 @@ export async function claimRun(db: Executor, tenantId: string, macroId: string, 
   const result = await db
     .insertInto('macro_runs')
     .values({ tenant_id: tenantId, macro_id: macroId, event_id: eventId })
-    .onConflict((oc) => oc.columns(['macro_id', 'event_id']).doNothing())
+    .onConflict((oc) => oc.columns(['tenant_id', 'macro_id', 'event_id']).doNothing())
     .executeTakeFirst();
   return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
 }

@@ -52,7 +52,7 @@ export async function appendMember(db: Executor, tenantId: string, teamId: strin
         ])
         .where('team_id', '=', teamId),
     )
-    .onConflict((oc) => oc.columns(['team_id', 'user_id']).doNothing())
+    .onConflict((oc) => oc.columns(['tenant_id', 'team_id', 'user_id']).doNothing())
     .executeTakeFirst();
   return Number(result.numInsertedOrUpdatedRows ?? 0) === 1;
 }

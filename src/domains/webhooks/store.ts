@@ -56,7 +56,7 @@ export async function claimDeliveries(db: Executor, tenantId: string, claims: (D
     from unnest(${claims.map((c) => c.integrationId)}::uuid[], ${claims.map((c) => c.dedupeKey)}::text[], ${claims.map((c) => c.correlationId)}::text[])
       with ordinality as u(integration_id, dedupe_key, corr, n)
     order by u.n
-    on conflict (integration_id, dedupe_key) do nothing
+    on conflict (tenant_id, integration_id, dedupe_key) do nothing
     returning first_correlation_id`.execute(db);
   return new Set(rows.map((r) => r.first_correlation_id));
 }
@@ -130,7 +130,7 @@ export async function transcriptsFor(db: Executor, tenantId: string, wanted: { i
     from unnest(${sorted.map((w) => w.id)}::uuid[], ${sorted.map((w) => w.integrationId)}::uuid[], ${sorted.map((w) => w.externalTicketId)}::text[])
       with ordinality as u(id, integration_id, external_ticket_id, n)
     order by u.n
-    on conflict (integration_id, external_ticket_id) do nothing`.execute(db);
+    on conflict (tenant_id, integration_id, external_ticket_id) do nothing`.execute(db);
   const { rows } = await sql<{ integration_id: string; external_ticket_id: string; id: string }>`
     select u.integration_id, u.external_ticket_id, t.id
     from unnest(${sorted.map((w) => w.integrationId)}::uuid[], ${sorted.map((w) => w.externalTicketId)}::text[]) as u(integration_id, external_ticket_id)
