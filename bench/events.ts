@@ -20,11 +20,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
 import { loadConfig } from '../src/config';
-import { createDb, migrateToLatest } from '../src/db';
-import { createApiKeyService } from '../src/domains/api-keys/service';
-import { createAuditService } from '../src/domains/audit/service';
-import { createWorkspaceService } from '../src/domains/workspaces/service';
-import { benchEnv, cpuPer, cpuSample, freshDatabase, start, stop, type Env } from './processes';
+import { smsWorkspace, benchEnv, cpuPer, cpuSample, freshDatabase, start, stop, type Env } from './processes';
 import { createReport } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
@@ -81,16 +77,8 @@ async function main() {
     WORKER_CONCURRENCY: process.env.WORKER_CONCURRENCY ?? '8',
   });
   const config = loadConfig(env);
-  const handle = createDb(config);
-  await migrateToLatest(handle.db);
-  const audit = createAuditService({ db: handle.db });
-  const workspaces = createWorkspaceService({ db: handle.db, audit, apiKeys: createApiKeyService({ db: handle.db, config, audit }) });
-  const ws = await workspaces.bootstrap({ workspace: 'Bench', ownerEmail: 'bench@bench.test', ownerName: 'Bench' });
+  const { handle, ws } = await smsWorkspace(config);
   const key = ws.api_key.secret;
-  await handle.db
-    .insertInto('channel_connections')
-    .values({ tenant_id: ws.tenant_id, channel: 'sms', display_name: 'SMS', enabled: true, config: '{}', inbound_token_hash: randomBytes(32) })
-    .execute();
 
   const worker = await start('workers/index.ts', { ...env, LOG_LEVEL: 'info' }, /workers started/);
   const api = await start('src/server.ts', { ...env, PORT: String(PORT) }, null, PORT);

@@ -9,11 +9,7 @@ import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import IORedis from 'ioredis';
 import { loadConfig } from '../src/config';
-import { createDb, migrateToLatest } from '../src/db';
-import { createApiKeyService } from '../src/domains/api-keys/service';
-import { createAuditService } from '../src/domains/audit/service';
-import { createWorkspaceService } from '../src/domains/workspaces/service';
-import { benchEnv, freshDatabase, redisCalls, start, stop, type Env } from './processes';
+import { smsWorkspace, benchEnv, freshDatabase, redisCalls, start, stop, type Env } from './processes';
 import { createReport } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
@@ -34,15 +30,7 @@ async function main() {
   });
   const config = loadConfig(env);
   const prefix = config.REDIS_PREFIX;
-  const handle = createDb(config);
-  await migrateToLatest(handle.db);
-  const audit = createAuditService({ db: handle.db });
-  const workspaces = createWorkspaceService({ db: handle.db, audit, apiKeys: createApiKeyService({ db: handle.db, config, audit }) });
-  const ws = await workspaces.bootstrap({ workspace: 'Bench', ownerEmail: 'bench@bench.test', ownerName: 'Bench' });
-  await handle.db
-    .insertInto('channel_connections')
-    .values({ tenant_id: ws.tenant_id, channel: 'sms', display_name: 'SMS', enabled: true, config: '{}', inbound_token_hash: randomBytes(32) })
-    .execute();
+  const { handle, ws } = await smsWorkspace(config);
   const redis = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
 
   // One run of the load: distinct messages from distinct senders, every 10th request a redelivery.

@@ -9,6 +9,11 @@ import path from 'node:path';
 import type IORedis from 'ioredis';
 import { Client } from 'pg';
 import { ensureDatabase } from '../src/db/admin';
+import type { Config } from '../src/config';
+import { createDb, migrateToLatest } from '../src/db';
+import { createApiKeyService } from '../src/domains/api-keys/service';
+import { createAuditService } from '../src/domains/audit/service';
+import { createWorkspaceService } from '../src/domains/workspaces/service';
 
 /** A bench drives one key far past the default per-minute API budgets: it measures the operation, not the 429. */
 const BENCH_BUDGETS = { API_RATE_POINTS: '10000000', WORKSPACE_RATE_POINTS: '100000000' };
@@ -146,3 +151,17 @@ export function cpuSample(components: Record<string, ChildProcess>): Record<stri
 /** CPU milliseconds per unit of work for each component between two samples. */
 export const cpuPer = (before: Record<string, number>, after: Record<string, number>, units: number) =>
   Object.fromEntries(Object.keys(after).map((k) => [k, units > 0 ? (after[k]! - (before[k] ?? 0)) / units : NaN]));
+
+/** A migrated bench database with one workspace (its bootstrap answer, owner key included) and an enabled SMS connection. */
+export async function smsWorkspace(config: Config) {
+  const handle = createDb(config);
+  await migrateToLatest(handle.db);
+  const audit = createAuditService({ db: handle.db });
+  const workspaces = createWorkspaceService({ db: handle.db, audit, apiKeys: createApiKeyService({ db: handle.db, config, audit }) });
+  const ws = await workspaces.bootstrap({ workspace: 'Bench', ownerEmail: 'bench@bench.test', ownerName: 'Bench' });
+  await handle.db
+    .insertInto('channel_connections')
+    .values({ tenant_id: ws.tenant_id, channel: 'sms', display_name: 'SMS', enabled: true, config: '{}', inbound_token_hash: randomBytes(32) })
+    .execute();
+  return { handle, ws };
+}

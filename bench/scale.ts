@@ -12,11 +12,7 @@ import type { ChildProcess } from 'node:child_process';
 import autocannon from 'autocannon';
 import IORedis from 'ioredis';
 import { loadConfig } from '../src/config';
-import { createDb, migrateToLatest } from '../src/db';
-import { createApiKeyService } from '../src/domains/api-keys/service';
-import { createAuditService } from '../src/domains/audit/service';
-import { createWorkspaceService } from '../src/domains/workspaces/service';
-import { benchEnv, cpuSample, freshDatabase, redisCalls, start, stop, type Env } from './processes';
+import { smsWorkspace, benchEnv, cpuSample, freshDatabase, redisCalls, start, stop, type Env } from './processes';
 import { createReport } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
@@ -45,15 +41,7 @@ async function main() {
     WORKER_CONCURRENCY: process.env.WORKER_CONCURRENCY ?? '8',
   });
   const config = loadConfig(env);
-  const handle = createDb(config);
-  await migrateToLatest(handle.db);
-  const audit = createAuditService({ db: handle.db });
-  const workspaces = createWorkspaceService({ db: handle.db, audit, apiKeys: createApiKeyService({ db: handle.db, config, audit }) });
-  const ws = await workspaces.bootstrap({ workspace: 'Bench', ownerEmail: 'bench@bench.test', ownerName: 'Bench' });
-  await handle.db
-    .insertInto('channel_connections')
-    .values({ tenant_id: ws.tenant_id, channel: 'sms', display_name: 'SMS', enabled: true, config: '{}', inbound_token_hash: randomBytes(32) })
-    .execute();
+  const { handle, ws } = await smsWorkspace(config);
   const redis = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
   const jobsSoFar = async () => Number((await redis.get(`${config.REDIS_PREFIX}:ingest:id`)) ?? 0);
   const delivered = async () => Number((await handle.db.selectFrom('ingest_deliveries').select((e) => e.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n);

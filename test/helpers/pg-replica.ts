@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process';
 import { appendFileSync, chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from 'pg';
+import { freePort } from './ports';
 
 /** The system's PostgreSQL binaries (Debian: /usr/lib/postgresql/<version>/bin), newest version first. */
 function binDir(): string {
@@ -12,14 +12,6 @@ function binDir(): string {
   const found = versions.map((v) => path.join(root, v, 'bin')).find((d) => existsSync(path.join(d, 'pg_basebackup')));
   if (!found) throw new Error('no PostgreSQL server binaries under /usr/lib/postgresql');
   return found;
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 export interface OwnReplicaPair {
