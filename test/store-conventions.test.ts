@@ -40,6 +40,7 @@ test('every store function takes the tenant id second, or says in its name that 
   expect(crossing.sort()).toEqual([
     'crossTenantAgentWorkspace',
     'crossTenantConnectionByToken',
+    'crossTenantDropRoutes',
     'crossTenantDueForPoll',
     'crossTenantDueForRefresh',
     'crossTenantEndpointsDue',
@@ -49,6 +50,7 @@ test('every store function takes the tenant id second, or says in its name that 
     'crossTenantLockOAuthState',
     'crossTenantPruneExpiredKeys',
     'crossTenantPruneOAuthStates',
+    'crossTenantRoute',
     'crossTenantStaleOutbound',
     'crossTenantWebChatOrigins',
     'crossTenantWithBreachesDue',

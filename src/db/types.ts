@@ -565,8 +565,16 @@ export interface EmailMessageIdsTable {
   created_at: CreatedAt;
 }
 
+/** Routing rows (0029): a key a request carries, mapped to its workspace. */
+export interface RoutesTable {
+  kind: string;
+  key: string;
+  tenant_id: string;
+}
+
 export interface Database {
   tenants: TenantsTable;
+  routes: RoutesTable;
   users: UsersTable;
   memberships: MembershipsTable;
   agents: AgentsTable;

@@ -27,6 +27,7 @@ import * as m0025 from './0025_webhook_senders';
 import * as m0026 from './0026_sla_due_indexes';
 import * as m0027 from './0027_customer_count_free_shard';
 import * as m0028 from './0028_tenant_keys';
+import * as m0029 from './0029_routes';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -58,6 +59,7 @@ const migrations: Record<string, Migration> = {
   '0026_sla_due_indexes': m0026,
   '0027_customer_count_free_shard': m0027,
   '0028_tenant_keys': m0028,
+  '0029_routes': m0029,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -1,6 +1,8 @@
 import type { Executor } from '../../db';
+import { addRoute } from '../routing/store';
 
 export async function insertAgent(db: Executor, tenantId: string, a: { id: string; name: string }) {
+  await addRoute(db, tenantId, 'agent', a.id);
   return db.insertInto('agents').values({ ...a, tenant_id: tenantId }).returningAll().executeTakeFirstOrThrow();
 }
 

@@ -1,7 +1,10 @@
 import type { Executor } from '../../db';
+import { addRoute, removeRoute } from '../routing/store';
 import type { ApiKeyRow, MemberStatus, NewApiKey } from '../../db/types';
 
+/** The key and its route (the prefix, unique across workspaces: a taken one fails like a duplicate key). */
 export async function insertKey(db: Executor, tenantId: string, key: Omit<NewApiKey, 'tenant_id'>): Promise<ApiKeyRow> {
+  if (!(await addRoute(db, tenantId, 'api_key', key.prefix))) throw Object.assign(new Error('API key prefix already routed'), { code: '23505' });
   return db
     .insertInto('api_keys')
     .values({ ...key, tenant_id: tenantId })
@@ -39,7 +42,9 @@ export async function revokeKeysOfCreator(db: Executor, tenantId: string, creato
 }
 
 export async function deleteKey(db: Executor, tenantId: string, keyId: string): Promise<ApiKeyRow | undefined> {
-  return db.deleteFrom('api_keys').where('tenant_id', '=', tenantId).where('id', '=', keyId).returningAll().executeTakeFirst();
+  const row = await db.deleteFrom('api_keys').where('tenant_id', '=', tenantId).where('id', '=', keyId).returningAll().executeTakeFirst();
+  if (row) await removeRoute(db, tenantId, 'api_key', row.prefix);
+  return row;
 }
 
 export async function existingAgentIds(db: Executor, tenantId: string, ids: string[]): Promise<Set<string>> {

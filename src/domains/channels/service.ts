@@ -61,7 +61,8 @@ export function createChannelService(deps: { db: Db; config: ConfigSection<'secr
      */
     async ensure(tenantId: string, channel: string) {
       const def = definition(channel);
-      await store.insertIfAbsent(db, tenantId, { channel: def.id, display_name: def.display_name, inbound_token_hash: tokenHash(newInboundToken()) });
+      // The row and its token's route together (routes, 0029).
+      await db.transaction().execute((tx) => store.insertIfAbsent(tx, tenantId, { channel: def.id, display_name: def.display_name, inbound_token_hash: tokenHash(newInboundToken()) }));
     },
 
     async upsert(actor: Principal, channel: string, input: UpsertChannelInput) {
@@ -71,13 +72,15 @@ export function createChannelService(deps: { db: Db; config: ConfigSection<'secr
         throw new DomainError('channel_credential_misplaced', `An OAuth token does not belong in a channel config (found at ${misplaced}); connect the mailbox with POST /v1/channels/email/oauth/{mailprovider}/complete, which stores tokens encrypted.`, { errors: [{ path: `body.${misplaced}`, message: 'OAuth token' }] });
       }
       const token = newInboundToken();
-      const row = await store.upsertConnection(db, actor.tenantId, {
-        channel: def.id,
-        display_name: input.display_name ?? def.display_name,
-        enabled: input.enabled,
-        config: input.config,
-        inbound_token_hash: tokenHash(token),
-      });
+      const row = await db.transaction().execute((tx) =>
+        store.upsertConnection(tx, actor.tenantId, {
+          channel: def.id,
+          display_name: input.display_name ?? def.display_name,
+          enabled: input.enabled,
+          config: input.config,
+          inbound_token_hash: tokenHash(token),
+        }),
+      );
       // The token is shown once, when the connection is created; later writes keep the stored one.
       return present(def, row, row.inserted ? { inbound_token: token } : {});
     },
@@ -95,7 +98,8 @@ export function createChannelService(deps: { db: Db; config: ConfigSection<'secr
     async rotateToken(actor: Principal, channel: string) {
       const def = definition(channel);
       const token = newInboundToken();
-      if (!(await store.setTokenHash(db, actor.tenantId, def.id, tokenHash(token)))) throw notFound('channel connection');
+      // Row, old route and new route change together: the old token stops and the new one starts at commit.
+      if (!(await db.transaction().execute((tx) => store.setTokenHash(tx, actor.tenantId, def.id, tokenHash(token))))) throw notFound('channel connection');
       return { channel: def.id, inbound_token: token };
     },
   };

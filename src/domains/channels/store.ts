@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
+import { addRoute, hexKey, removeRoute } from '../routing/store';
 import type { ChannelConnectionRow } from '../../db/types';
 
 /** Replace semantics: config is written wholesale. Returns whether the row was created by this call. */
@@ -8,7 +9,7 @@ export async function upsertConnection(
   tenantId: string,
   c: { channel: string; display_name: string; enabled: boolean; config: Record<string, unknown>; inbound_token_hash: Buffer },
 ): Promise<ChannelConnectionRow & { inserted: boolean }> {
-  return db
+  const row = await db
     .insertInto('channel_connections')
     .values({ ...c, tenant_id: tenantId, config: JSON.stringify(c.config) })
     .onConflict((oc) =>
@@ -22,20 +23,34 @@ export async function upsertConnection(
     .returningAll()
     .returning(sql<boolean>`(xmax = 0)`.as('inserted'))
     .executeTakeFirstOrThrow();
+  // A new connection's token routes to the workspace; an existing one keeps its token (and its route).
+  if (row.inserted) await routeToken(db, tenantId, row.inbound_token_hash);
+  return row;
+}
+
+/** Tokens are random 32 bytes: a taken route is a collision no caller can cause, so it fails loudly. */
+async function routeToken(db: Executor, tenantId: string, hash: Buffer) {
+  if (!(await addRoute(db, tenantId, 'inbound_token', hexKey(hash)))) throw new Error('inbound token already routed');
 }
 
 export async function listConnections(db: Executor, tenantId: string): Promise<ChannelConnectionRow[]> {
   return db.selectFrom('channel_connections').selectAll().where('tenant_id', '=', tenantId).execute();
 }
 
+/** A new token: the old one's route goes with it (it stops working at once), the new one routes here. */
 export async function setTokenHash(db: Executor, tenantId: string, channel: string, hash: Buffer): Promise<boolean> {
-  const r = await db
-    .updateTable('channel_connections')
-    .set({ inbound_token_hash: hash, updated_at: sql`now()` })
+  const old = await db
+    .selectFrom('channel_connections')
+    .select('inbound_token_hash')
     .where('tenant_id', '=', tenantId)
     .where('channel', '=', channel)
+    .forUpdate()
     .executeTakeFirst();
-  return Number(r.numUpdatedRows) === 1;
+  if (!old) return false;
+  await db.updateTable('channel_connections').set({ inbound_token_hash: hash, updated_at: sql`now()` }).where('tenant_id', '=', tenantId).where('channel', '=', channel).execute();
+  await removeRoute(db, tenantId, 'inbound_token', hexKey(old.inbound_token_hash));
+  await routeToken(db, tenantId, hash);
+  return true;
 }
 
 /*
@@ -44,21 +59,25 @@ export async function setTokenHash(db: Executor, tenantId: string, channel: stri
  */
 export async function crossTenantConnectionByToken(db: Executor, tokenHash: Buffer) {
   return db
-    .selectFrom('channel_connections')
-    .select(['tenant_id', 'channel'])
-    .where('inbound_token_hash', '=', tokenHash)
-    .where('enabled', '=', true)
+    .selectFrom('routes as r')
+    .innerJoin('channel_connections as c', (j) => j.onRef('c.tenant_id', '=', 'r.tenant_id').on('c.inbound_token_hash', '=', tokenHash))
+    .select(['c.tenant_id', 'c.channel'])
+    .where('r.kind', '=', 'inbound_token')
+    .where('r.key', '=', hexKey(tokenHash))
+    .where('c.enabled', '=', true)
     .executeTakeFirst();
 }
 
 /** The origins an enabled web chat connection (found by its inbound token) lets browsers post from. */
 export async function crossTenantWebChatOrigins(db: Executor, tokenHash: Buffer): Promise<string[]> {
   const row = await db
-    .selectFrom('channel_connections')
-    .select('config')
-    .where('inbound_token_hash', '=', tokenHash)
-    .where('channel', '=', 'web_chat')
-    .where('enabled', '=', true)
+    .selectFrom('routes as r')
+    .innerJoin('channel_connections as c', (j) => j.onRef('c.tenant_id', '=', 'r.tenant_id').on('c.inbound_token_hash', '=', tokenHash))
+    .select('c.config')
+    .where('r.kind', '=', 'inbound_token')
+    .where('r.key', '=', hexKey(tokenHash))
+    .where('c.channel', '=', 'web_chat')
+    .where('c.enabled', '=', true)
     .executeTakeFirst();
   const origins = (row?.config as { allowed_origins?: unknown } | undefined)?.allowed_origins;
   return Array.isArray(origins) ? origins.filter((o): o is string => typeof o === 'string') : [];
@@ -80,11 +99,12 @@ export async function connectedDeliveries(db: Executor, tenantId: string, ds: { 
 
 /** Creates the connection when the workspace has none; an existing one (even disabled) is left as it is. */
 export async function insertIfAbsent(db: Executor, tenantId: string, c: { channel: string; display_name: string; inbound_token_hash: Buffer }) {
-  await db
+  const r = await db
     .insertInto('channel_connections')
     .values({ ...c, tenant_id: tenantId, enabled: true, config: '{}' })
     .onConflict((oc) => oc.columns(['tenant_id', 'channel']).doNothing())
-    .execute();
+    .executeTakeFirst();
+  if (Number(r.numInsertedOrUpdatedRows ?? 0) === 1) await routeToken(db, tenantId, c.inbound_token_hash);
 }
 
 export async function enabledConnection(db: Executor, tenantId: string, channel: string) {

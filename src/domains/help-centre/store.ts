@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
+import { addRoute } from '../routing/store';
 
 export async function insertCentre(db: Executor, tenantId: string, c: { id: string; name: string; default_locale: string; locales: string[]; brand: Record<string, string> }) {
   await db.insertInto('help_centres').values({ ...c, tenant_id: tenantId, brand: JSON.stringify(c.brand) }).execute();
@@ -7,10 +8,12 @@ export async function insertCentre(db: Executor, tenantId: string, c: { id: stri
 
 /** False when the host is taken (by any workspace: a host serves one centre). */
 export async function insertPrimaryHost(db: Executor, tenantId: string, h: { help_centre_id: string; subdomain_label: string; full_host: string }): Promise<boolean> {
+  // The route is the claim on the host across workspaces.
+  if (!(await addRoute(db, tenantId, 'help_centre_host', h.full_host))) return false;
   const r = await db
     .insertInto('help_centre_hosts')
     .values({ ...h, tenant_id: tenantId, is_primary: true, verified_at: sql<Date>`now()` as unknown as Date })
-    .onConflict((oc) => oc.column('full_host').doNothing())
+    .onConflict((oc) => oc.columns(['tenant_id', 'full_host']).doNothing())
     .executeTakeFirst();
   return Number(r.numInsertedOrUpdatedRows ?? 0) === 1;
 }

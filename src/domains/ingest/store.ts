@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
+import { crossTenantRoute } from '../routing/store';
 import type { IngestDeliveryRow } from '../../db/types';
 import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
 import type { Cursor } from '../../lib/paging';
@@ -102,6 +103,5 @@ export async function lockSenders(db: Executor, tenantId: string, keys: string[]
 }
 
 export async function crossTenantAgentWorkspace(db: Executor, agentId: string): Promise<string | undefined> {
-  const row = await db.selectFrom('agents').select('tenant_id').where('id', '=', agentId).executeTakeFirst();
-  return row?.tenant_id;
+  return crossTenantRoute(db, 'agent', agentId);
 }

@@ -435,7 +435,7 @@ export function createMailboxService(deps: {
       const p = providerFor(providerId);
       const state = randomBytes(32).toString('base64url');
       const expiresAt = new Date(Date.now() + config.OAUTH_STATE_TTL_SECONDS * 1000);
-      await store.insertState(db, actor.tenantId, { hash: stateHash(state), userId: actor.userId, provider: p.id, expiresAt });
+      await db.transaction().execute((tx) => store.insertState(tx, actor.tenantId, { hash: stateHash(state), userId: actor.userId, provider: p.id, expiresAt }));
       return { authorize_url: p.authorizeUrl(state, redirectUri(p.id)), state, expires_at: iso(expiresAt) };
     },
 

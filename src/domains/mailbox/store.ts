@@ -1,8 +1,10 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
 import type { MailboxCheck, MailboxRow, OutboundEmailRow } from '../../db/types';
+import { addRoute, crossTenantDropRoutes, crossTenantRoute, hexKey } from '../routing/store';
 
 export async function insertState(db: Executor, tenantId: string, s: { hash: Buffer; userId: string; provider: string; expiresAt: Date }) {
+  await addRoute(db, tenantId, 'oauth_state', hexKey(s.hash));
   await db.insertInto('oauth_states').values({ state_hash: s.hash, tenant_id: tenantId, user_id: s.userId, provider: s.provider, expires_at: s.expiresAt }).execute();
 }
 
@@ -11,7 +13,9 @@ export async function insertState(db: Executor, tenantId: string, s: { hash: Buf
  * as a mismatch (and leave it unconsumed). This is the one lookup not scoped by the caller's workspace.
  */
 export async function crossTenantLockOAuthState(db: Executor, hash: Buffer) {
-  return db.selectFrom('oauth_states').selectAll().where('state_hash', '=', hash).forUpdate().executeTakeFirst();
+  const tenantId = await crossTenantRoute(db, 'oauth_state', hexKey(hash));
+  if (!tenantId) return undefined;
+  return db.selectFrom('oauth_states').selectAll().where('tenant_id', '=', tenantId).where('state_hash', '=', hash).forUpdate().executeTakeFirst();
 }
 
 export async function consumeState(db: Executor, tenantId: string, hash: Buffer) {
@@ -19,7 +23,8 @@ export async function consumeState(db: Executor, tenantId: string, hash: Buffer)
 }
 
 export async function crossTenantPruneOAuthStates(db: Executor, olderThan: Date) {
-  await db.deleteFrom('oauth_states').where('expires_at', '<', olderThan).execute();
+  const gone = await db.deleteFrom('oauth_states').where('expires_at', '<', olderThan).returning('state_hash').execute();
+  await crossTenantDropRoutes(db, 'oauth_state', gone.map((g) => hexKey(g.state_hash)));
 }
 
 export async function getMailbox(db: Executor, tenantId: string): Promise<MailboxRow | undefined> {

@@ -1,10 +1,12 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
+import { addRoute, removeRoute } from '../routing/store';
 import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
 import type { Cursor } from '../../lib/paging';
 import type { IntegrationRow, TranscriptEventRow, TranscriptRow } from '../../db/types';
 
 export async function insertIntegration(db: Executor, tenantId: string, i: { id: string; provider: IntegrationRow['provider']; name: string; signing_secret_sealed: string | null }) {
+  await addRoute(db, tenantId, 'integration', i.id);
   return db.insertInto('integrations').values({ ...i, tenant_id: tenantId }).returningAll().executeTakeFirstOrThrow();
 }
 
@@ -33,12 +35,20 @@ export async function setSigningSecret(db: Executor, tenantId: string, id: strin
 
 export async function deleteIntegration(db: Executor, tenantId: string, id: string): Promise<boolean> {
   const r = await db.deleteFrom('integrations').where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
-  return Number(r.numDeletedRows) === 1;
+  if (Number(r.numDeletedRows) !== 1) return false;
+  await removeRoute(db, tenantId, 'integration', id);
+  return true;
 }
 
 /** The intake lookup: the integration id in the URL is what selects the workspace, so this is not tenant-scoped. */
 export async function crossTenantIntegrationForIntake(db: Executor, id: string) {
-  return db.selectFrom('integrations').select(['id', 'tenant_id', 'provider', 'signing_secret_sealed']).where('id', '=', id).executeTakeFirst();
+  return db
+    .selectFrom('routes as r')
+    .innerJoin('integrations as i', (j) => j.onRef('i.tenant_id', '=', 'r.tenant_id').on('i.id', '=', id))
+    .select(['i.id', 'i.tenant_id', 'i.provider', 'i.signing_secret_sealed'])
+    .where('r.kind', '=', 'integration')
+    .where('r.key', '=', id)
+    .executeTakeFirst();
 }
 
 export interface DeliveryKey {
