@@ -4,7 +4,7 @@ import type { Config } from '../src/config';
 import { createRedis, queuePrefix, type RedisClient } from '../src/queue/connection';
 import { createJobMetrics } from '../src/queue/job-metrics';
 import type { QueueHub } from '../src/queue/hub';
-import { queueNames, schedules } from '../src/queue/jobs';
+import { schedules, shardsOf } from '../src/queue/jobs';
 import type { Services } from '../src/services';
 import { buildRegistry, defaultProcessorGroups } from './registry';
 
@@ -23,8 +23,7 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
   const since = (start: number | undefined) => (start ? Math.max(0, Date.now() - start) / 1000 : 0);
   // Every queue the job table names, each intake queue once per shard (INTAKE_QUEUE_SHARDS); each gets its own
   // slots, so a process with shards runs more intake jobs at once, bounded again by its database pool.
-  const served = new Set<string>(registry.queues());
-  const names = queueNames(config.INTAKE_QUEUE_SHARDS).filter((q) => served.has(q.replace(/-\d+$/, '')));
+  const names = registry.queues().flatMap((q) => shardsOf(q, config.INTAKE_QUEUE_SHARDS));
   for (const queueName of names) {
     const connection = createRedis(config, 'worker');
     connections.push(connection);

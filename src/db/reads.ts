@@ -32,6 +32,7 @@ export function createReadRouting(deps: {
   const markMs = config.DATABASE_READ_MAX_LAG_MS + 2 * LAG_SAMPLE_MS;
   const markKey = (p: Principal) => `${config.REDIS_PREFIX}:wrote:${p.tenantId}:${p.apiKeyId ?? p.userId}`;
   let lagMs: number | null = null;
+  // Unref'd: it never keeps a process alive, so it needs no stopping.
   let sampler: NodeJS.Timeout | null = null;
 
   async function sampleLag() {
@@ -71,14 +72,6 @@ export function createReadRouting(deps: {
     async wrote(actor: Principal): Promise<void> {
       if (!replica) return;
       await redis.set(markKey(actor), '1', 'PX', markMs).catch((err: Error) => logger.warn({ err: err.message }, 'write mark not kept; the caller may read from the replica before it has the write'));
-    },
-
-    /** The last lag reading in milliseconds (null: no replica, or it did not answer). */
-    lag: () => lagMs,
-
-    close() {
-      if (sampler) clearInterval(sampler);
-      sampler = null;
     },
   };
 }

@@ -1,5 +1,5 @@
 import { cpus } from 'node:os';
-import { shardName, SHARDED_QUEUES } from './jobs';
+import { shardsOf, SHARDED_QUEUES } from './jobs';
 import type { QueueHub } from './hub';
 
 /** A reading is reused this long: every sender of the process asks before each round. */
@@ -42,7 +42,7 @@ export interface IntakePressure {
  */
 export function createIntakePressure(queues: QueueHub, shards: number, read: { cpu: () => { busy: number; total: number } } = { cpu: hostCpu }): IntakePressure {
   /** The queues that carry live intake (customer messages from channels, provider webhooks), every shard. */
-  const intakeQueues = SHARDED_QUEUES.flatMap((q) => Array.from({ length: shards }, (_, i) => shardName(q, i)));
+  const intakeQueues = SHARDED_QUEUES.flatMap((q) => shardsOf(q, shards));
   let last = { at: 0, saturated: false };
   /** CPU readings of the last WINDOW_MS and the one just before it, oldest first. */
   let readings = [{ at: Date.now(), ...read.cpu() }];

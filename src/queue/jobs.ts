@@ -19,9 +19,11 @@ const isSharded = (queue: LogicalQueue): queue is ShardedQueue => (SHARDED_QUEUE
 
 export const shardName = (queue: LogicalQueue, shard: number): QueueName => (shard === 0 || !isSharded(queue) ? queue : `${queue}-${shard}`);
 
+/** The queues in Redis behind one logical queue: every shard of an intake queue, or the queue itself. */
+export const shardsOf = (queue: LogicalQueue, shards: number): QueueName[] => (isSharded(queue) ? Array.from({ length: shards }, (_, i) => shardName(queue, i)) : [queue]);
+
 /** Every queue in Redis for `shards` intake shards, in the job table's order. */
-export const queueNames = (shards: number): QueueName[] =>
-  QUEUE_NAMES.flatMap((q) => (isSharded(q) ? Array.from({ length: shards }, (_, i) => shardName(q, i)) : [q]));
+export const queueNames = (shards: number): QueueName[] => QUEUE_NAMES.flatMap((q) => shardsOf(q, shards));
 
 /** The shard of a workspace: FNV-1a (32 bit) of its id, modulo the shard count. Stable across processes. */
 export function shardOf(tenantId: string, shards: number): number {
