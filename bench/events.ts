@@ -2,8 +2,8 @@
  * Outbound events under load (issue 19), with the real API and worker processes:
  * 1. channel intake (SMS, distinct senders) with no webhook endpoint, then the same load with three endpoints
  *    subscribed to every event type: one healthy, one slow (answers after 2 s), one failing half the time.
- *    Run as ROUNDS pairs (without, with), the endpoints deleted after each pair (their backlog with them), so
- *    every "without" case starts with no delivery work left over; the figure is the median pair's ratio, which
+ *    Run as ROUNDS pairs, alternately (without, with) and (with, without), the endpoints deleted after each
+ *    "with" case (their backlog with them), so every "without" case starts with no delivery work left over; the figure is the median pair's ratio, which
  *    a shared, noisy machine moves far less than one pair. Target: within 10 % of without. Sends make way for
  *    saturated intake (WEBHOOK_INTAKE_YIELD_MS), so the bench also reports how long after intake stopped the
  *    healthy endpoint had every event the case committed, and the CPU-ms per message of each component.
@@ -142,25 +142,40 @@ async function main() {
   };
 
   const pairs: { without: number; with: number; withoutP99: number; withP99: number; delivered: number; catchUp: number; complete: boolean; cpuWithout: Record<string, number>; cpuWith: Record<string, number> }[] = [];
-  for (let round = 1; round <= ROUNDS; round++) {
-    const without = await intake(`without endpoints #${round}`, DURATION);
-    // Requests still in flight when the case ended commit after it: the log is still before the endpoints exist.
+  /** One case with the three endpoints, then until the healthy one has every event it committed; endpoints deleted after. */
+  const withCase = async (round: number) => {
+    // Requests still in flight when the previous case ended commit after it: the log is still before the endpoints exist.
     await logSettled();
     const from = await logEnd();
     const eps = await addEndpoints();
-    const withEndpoints = await intake(`with 3 endpoints #${round}`, DURATION);
+    const r = await intake(`with 3 endpoints #${round}`, DURATION);
     const delivered = eps.healthy.arrivals.size;
     // Sends make way for saturated intake, so the healthy endpoint is behind when intake stops: how long until
     // it has every event the case committed (each exactly once: arrivals are keyed by webhook-id).
     const ended = Date.now();
     await logSettled();
     const owed = await eventsAfter(from);
-    while (eps.healthy.arrivals.size < owed && Date.now() - ended < 120_000) await new Promise((r) => setTimeout(r, 100));
+    while (eps.healthy.arrivals.size < owed && Date.now() - ended < 120_000) await new Promise((res) => setTimeout(res, 100));
     const catchUp = (Date.now() - ended) / 1000;
     console.log(`  healthy endpoint: ${delivered} events during the case, all ${eps.healthy.arrivals.size}/${owed} ${catchUp.toFixed(1)} s after intake stopped`);
-    // Deleting the endpoints deletes their pending deliveries: the next round starts with no backlog.
+    // Deleting the endpoints deletes their pending deliveries: the next case starts with no backlog.
     for (const id of eps.ids) await call('DELETE', `/v1/webhook-endpoints/${id}`);
-    pairs.push({ without: without.requests.average, with: withEndpoints.requests.average, withoutP99: without.latency.p99, withP99: withEndpoints.latency.p99, delivered, catchUp, complete: eps.healthy.arrivals.size >= owed, cpuWithout: without.cpu, cpuWith: withEndpoints.cpu });
+    return { r, delivered, catchUp, complete: eps.healthy.arrivals.size >= owed };
+  };
+  for (let round = 1; round <= ROUNDS; round++) {
+    // The order alternates (without first, then with first), so what drifts over the run (tables growing, the
+    // machine's other tenants) does not favour either case.
+    let without: Awaited<ReturnType<typeof intake>>;
+    let w: Awaited<ReturnType<typeof withCase>>;
+    if (round % 2 === 1) {
+      without = await intake(`without endpoints #${round}`, DURATION);
+      w = await withCase(round);
+    } else {
+      w = await withCase(round);
+      without = await intake(`without endpoints #${round}`, DURATION);
+    }
+    const withEndpoints = w.r;
+    pairs.push({ without: without.requests.average, with: withEndpoints.requests.average, withoutP99: without.latency.p99, withP99: withEndpoints.latency.p99, delivered: w.delivered, catchUp: w.catchUp, complete: w.complete, cpuWithout: without.cpu, cpuWith: withEndpoints.cpu });
     console.log(`  pair #${round}: ${(withEndpoints.requests.average / without.requests.average).toFixed(2)}×`);
   }
   const byRatio = [...pairs].sort((x, y) => x.with / x.without - y.with / y.without);

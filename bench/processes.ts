@@ -114,14 +114,16 @@ export async function freshDatabase(name: string) {
 const TICK_MS = 10; // USER_HZ is 100 on Linux (getconf CLK_TCK); /proc/<pid>/stat counts CPU time in ticks.
 
 /** CPU milliseconds (user + system) a process has used so far, and its process group id. */
-function procCpu(pid: string): { ms: number; pgid: number; comm: string } | null {
+function procCpu(pid: string): { ms: number; reaped: number; pgid: number; comm: string } | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // The command name is in parentheses and may hold spaces: the fields after it start past the last ')'.
     const close = stat.lastIndexOf(')');
     const comm = stat.slice(stat.indexOf('(') + 1, close);
     const f = stat.slice(close + 2).split(' ');
-    return { ms: (Number(f[11]) + Number(f[12])) * TICK_MS, pgid: Number(f[2]), comm };
+    // utime + stime, and cutime + cstime: what the children it has reaped used (for the postmaster, the
+    // backends that have ended).
+    return { ms: (Number(f[11]) + Number(f[12])) * TICK_MS, reaped: (Number(f[13]) + Number(f[14])) * TICK_MS, pgid: Number(f[2]), comm };
   } catch {
     return null; // the process ended between the listing and the read
   }
@@ -130,7 +132,7 @@ function procCpu(pid: string): { ms: number; pgid: number; comm: string } | null
 /**
  * CPU used so far by each component on this machine: the started API and worker (each child's whole process
  * group, since tsx runs the script in a child), every PostgreSQL process and every Redis server. A PostgreSQL
- * backend that ended is no longer counted, so benches keep their pools open between two samples.
+ * backend that ended (a pool let an idle connection go) is counted through the postmaster, which reaped it.
  */
 export function cpuSample(components: Record<string, ChildProcess>): Record<string, number> {
   const totals: Record<string, number> = { postgres: 0, redis: 0 };
@@ -142,7 +144,7 @@ export function cpuSample(components: Record<string, ChildProcess>): Record<stri
     if (!p) continue;
     const group = groups.get(p.pgid);
     if (group) totals[group]! += p.ms;
-    else if (p.comm === 'postgres') totals.postgres! += p.ms;
+    else if (p.comm === 'postgres') totals.postgres! += p.ms + p.reaped;
     else if (p.comm === 'redis-server') totals.redis! += p.ms;
   }
   return totals;

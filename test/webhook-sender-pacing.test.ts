@@ -96,6 +96,23 @@ describe('the intake pressure reading', () => {
     await queues.queue('ingest').obliterate({ force: true });
     expect(await createIntakePressure(queues, 1, cpu(1)).saturated()).toBe(false);
   });
+
+  test('a momentary lull mid-flood does not read as calm; a second of calm does', async () => {
+    const queues = ctx.runtime.queues;
+    const w = await createWorkspace(ctx);
+    await queues.enqueue('ingest.batch', { reply_to: 'nobody', items: [{ id: 'x2', tenant_id: w.tenantId, channel: 'sms', message: { providerMessageId: 'p2', sender: { handle: '+1' }, body: 'hi' } }] });
+    const pressure = createIntakePressure(queues, 1, cpu(1));
+    expect(await pressure.saturated()).toBe(true);
+    // The intake queue drains for a moment (a worker took the last batch): still saturated.
+    await queues.queue('ingest').obliterate({ force: true });
+    await sleep(150);
+    expect(await pressure.saturated()).toBe(true);
+    await sleep(500);
+    expect(await pressure.saturated()).toBe(true);
+    // Calm for a whole second: the senders may go.
+    await sleep(600);
+    expect(await pressure.saturated()).toBe(false);
+  });
 });
 
 describe('the sender lease', () => {

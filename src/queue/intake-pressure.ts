@@ -11,6 +11,12 @@ const WINDOW_MS = 300;
  * 2-core host measured 0.7 to 1.0 per 100 ms (it waits on round trips too), so 0.9 missed half of it.
  */
 const BUSY_SHARE = 0.75;
+/**
+ * Saturation lasts until it has been absent this long. Saturated intake reads as calm for one 100 ms sample
+ * in four or five (the intake queue drains for a moment, a burst of round trips leaves a core idle), and each
+ * such sample let a whole round through: without this, the senders sent a fifth of the backlog mid-flood.
+ */
+const CALM_MS = 1000;
 
 /** Busy and total CPU time of the host so far, in milliseconds, over every CPU. */
 function hostCpu(): { busy: number; total: number } {
@@ -38,12 +44,16 @@ export interface IntakePressure {
  * - the host's CPU busy share since the previous reading (the kernel's counters through `os.cpus()`), so it
  *   pauses only when intake and it compete for the same cores. A worker on a host of its own sees idle CPUs
  *   and never pauses; what it costs the database is not visible here.
- * A reading that fails (Redis down) counts as not saturated: pacing is an optimisation, never a reason to stop.
+ * Saturation holds for CALM_MS after the last sample that found it, so a momentary lull mid-flood is not
+ * mistaken for the end of it. A reading that fails (Redis down) counts as not saturated: pacing is an
+ * optimisation, never a reason to stop.
  */
 export function createIntakePressure(queues: QueueHub, shards: number, read: { cpu: () => { busy: number; total: number } } = { cpu: hostCpu }): IntakePressure {
   /** The queues that carry live intake (customer messages from channels, provider webhooks), every shard. */
   const intakeQueues = SHARDED_QUEUES.flatMap((q) => shardsOf(q, shards));
   let last = { at: 0, saturated: false };
+  /** When a sample last found intake saturated. */
+  let saturatedAt = -Infinity;
   /** CPU readings of the last WINDOW_MS and the one just before it, oldest first. */
   let readings = [{ at: Date.now(), ...read.cpu() }];
   let pending: Promise<boolean> | null = null;
@@ -62,7 +72,8 @@ export function createIntakePressure(queues: QueueHub, shards: number, read: { c
       const counts = await Promise.all(intakeQueues.map((q) => queues.queue(q).getJobCounts('active', 'waiting', 'prioritized')));
       inFlight = counts.reduce((n, c) => n + (c.active ?? 0) + (c.waiting ?? 0) + (c.prioritized ?? 0), 0);
     }
-    last = { at: now, saturated: busyShare >= BUSY_SHARE && inFlight > 0 };
+    if (busyShare >= BUSY_SHARE && inFlight > 0) saturatedAt = now;
+    last = { at: now, saturated: now - saturatedAt < CALM_MS };
     return last.saturated;
   }
 
