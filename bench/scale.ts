@@ -17,7 +17,8 @@ import { createReport } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
-const API_COUNTS = [1, 2, 4];
+const API_COUNTS = (process.env.BENCH_APIS ?? '1,2,4').split(',').map(Number);
+const RATE = Number(process.env.BENCH_RATE ?? 0);
 const BASE_PORT = 18111;
 const report = createReport('scale', {
   title: 'Cost per message with 1, 2 and 4 API processes (one worker)',
@@ -48,8 +49,9 @@ async function main() {
   const worker = await start('workers/index.ts', { ...env, LOG_LEVEL: 'info' }, /workers started/);
 
   let distinct = 0;
-  const load = (port: number, connections: number, tag: string, duration: number) =>
+  const load = (port: number, connections: number, tag: string, duration: number, rate?: number) =>
     autocannon({
+      ...(rate ? { overallRate: rate } : {}),
       url: `http://127.0.0.1:${port}/v1/ingest/sms`,
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -79,7 +81,7 @@ async function main() {
     // The warm-up's messages are worked off before the measured case starts.
     for (let settled = -1; settled !== (await delivered()); await new Promise((r) => setTimeout(r, 300))) settled = await delivered();
     const [cpu0, jobs0, calls0, delivered0] = [components(), await jobsSoFar(), await redisCalls(redis), await delivered()];
-    const results = await Promise.all(procs.map((_, i) => load(BASE_PORT + i, share, tag, DURATION)));
+    const results = await Promise.all(procs.map((_, i) => load(BASE_PORT + i, share, tag, DURATION, RATE ? RATE / apis : undefined)));
     const accepted = results.reduce((n, r) => n + r['2xx'], 0);
     // Every accepted message is worked off before the CPU is read again (202s included).
     for (let i = 0; i < 240 && (await delivered()) - delivered0 < accepted; i++) await new Promise((r) => setTimeout(r, 250));

@@ -87,6 +87,10 @@ const schema = z
     // How long an Idempotency-Key's first answer is kept for replay (the draft suggests at least 24 hours).
     IDEMPOTENCY_TTL_SECONDS: int(1, 30 * 86400).default(86400),
     WORKER_CONCURRENCY: int(1, 256).default(8),
+    // Group commit of intake batches in a worker process (issue 20): transactions in flight per intake kind,
+    // and the most messages one of them carries when queued batches are written together.
+    INTAKE_WRITE_SLOTS: int(1, 256).default(2),
+    INTAKE_WRITE_MAX_ITEMS: int(1, 10_000).default(256),
     WORKER_METRICS_PUSH_MS: int(100, 600000).default(5000),
     AUDIT_RETENTION_DAYS: int(1, 36500).default(365),
     // Outbound events (issue 19): how long the log keeps them, and how a live stream tails it.
@@ -212,7 +216,7 @@ export const CONFIG_SECTIONS = {
     'AUTH_FAILURE_RATE_POINTS',
     'AUTH_FAILURE_WINDOW_SECONDS',
   ],
-  workers: ['WORKER_CONCURRENCY', 'WORKER_METRICS_PUSH_MS', 'AUDIT_RETENTION_DAYS'],
+  workers: ['WORKER_CONCURRENCY', 'INTAKE_WRITE_SLOTS', 'INTAKE_WRITE_MAX_ITEMS', 'WORKER_METRICS_PUSH_MS', 'AUDIT_RETENTION_DAYS'],
   tickets: ['PRESENCE_TTL_SECONDS', 'THREAD_WINDOW_HOURS'],
   events: ['EVENT_RETENTION_DAYS', 'EVENT_STREAM_POLL_MS', 'EVENT_STREAM_HEARTBEAT_SECONDS'],
   intake: [

@@ -17,9 +17,9 @@ export type Processor = (data: never, run: JobRun) => Promise<unknown>;
 
 export const defaultProcessorGroups = (services: Services, config: Config, redis: RedisClient): Record<string, Processor>[] => [
   maintenanceProcessors(services, config),
-  ingestProcessors(services, redis),
+  ingestProcessors(services, config, redis),
   mailboxProcessors(services),
-  webhookProcessors(services, redis),
+  webhookProcessors(services, config, redis),
   rollupProcessors(services),
   eventProcessors(services),
 ];

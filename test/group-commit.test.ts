@@ -1,0 +1,139 @@
+/**
+ * Group commit of intake batches in a worker (issue 20): a write's size follows the backlog. Batches that
+ * arrive while every write slot is busy are written together by the next free slot, each still answered its
+ * own items; a failed write fails each batch it carried (so BullMQ retries each job), and the real ingest
+ * write merges many queued batches into one transaction with every message written once.
+ */
+import { randomInt } from 'node:crypto';
+import { createGroupCommit } from '../src/intake/group-commit';
+import { channelById } from '../src/domains/channels/registry';
+import type { IngestItem, IngestResult } from '../src/domains/ingest/worker';
+import type { ItemResult } from '../src/queue/results';
+import { startTestApp, type TestContext } from './helpers/context';
+import { createWorkspace } from './helpers/factories';
+import { connect, countRows } from './helpers/ingest';
+import { smsPayload } from './helpers/payloads';
+
+type Item = { id: string };
+const items = (prefix: string, n: number): Item[] => Array.from({ length: n }, (_, i) => ({ id: `${prefix}${i}` }));
+
+/** A write the test finishes by hand, recording what each call carried. */
+function manualWrite() {
+  const calls: { ids: string[]; finish: () => void; fail: (e: Error) => void }[] = [];
+  const write = (batch: Item[]) =>
+    new Promise<ItemResult[]>((resolve, reject) => {
+      calls.push({ ids: batch.map((i) => i.id), finish: () => resolve(batch.map((i) => ({ id: i.id, ok: true, value: `done ${i.id}` }))), fail: reject });
+    });
+  return { calls, write };
+}
+const tick = () => new Promise((r) => setImmediate(r));
+
+describe('group commit', () => {
+  test('batches arriving while every slot is busy are written together by the next free slot, each answered its own items', async () => {
+    const { calls, write } = manualWrite();
+    const group = createGroupCommit({ slots: 1, maxItems: 100, write });
+    const first = group.submit(items('a', 2));
+    await tick();
+    const queued = [group.submit(items('b', 3)), group.submit(items('c', 1)), group.submit(items('d', 4))];
+    await tick();
+    expect(calls.map((c) => c.ids.length)).toEqual([2]);
+    calls[0]!.finish();
+    expect((await first).map((r) => r.value)).toEqual(['done a0', 'done a1']);
+    await tick();
+    // One write for the three that waited, in arrival order.
+    expect(calls).toHaveLength(2);
+    expect(calls[1]!.ids).toEqual(['b0', 'b1', 'b2', 'c0', 'd0', 'd1', 'd2', 'd3']);
+    calls[1]!.finish();
+    const [b, c, d] = await Promise.all(queued);
+    expect(b!.map((r) => r.id)).toEqual(['b0', 'b1', 'b2']);
+    expect(c!.map((r) => r.id)).toEqual(['c0']);
+    expect(d!.map((r) => r.value)).toEqual(['done d0', 'done d1', 'done d2', 'done d3']);
+    expect(group.stats()).toEqual({ writes: 2, batches: 4, items: 10 });
+  });
+
+  test('with a slot free a batch is written at once, alone', async () => {
+    const { calls, write } = manualWrite();
+    const group = createGroupCommit({ slots: 2, maxItems: 100, write });
+    void group.submit(items('a', 1));
+    void group.submit(items('b', 1));
+    await tick();
+    expect(calls.map((c) => c.ids)).toEqual([['a0'], ['b0']]);
+  });
+
+  test('a write carries at most maxItems (a larger batch still goes, alone), and batches sharing an item id go in separate writes', async () => {
+    const { calls, write } = manualWrite();
+    const group = createGroupCommit({ slots: 1, maxItems: 5, write });
+    void group.submit(items('x', 1));
+    await tick();
+    void group.submit(items('a', 3));
+    void group.submit(items('b', 3));
+    void group.submit(items('big', 7));
+    void group.submit([{ id: 'dup' }]);
+    void group.submit([{ id: 'dup' }]);
+    for (let i = 0; i < 5; i++) {
+      await tick();
+      calls.at(-1)!.finish();
+    }
+    await tick();
+    expect(calls.map((c) => c.ids.length)).toEqual([1, 3, 3, 7, 1, 1]);
+    expect(calls.slice(4).map((c) => c.ids)).toEqual([['dup'], ['dup']]);
+  });
+
+  test('a failed write fails every batch it carried, and the batches after it are still written', async () => {
+    const { calls, write } = manualWrite();
+    const group = createGroupCommit({ slots: 1, maxItems: 100, write });
+    const first = group.submit(items('a', 1));
+    await tick();
+    const b = group.submit(items('b', 1));
+    const c = group.submit(items('c', 1));
+    await tick();
+    calls[0]!.finish();
+    await first;
+    await tick();
+    calls[1]!.fail(new Error('database lost'));
+    await expect(b).rejects.toThrow('database lost');
+    await expect(c).rejects.toThrow('database lost');
+    const d = group.submit(items('d', 1));
+    await tick();
+    calls[2]!.finish();
+    expect((await d).map((r) => r.id)).toEqual(['d0']);
+  });
+});
+
+describe('group commit over the real ingest write', () => {
+  let ctx: TestContext;
+  beforeAll(async () => {
+    ctx = await startTestApp();
+  });
+  afterAll(async () => {
+    await ctx?.close();
+  });
+
+  test('twelve batches submitted at once with one slot are written in fewer transactions; every message is written once and answered its own ticket', async () => {
+    const w = await createWorkspace(ctx);
+    await connect(ctx, w, 'sms');
+    const sms = channelById('sms')!.adapter!;
+    // Senders this workspace has never met: one new customer and ticket per message.
+    const run = String(randomInt(10_000)).padStart(4, '0');
+    const batches: IngestItem[][] = Array.from({ length: 12 }, (_, b) =>
+      Array.from({ length: 5 }, (_, i) => {
+        const parsed = sms.parse(smsPayload({ from: `+1666${run}${String(b * 10 + i).padStart(3, '0')}`, body: `batch ${b} item ${i}` }));
+        if (!parsed.ok) throw new Error('sms payload did not parse');
+        return { id: `g${b}-${i}`, tenant_id: w.tenantId, channel: 'sms', message: parsed.messages[0]! };
+      }),
+    );
+    const group = createGroupCommit({ slots: 1, maxItems: 256, write: ctx.services.ingestProcessor.processBatch });
+    const answers = await Promise.all(batches.map((b) => group.submit(b)));
+    const { writes, batches: carried } = group.stats();
+    expect(carried).toBe(12);
+    expect(writes).toBeLessThan(12);
+    // Each batch got its own items back, in order, each a ticket of its own sender.
+    answers.forEach((a, b) => expect(a.map((r) => r.id)).toEqual(batches[b]!.map((i) => i.id)));
+    const tickets = answers.flat().map((r) => (r.value as IngestResult).ticket_id);
+    expect(new Set(tickets).size).toBe(60);
+    const rows = await countRows(ctx, w.tenantId);
+    expect(rows.tickets).toBe(60);
+    expect(rows.customers).toBe(60);
+    expect(rows.ingest_deliveries).toBe(60);
+  });
+});
