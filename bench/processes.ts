@@ -155,12 +155,12 @@ export const cpuPer = (before: Record<string, number>, after: Record<string, num
   Object.fromEntries(Object.keys(after).map((k) => [k, units > 0 ? (after[k]! - (before[k] ?? 0)) / units : NaN]));
 
 /** A migrated bench database with one workspace (its bootstrap answer, owner key included) and an enabled SMS connection. */
-export async function smsWorkspace(config: Config) {
+export async function smsWorkspace(config: Config, name = 'Bench') {
   const handle = createDb(config);
   await migrateToLatest(handle.db);
   const audit = createAuditService({ db: handle.db });
   const workspaces = createWorkspaceService({ db: handle.db, audit, apiKeys: createApiKeyService({ db: handle.db, config, audit }) });
-  const ws = await workspaces.bootstrap({ workspace: 'Bench', ownerEmail: 'bench@bench.test', ownerName: 'Bench' });
+  const ws = await workspaces.bootstrap({ workspace: name, ownerEmail: `${name.toLowerCase()}@bench.test`, ownerName: name });
   await handle.db
     .insertInto('channel_connections')
     .values({ tenant_id: ws.tenant_id, channel: 'sms', display_name: 'SMS', enabled: true, config: '{}', inbound_token_hash: randomBytes(32) })

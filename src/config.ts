@@ -107,6 +107,10 @@ const schema = z
     WEBHOOK_BATCH_WINDOW_MS: int(0, 1000).default(2),
     INGEST_ROUTE_CACHE_MS: int(0, 60000).default(5000),
     INGEST_MAX_MESSAGES_PER_REQUEST: int(1, 10_000).default(100),
+    // Fair sharing of live intake (issue 21), per API process: a workspace's items queued to the workers at
+    // once (0: no limit), and how many more may wait in its lane before it is answered 429.
+    INTAKE_WORKSPACE_QUEUED: int(0, 100_000).default(32),
+    INTAKE_WORKSPACE_WAITING: int(0, 1_000_000).default(256),
     // Refused intake requests (ingest and webhooks) per client address: refusals never touch a workspace's budget.
     INGEST_REFUSAL_RATE_POINTS: int(1, 10_000_000).default(120),
     INGEST_REFUSAL_RATE_WINDOW_SECONDS: int(1, 86400).default(60),
@@ -226,6 +230,8 @@ export const CONFIG_SECTIONS = {
     'INGEST_BATCH_WINDOW_MS',
     'INGEST_ROUTE_CACHE_MS',
     'INGEST_MAX_MESSAGES_PER_REQUEST',
+    'INTAKE_WORKSPACE_QUEUED',
+    'INTAKE_WORKSPACE_WAITING',
     'INGEST_REFUSAL_RATE_POINTS',
     'INGEST_REFUSAL_RATE_WINDOW_SECONDS',
   ],

@@ -36,6 +36,7 @@ import { createEventService } from './domains/events/service';
 import { createWebhookEndpointService } from './domains/webhook-endpoints/service';
 import { createWebhookDelivery } from './domains/webhook-endpoints/delivery';
 import { createIntakePressure } from './queue/intake-pressure';
+import { createFairShare } from './intake/fair-share';
 import { createReadRouting } from './db/reads';
 
 /** The service container: each factory gets only the dependencies it needs. */
@@ -63,6 +64,8 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   const helpCentre = createHelpCentreService({ db, config: section(config, 'helpCentre') });
   const rollups = createRollupService({ db, queues, logger, reads });
   const ingestProcessor = createIngestWorker({ db, tickets: tickets.commands, customers, logger });
+  // One lane per workspace per process, across channel ingest and provider webhooks.
+  const fair = createFairShare({ perWorkspace: config.INTAKE_WORKSPACE_QUEUED, maxWaiting: config.INTAKE_WORKSPACE_WAITING });
   return {
     reads,
     identity: createIdentityService({ db, config: section(config, 'identity', 'secrets'), audit }),
@@ -83,7 +86,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     savedViews: createSavedViewService({ db }),
     macros: createMacroService({ db, tickets: tickets.commands, queries: tickets.queries }),
     channels,
-    ingest: createIngestGateway({ db, config: section(config, 'intake', 'redis', 'http'), redis, queues, bus, channels }),
+    ingest: createIngestGateway({ db, config: section(config, 'intake', 'redis', 'http'), redis, queues, bus, channels, fair }),
     ingestProcessor,
     slaPolicies: createSlaPolicyService({ db }),
     rollups,
@@ -92,7 +95,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     helpCentre,
     articles: createArticleService({ db, config: section(config, 'helpCentre'), centres: helpCentre }),
     webhooks: createWebhookService({ db, config: section(config, 'webhooks', 'secrets', 'http'), audit }),
-    webhookIntake: createWebhookEdge({ db, config: section(config, 'webhooks', 'secrets', 'redis', 'http'), redis, queues, bus }),
+    webhookIntake: createWebhookEdge({ db, config: section(config, 'webhooks', 'secrets', 'redis', 'http'), redis, queues, bus, fair }),
     webhookProcessor: createWebhookWorker({ db, events }),
     webhookEndpoints: createWebhookEndpointService({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues }),
     webhookDelivery: createWebhookDelivery({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues, logger, present: events.present, pressure: createIntakePressure(queues, config.INTAKE_QUEUE_SHARDS) }),

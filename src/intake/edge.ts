@@ -4,6 +4,7 @@ import { dependencyUnavailable } from '../lib/errors';
 import { consumeOrRefuse } from '../lib/rate';
 import { createCoalescer } from '../queue/coalescer';
 import { shardOf } from '../queue/jobs';
+import type { FairShare } from './fair-share';
 import { refusalOf, TIMED_OUT, type ItemResult, type ResultBus } from '../queue/results';
 
 /**
@@ -18,6 +19,9 @@ export interface IntakeOutcome {
   accepted?: boolean;
   duplicate?: boolean;
 }
+
+/** BullMQ takes jobs without a priority before any with one: bulk batches carry this one. */
+const BULK_PRIORITY = 10;
 
 /**
  * The HTTP tier's half of an intake (channel ingest, helpdesk webhooks): a budget per key (one point per item
@@ -34,12 +38,16 @@ export function createIntakeEdge<Item extends { id: string; tenant_id: string }>
   waitMs: number;
   /** Intake queue shards (INTAKE_QUEUE_SHARDS): a batch is queued as one job per workspace shard it holds. */
   shards: number;
-  send(items: Item[], replyTo: string, shard: number): Promise<unknown>;
+  /** The process's lanes per workspace (fair sharing of intake), shared by every intake. */
+  fair: FairShare;
+  /** Queues one batch: on its shard, and with a priority when it is bulk (so it goes behind live ones). */
+  send(items: Item[], replyTo: string, opts: { shard: number; priority?: number }): Promise<unknown>;
 }) {
   const { bus } = deps;
   /** One job per shard the batch touches, each on its shard's queue (one job, shard 0, when unsharded). */
-  const sendByShard = async (items: Item[], replyTo: string) => {
-    if (deps.shards <= 1) return deps.send(items, replyTo, 0);
+  const sendByShard = async (items: Item[], replyTo: string, bulk: boolean) => {
+    const priority = bulk ? { priority: BULK_PRIORITY } : {};
+    if (deps.shards <= 1) return deps.send(items, replyTo, { shard: 0, ...priority });
     const groups = new Map<number, Item[]>();
     for (const item of items) {
       const shard = shardOf(item.tenant_id, deps.shards);
@@ -47,7 +55,7 @@ export function createIntakeEdge<Item extends { id: string; tenant_id: string }>
       if (group) group.push(item);
       else groups.set(shard, [item]);
     }
-    return Promise.all([...groups].map(([shard, group]) => deps.send(group, replyTo, shard)));
+    return Promise.all([...groups].map(([shard, group]) => deps.send(group, replyTo, { shard, ...priority })));
   };
   const limiter = new RateLimiterRedis({
     storeClient: deps.redis,
@@ -55,7 +63,11 @@ export function createIntakeEdge<Item extends { id: string; tenant_id: string }>
     points: deps.throttle.points,
     duration: deps.throttle.durationSeconds,
   });
-  const coalescer = createCoalescer<Item>({ bus, max: deps.batch.max, windowMs: deps.batch.windowMs, waitMs: deps.waitMs, send: sendByShard });
+  // Live and bulk items are batched apart, so a quiet workspace's message never rides in a burst's job.
+  const coalesce = (bulk: boolean) =>
+    createCoalescer<Item>({ bus, max: deps.batch.max, windowMs: deps.batch.windowMs, waitMs: deps.waitMs, send: (items, replyTo) => sendByShard(items, replyTo, bulk) });
+  const live = coalesce(false);
+  const bulk = coalesce(true);
 
   return {
     newId: () => bus.newId(),
@@ -68,11 +80,18 @@ export function createIntakeEdge<Item extends { id: string; tenant_id: string }>
       };
     },
 
-    /** Queues the items (coalesced with other requests') and waits for their answers. */
-    async submit(items: Item[]): Promise<Submitted> {
+    /**
+     * Waits until `n` items of the workspace may be queued (its lane, see fair-share.ts), or refuses 429 when its
+     * lane is full. Call before charging the budget; the returned function hands the items back once answered.
+     */
+    enter: (tenantId: string, n: number) => deps.fair.enter(tenantId, n),
+
+    /** Queues the items (coalesced with other requests' of the same class) and waits for their answers. */
+    async submit(items: Item[], o: { bulk: boolean }): Promise<Submitted> {
       await bus.ready().catch(() => {
         throw dependencyUnavailable('Redis');
       });
+      const coalescer = o.bulk ? bulk : live;
       const answers = await Promise.all(items.map((item) => coalescer.submit(item)));
       if (answers.some((a) => a === TIMED_OUT)) return { accepted: true };
       return { accepted: false, results: answers as ItemResult[] };

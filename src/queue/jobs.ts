@@ -245,6 +245,8 @@ export interface EnqueueOptions {
   delayMs?: number;
   /** Due at this time (ms since the epoch): delayed until then. */
   dueAt?: number;
+  /** BullMQ priority (1 is the highest; jobs without one go before any with one): bulk intake is queued behind live. */
+  priority?: number;
 }
 
 const DEFAULT_SETTINGS: JobSettings = { OUTBOUND_ATTEMPTS: 5, MAILBOX_REFRESH_SECONDS: 900, WEBHOOK_SWEEP_MS: 30000 };
@@ -263,6 +265,7 @@ export function jobOptions<N extends JobName>(name: N, data?: JobData<N>, settin
     ...row.options?.(settings),
     ...(row.jobId && data !== undefined ? { jobId: row.jobId(data as never, opts) } : {}),
     ...(delayOf(opts) > 0 ? { delay: delayOf(opts) } : {}),
+    ...(opts.priority ? { priority: opts.priority } : {}),
   };
 }
 

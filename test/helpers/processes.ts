@@ -18,7 +18,9 @@ export interface ApiProcess extends ServiceProcess {
 
 /** A real service process (tsx <script>) on the test context's database and Redis prefix. */
 function spawnService(script: string, config: Config, opts: { env?: Record<string, string>; detached?: boolean }): ServiceProcess {
-  const proc = spawn(path.join(ROOT, 'node_modules/.bin/tsx'), [script], {
+  // Node itself with tsx's loader, not the tsx CLI: the CLI relays a signal to its child and SIGKILLs it (exit
+  // 143) when the child does not acknowledge within 30 ms, which a busy machine's event loop sometimes cannot.
+  const proc = spawn(process.execPath, ['--import', 'tsx', script], {
     cwd: ROOT,
     detached: opts.detached ?? false,
     env: {

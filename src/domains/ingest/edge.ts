@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import { createIntakeEdge, type IntakeOutcome } from '../../intake/edge';
+import type { FairShare } from '../../intake/fair-share';
 import { notFound, payloadTooComplex, refuse, validationFailed } from '../../lib/errors';
 import { setLogTenant } from '../../lib/log-context';
 import type { Principal } from '../identity/principal';
@@ -15,6 +16,7 @@ import type { ResultBus } from '../../queue/results';
 import type { ChannelService } from '../channels/service';
 import { channelById, type ChannelDefinition } from '../channels/registry';
 import * as channelStore from '../channels/store';
+import type { InboundMessage } from '../channels/adapters/types';
 import type { IngestItem, IngestResult } from './worker';
 import * as store from './store';
 
@@ -39,6 +41,7 @@ export function createIngestGateway(deps: {
   queues: QueueHub;
   bus: ResultBus;
   channels: ChannelService;
+  fair: FairShare;
 }) {
   const { db, config, queues, channels } = deps;
   const edge = createIntakeEdge<IngestItem>({
@@ -48,7 +51,8 @@ export function createIngestGateway(deps: {
     batch: { max: config.INGEST_BATCH_MAX, windowMs: config.INGEST_BATCH_WINDOW_MS },
     waitMs: config.JOB_WAIT_MS,
     shards: config.INTAKE_QUEUE_SHARDS,
-    send: (items, replyTo, shard) => queues.enqueue('ingest.batch', { reply_to: replyTo, items }, { shard }),
+    fair: deps.fair,
+    send: (items, replyTo, opts) => queues.enqueue('ingest.batch', { reply_to: replyTo, items }, opts),
   });
 
   // Connections seen enabled, remembered briefly so the hot path asks the database nothing. Only positive
@@ -84,6 +88,33 @@ export function createIngestGateway(deps: {
     return { tenantId, cacheKey };
   }
 
+  /** Charges the budget, queues the messages and answers with the worker's results. */
+  async function deliver(def: ChannelDefinition, tenantId: string, tokenHash: string | undefined, cacheKey: string | undefined, messages: InboundMessage[], bulk: boolean): Promise<IntakeOutcome> {
+    const charged = messages.length;
+    const refund = await edge.charge(`${tenantId}:${def.id}`, charged);
+    const ids = messages.map(() => edge.newId());
+    const submitted = await edge.submit(messages.map((message, i) => ({ id: ids[i]!, tenant_id: tenantId, channel: def.id, ...(tokenHash ? { token_hash: tokenHash } : {}), message })), { bulk });
+    if (submitted.accepted) {
+      // Still processed exactly once; the provider message ids are what GET /v1/ingest/deliveries lists.
+      return { accepted: true, body: { status: 'accepted', channel: def.id, job_id: ids[0]!, provider_message_ids: messages.map((m) => m.providerMessageId) } };
+    }
+    const { results } = submitted;
+    const failed = results.find((r) => !r.ok);
+    if (failed?.error?.code === 'not_found') {
+      // The worker found the connection gone (disabled or token rotated since the cache saw it): nothing
+      // was written, so the throttle points go back, and the answer is the edge's own 404.
+      await refund(charged);
+      if (cacheKey) connected?.delete(cacheKey);
+      throw notFound('channel connection');
+    }
+    // Exactly what was not written goes back: refused items and deliveries we already had.
+    await refund(results.filter((r) => !r.ok || (r.value as IngestResult).was_duplicate).length);
+    if (failed) throw edge.refusalOf(failed);
+    const values = results.map((r) => r.value as IngestResult);
+    const [first] = values;
+    return { body: values.length === 1 ? first : { ...first, messages: values }, duplicate: values.every((v) => v.was_duplicate) };
+  }
+
   return {
     async receive(channel: string, body: z.output<typeof ingestBody>, query: z.output<typeof ingestQuery>): Promise<IntakeOutcome> {
       const def = channelById(channel);
@@ -110,30 +141,14 @@ export function createIngestGateway(deps: {
           },
         ]);
       }
-      // One point per message: a request carrying N messages writes up to N tickets.
-      const charged = parsed.messages.length;
-      const refund = await edge.charge(`${tenantId}:${def.id}`, charged);
-      const ids = parsed.messages.map(() => edge.newId());
-      const submitted = await edge.submit(parsed.messages.map((message, i) => ({ id: ids[i]!, tenant_id: tenantId, channel: def.id, ...(tokenHash ? { token_hash: tokenHash } : {}), message })));
-      if (submitted.accepted) {
-        // Still processed exactly once; the provider message ids are what GET /v1/ingest/deliveries lists.
-        return { accepted: true, body: { status: 'accepted', channel: def.id, job_id: ids[0]!, provider_message_ids: parsed.messages.map((m) => m.providerMessageId) } };
+      // Its workspace's lane first (in memory: it waits while the workspace already has its share queued), then
+      // one point per message of its budget: a request carrying N messages writes up to N tickets.
+      const { release, bulk } = await edge.enter(tenantId, parsed.messages.length);
+      try {
+        return await deliver(def, tenantId, tokenHash, cacheKey, parsed.messages, bulk);
+      } finally {
+        release();
       }
-      const { results } = submitted;
-      const failed = results.find((r) => !r.ok);
-      if (failed?.error?.code === 'not_found') {
-        // The worker found the connection gone (disabled or token rotated since the cache saw it): nothing
-        // was written, so the throttle points go back, and the answer is the edge's own 404.
-        await refund(charged);
-        if (cacheKey) connected?.delete(cacheKey);
-        throw notFound('channel connection');
-      }
-      // Exactly what was not written goes back: refused items and deliveries we already had.
-      await refund(results.filter((r) => !r.ok || (r.value as IngestResult).was_duplicate).length);
-      if (failed) throw edge.refusalOf(failed);
-      const values = results.map((r) => r.value as IngestResult);
-      const [first] = values;
-      return { body: values.length === 1 ? first : { ...first, messages: values }, duplicate: values.every((v) => v.was_duplicate) };
     },
 
     async deliveries(actor: Principal, q: { limit: number; after?: Cursor; channel?: string }) {

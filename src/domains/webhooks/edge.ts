@@ -2,6 +2,7 @@ import type { RedisClient } from '../../queue/connection';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import { createIntakeEdge, type IntakeOutcome } from '../../intake/edge';
+import type { FairShare } from '../../intake/fair-share';
 import { DomainError, notFound, refuse, validationFailed } from '../../lib/errors';
 import { inspectJson, jsonTooComplex, scanJson } from '../../lib/json-limits';
 import { setLogTenant } from '../../lib/log-context';
@@ -24,7 +25,7 @@ const signatureInvalid = () => refuse('signature_invalid', 'The webhook signatur
  * signature over the raw bytes, the JSON limits, the classification and the throttle, all without writing;
  * ticket events are then coalesced into `webhooks.batch` jobs (see worker.ts).
  */
-export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhooks' | 'secrets' | 'redis' | 'http'>; redis: RedisClient; queues: QueueHub; bus: ResultBus }) {
+export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhooks' | 'secrets' | 'redis' | 'http'>; redis: RedisClient; queues: QueueHub; bus: ResultBus; fair: FairShare }) {
   const { db, config, queues } = deps;
   const secrets = createSecrets(config);
   const edge = createIntakeEdge<WebhookItem>({
@@ -34,7 +35,8 @@ export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhook
     batch: { max: config.WEBHOOK_BATCH_MAX, windowMs: config.WEBHOOK_BATCH_WINDOW_MS },
     waitMs: config.JOB_WAIT_MS,
     shards: config.INTAKE_QUEUE_SHARDS,
-    send: (items, replyTo, shard) => queues.enqueue('webhooks.batch', { reply_to: replyTo, items }, { shard }),
+    fair: deps.fair,
+    send: (items, replyTo, opts) => queues.enqueue('webhooks.batch', { reply_to: replyTo, items }, opts),
   });
 
   return {
@@ -73,31 +75,41 @@ export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhook
       const classified = classify(integration.provider, headers, body as Record<string, unknown>, raw);
       if (classified.kind === 'invalid') throw refuse('webhook_payload_invalid', `Not a readable ${provider} ticket event: ${classified.reason}.`);
       // Throttled only once the delivery is known to be worth writing; a throttled one never enters the ledger.
-      await edge.charge(integration.id);
-      if (classified.kind === 'ignored') return { body: { status: 'ignored', ...(classified.challenge !== undefined ? { challenge: classified.challenge } : {}) } };
-      const submitted = await edge.submit([{
-        id: edge.newId(),
-        tenant_id: integration.tenant_id,
-        integration_id: integration.id,
-        dedupe_key: classified.dedupeKey,
-        provider_event_id: classified.providerEventId,
-        external_ticket_id: classified.externalTicketId,
-        type: classified.type,
-        occurred_at: classified.occurredAt,
-        status: classified.status,
-        subject: classified.subject,
-        priority: classified.priority,
-        requester: classified.requester,
-        raw: raw.toString('utf8'),
-      }]);
-      if (submitted.accepted) {
-        // Still recorded exactly once; the transcript shows it when the worker catches up.
-        return { accepted: true, body: { status: 'accepted', external_ticket_id: classified.externalTicketId } };
+      if (classified.kind === 'ignored') {
+        await edge.charge(integration.id);
+        return { body: { status: 'ignored', ...(classified.challenge !== undefined ? { challenge: classified.challenge } : {}) } };
       }
-      const [result] = submitted.results as [ItemResult];
-      if (!result.ok) throw edge.refusalOf(result);
-      const value = result.value as WebhookResult;
-      return { body: { status: 'ok', transcript_id: value.transcript_id, external_ticket_id: value.external_ticket_id }, duplicate: value.was_duplicate };
+      // Its workspace's lane first (in memory: it waits while the workspace already has its share queued), then
+      // the integration's budget.
+      const { release, bulk } = await edge.enter(integration.tenant_id, 1);
+      try {
+        await edge.charge(integration.id);
+        const submitted = await edge.submit([{
+          id: edge.newId(),
+          tenant_id: integration.tenant_id,
+          integration_id: integration.id,
+          dedupe_key: classified.dedupeKey,
+          provider_event_id: classified.providerEventId,
+          external_ticket_id: classified.externalTicketId,
+          type: classified.type,
+          occurred_at: classified.occurredAt,
+          status: classified.status,
+          subject: classified.subject,
+          priority: classified.priority,
+          requester: classified.requester,
+          raw: raw.toString('utf8'),
+        }], { bulk });
+        if (submitted.accepted) {
+          // Still recorded exactly once; the transcript shows it when the worker catches up.
+          return { accepted: true, body: { status: 'accepted', external_ticket_id: classified.externalTicketId } };
+        }
+        const [result] = submitted.results as [ItemResult];
+        if (!result.ok) throw edge.refusalOf(result);
+        const value = result.value as WebhookResult;
+        return { body: { status: 'ok', transcript_id: value.transcript_id, external_ticket_id: value.external_ticket_id }, duplicate: value.was_duplicate };
+      } finally {
+        release();
+      }
     },
 
   };

@@ -1,0 +1,115 @@
+/**
+ * Fair sharing of live intake between workspaces (issue 21): a workspace's burst waits in its own lane, so a
+ * quiet workspace's message is queued at once and answered while the loud one's backlog is still deep; the
+ * lanes' own rules (a share queued at a time, a bounded wait, 429 past it) hold exactly.
+ */
+import { createFairShare } from '../src/intake/fair-share';
+import { DomainError } from '../src/lib/errors';
+import { startTestApp, type TestContext } from './helpers/context';
+import { createWorkspace, type Workspace } from './helpers/factories';
+import { connect, countRows } from './helpers/ingest';
+import { newSmsSid, smsPayload } from './helpers/payloads';
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+describe('lanes per workspace', () => {
+  test('a workspace queues at most its share; the rest waits in its lane and goes, in order, as answers come back', async () => {
+    const fair = createFairShare({ perWorkspace: 3, maxWaiting: 100 });
+    const entered: number[] = [];
+    const releases: (() => void)[] = [];
+    const bulk: boolean[] = [];
+    for (let i = 0; i < 6; i++) void fair.enter('a', 1).then((e) => (entered.push(i), releases.push(e.release), bulk.push(e.bulk)));
+    await tick();
+    expect(entered).toEqual([0, 1, 2]);
+    expect(fair.lanes().get('a')).toEqual({ queued: 3, waiting: 3 });
+    releases[1]!();
+    releases[1]!(); // a second call changes nothing
+    await tick();
+    expect(entered).toEqual([0, 1, 2, 3]);
+    releases[0]!();
+    releases[2]!();
+    await tick();
+    expect(entered).toEqual([0, 1, 2, 3, 4, 5]);
+    // The first item of a lane is live; once half its share is queued, and for whatever waited, it is bulk.
+    expect(bulk).toEqual([false, false, true, true, true, true]);
+    for (const r of releases) r();
+    expect(fair.lanes().size).toBe(0);
+  });
+
+  test('another workspace is never held up by a full lane', async () => {
+    const fair = createFairShare({ perWorkspace: 2, maxWaiting: 100 });
+    for (let i = 0; i < 10; i++) void fair.enter('loud', 1);
+    await tick();
+    const quiet = await Promise.race([fair.enter('quiet', 1).then(() => 'entered'), new Promise((r) => setTimeout(() => r('held'), 50))]);
+    expect(quiet).toBe('entered');
+  });
+
+  test('past maxWaiting items the request is refused 429 throttled with a Retry-After, and the lane is unchanged', async () => {
+    const fair = createFairShare({ perWorkspace: 1, maxWaiting: 2 });
+    void fair.enter('a', 1);
+    void fair.enter('a', 1);
+    void fair.enter('a', 1);
+    await tick();
+    const err = await fair.enter('a', 1).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DomainError);
+    expect((err as DomainError).code).toBe('throttled');
+    expect((err as DomainError).extra).toMatchObject({ retryAfterSeconds: 1 });
+    expect(fair.lanes().get('a')).toEqual({ queued: 1, waiting: 2 });
+  });
+
+  test('a message larger than the share goes alone once its lane is empty', async () => {
+    const fair = createFairShare({ perWorkspace: 2, maxWaiting: 100 });
+    const { release: first } = await fair.enter('a', 1);
+    let big = false;
+    void fair.enter('a', 5).then(() => (big = true));
+    await tick();
+    expect(big).toBe(false);
+    first();
+    await tick();
+    expect(big).toBe(true);
+  });
+});
+
+describe('a quiet workspace during another workspace\'s burst', () => {
+  let ctx: TestContext;
+  let loud: Workspace;
+  let quiet: Workspace;
+  beforeAll(async () => {
+    // No worker yet: the loud workspace's burst piles up before anything is worked off.
+    ctx = await startTestApp({ env: { INTAKE_WORKSPACE_QUEUED: '8', INTAKE_WORKSPACE_WAITING: '1000', JOB_WAIT_MS: '30000', INGEST_RATE_POINTS: '100000' } });
+    loud = await createWorkspace(ctx);
+    quiet = await createWorkspace(ctx);
+    await connect(ctx, loud, 'sms');
+    await connect(ctx, quiet, 'sms');
+  });
+  afterAll(async () => {
+    await ctx?.close();
+  });
+
+  const send = (w: Workspace, i: number) => {
+    const started = Date.now();
+    return ctx.http
+      .post('/v1/ingest/sms')
+      .send({ tenant_id: w.tenantId, payload: smsPayload({ sid: newSmsSid(), from: `+1777${String(i).padStart(7, '0')}`, body: `message ${i}` }) })
+      .then((res) => ({ status: res.status, at: Date.now(), ms: Date.now() - started }));
+  };
+
+  test('its message is answered after at most one share of the loud workspace\'s backlog, and every message of both is written once', async () => {
+    const BURST = 120;
+    const loudAnswers = Array.from({ length: BURST }, (_, i) => send(loud, i));
+    // The burst is in: 8 of its messages queued, the rest waiting in its lane.
+    await new Promise((r) => setTimeout(r, 500));
+    const quietAnswer = send(quiet, 9000);
+    await new Promise((r) => setTimeout(r, 200));
+    await ctx.startWorkers();
+    const q = await quietAnswer;
+    const answered = await Promise.all(loudAnswers);
+    expect(q.status).toBe(200);
+    expect(answered.every((a) => a.status === 200)).toBe(true);
+    // Answered before all but the loud workspace's first share (and the batch it was written with).
+    const loudBefore = answered.filter((a) => a.at < q.at).length;
+    expect(loudBefore).toBeLessThanOrEqual(8 + 8);
+    expect((await countRows(ctx, loud.tenantId)).ingest_deliveries).toBe(BURST);
+    expect((await countRows(ctx, quiet.tenantId)).ingest_deliveries).toBe(1);
+  });
+});
