@@ -91,6 +91,8 @@ const schema = z
     // and the most messages one of them carries when queued batches are written together.
     INTAKE_WRITE_SLOTS: int(1, 256).default(2),
     INTAKE_WRITE_MAX_ITEMS: int(1, 10_000).default(256),
+    // Bulk work (rollup folds, SLA and rollup sweeps) waits up to this long while live intake saturates the host.
+    BACKGROUND_INTAKE_YIELD_MS: int(0, 60_000).default(2000),
     WORKER_METRICS_PUSH_MS: int(100, 600000).default(5000),
     AUDIT_RETENTION_DAYS: int(1, 36500).default(365),
     // Outbound events (issue 19): how long the log keeps them, and how a live stream tails it.
@@ -220,7 +222,7 @@ export const CONFIG_SECTIONS = {
     'AUTH_FAILURE_RATE_POINTS',
     'AUTH_FAILURE_WINDOW_SECONDS',
   ],
-  workers: ['WORKER_CONCURRENCY', 'INTAKE_WRITE_SLOTS', 'INTAKE_WRITE_MAX_ITEMS', 'WORKER_METRICS_PUSH_MS', 'AUDIT_RETENTION_DAYS'],
+  workers: ['WORKER_CONCURRENCY', 'INTAKE_WRITE_SLOTS', 'INTAKE_WRITE_MAX_ITEMS', 'BACKGROUND_INTAKE_YIELD_MS', 'WORKER_METRICS_PUSH_MS', 'AUDIT_RETENTION_DAYS'],
   tickets: ['PRESENCE_TTL_SECONDS', 'THREAD_WINDOW_HOURS'],
   events: ['EVENT_RETENTION_DAYS', 'EVENT_STREAM_POLL_MS', 'EVENT_STREAM_HEARTBEAT_SECONDS'],
   intake: [

@@ -64,10 +64,13 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   const helpCentre = createHelpCentreService({ db, config: section(config, 'helpCentre') });
   const rollups = createRollupService({ db, queues, logger, reads });
   const ingestProcessor = createIngestWorker({ db, tickets: tickets.commands, customers, logger });
+  // Whether live intake saturates the host: background work makes way for it.
+  const intakePressure = createIntakePressure(queues, config.INTAKE_QUEUE_SHARDS);
   // One lane per workspace per process, across channel ingest and provider webhooks.
   const fair = createFairShare({ perWorkspace: config.INTAKE_WORKSPACE_QUEUED, maxWaiting: config.INTAKE_WORKSPACE_WAITING });
   return {
     reads,
+    intakePressure,
     identity: createIdentityService({ db, config: section(config, 'identity', 'secrets'), audit }),
     authThrottle: createAuthThrottle({ redis, config: section(config, 'identity', 'redis'), logger }),
     apiLimits: createApiLimits({ redis, config: section(config, 'http', 'redis'), logger }),
@@ -98,7 +101,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     webhookIntake: createWebhookEdge({ db, config: section(config, 'webhooks', 'secrets', 'redis', 'http'), redis, queues, bus, fair }),
     webhookProcessor: createWebhookWorker({ db, events }),
     webhookEndpoints: createWebhookEndpointService({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues }),
-    webhookDelivery: createWebhookDelivery({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues, logger, present: events.present, pressure: createIntakePressure(queues, config.INTAKE_QUEUE_SHARDS) }),
+    webhookDelivery: createWebhookDelivery({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues, logger, present: events.present, pressure: intakePressure }),
     mailbox: createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, tickets: tickets.commands, ingest: ingestProcessor, events }),
   };
 }

@@ -10,13 +10,14 @@ import pino from 'pino';
 import { createWebhookDelivery } from '../src/domains/webhook-endpoints/delivery';
 import { createIntakePressure, type IntakePressure } from '../src/queue/intake-pressure';
 import { section } from '../src/config';
+import { buildRegistry, defaultProcessorGroups } from '../workers/registry';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { createTicket } from './helpers/tickets';
 import { sleep } from './helpers/wait';
 import { startReceiver } from './helpers/webhook-receiver';
 
-const ENV = { WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true', WEBHOOK_DELIVERY_TIMEOUT_MS: '1000', WEBHOOK_INTAKE_YIELD_MS: '1500' };
+const ENV = { WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true', WEBHOOK_DELIVERY_TIMEOUT_MS: '1000', WEBHOOK_INTAKE_YIELD_MS: '1500', BACKGROUND_INTAKE_YIELD_MS: '800' };
 
 let ctx: TestContext;
 const stops: (() => Promise<void>)[] = [];
@@ -112,6 +113,37 @@ describe('the intake pressure reading', () => {
     // Calm for a whole second: the senders may go.
     await sleep(600);
     expect(await pressure.saturated()).toBe(false);
+  });
+});
+
+describe('bulk work in the worker', () => {
+  const timed = async (run: () => Promise<unknown>) => {
+    const started = Date.now();
+    await run();
+    return Date.now() - started;
+  };
+
+  test('rollup folds and sweeps, the SLA sweep and prunes wait out BACKGROUND_INTAKE_YIELD_MS while intake saturates; an SLA timer does not', async () => {
+    const registry = buildRegistry(defaultProcessorGroups(ctx.services, ctx.config, ctx.runtime.redis));
+    const w = await createWorkspace(ctx);
+    const spy = jest.spyOn(ctx.services.intakePressure, 'saturated').mockResolvedValue(true);
+    try {
+      for (const [name, data] of [
+        ['rollups.fold', { tenant_id: w.tenantId }],
+        ['rollups.sweep', {}],
+        ['sla.sweep', {}],
+        ['idempotency.prune', {}],
+      ] as const) {
+        expect(await timed(() => registry.run(name, data))).toBeGreaterThanOrEqual(800);
+      }
+      const ticket = await createTicket(ctx, w, { subject: 'Timer' });
+      expect(await timed(() => registry.run('sla.check', { tenant_id: w.tenantId, ticket_id: ticket.id }))).toBeLessThan(800);
+      // Intake eases: bulk work runs at once.
+      spy.mockResolvedValue(false);
+      expect(await timed(() => registry.run('rollups.sweep', {}))).toBeLessThan(800);
+    } finally {
+      spy.mockRestore();
+    }
   });
 });
 

@@ -20,7 +20,7 @@ export const defaultProcessorGroups = (services: Services, config: Config, redis
   ingestProcessors(services, config, redis),
   mailboxProcessors(services),
   webhookProcessors(services, config, redis),
-  rollupProcessors(services),
+  rollupProcessors(services, config),
   eventProcessors(services),
 ];
 

@@ -91,3 +91,26 @@ export function createIntakePressure(queues: QueueHub, shards: number, read: { c
     },
   };
 }
+
+/** How often background work that makes way for intake looks again. */
+const YIELD_CHECK_MS = 100;
+
+/**
+ * Background work (outbound sends, rollup folds, sweeps) waits here while live intake saturates the host,
+ * up to `maxMs`, so intake keeps the cores; bounded, so sustained saturation slows background work but never
+ * stops it. Resolves with how long it waited.
+ */
+export async function makeWayForIntake(pressure: IntakePressure, maxMs: number): Promise<number> {
+  const started = Date.now();
+  const until = started + maxMs;
+  while (Date.now() < until && (await pressure.saturated())) await new Promise((r) => setTimeout(r, YIELD_CHECK_MS));
+  return Date.now() - started;
+}
+
+/** Runs bulk work after making way for saturated live intake (see makeWayForIntake). */
+export const bulkWork =
+  (pressure: IntakePressure, maxMs: number) =>
+  async <T>(run: () => Promise<T>): Promise<T> => {
+    await makeWayForIntake(pressure, maxMs);
+    return run();
+  };

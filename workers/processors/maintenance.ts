@@ -1,12 +1,17 @@
 import type { ConfigSection } from '../../src/config';
 import type { JobData } from '../../src/queue/jobs';
+import { bulkWork } from '../../src/queue/intake-pressure';
 import type { Services } from '../../src/services';
 
-export const maintenanceProcessors = (services: Services, config: ConfigSection<'workers' | 'events'>) => ({
-  'audit.prune': (data: JobData<'audit.prune'>) => services.audit.prune(data.retention_days ?? config.AUDIT_RETENTION_DAYS),
-  'sla.check': async (data: JobData<'sla.check'>) => ({ breached: await services.tickets.checkSla(data.tenant_id, data.ticket_id) }),
-  'sla.sweep': () => services.tickets.sweepSla(),
-  'events.prune': (data: JobData<'events.prune'>) => services.events.prune(data.retention_days ?? config.EVENT_RETENTION_DAYS),
-  'idempotency.prune': async () => ({ pruned: await services.idempotency.pruneExpired() }),
-  'macros.trigger': (data: JobData<'macros.trigger'>) => services.macros.runTriggered(data),
-});
+export const maintenanceProcessors = (services: Services, config: ConfigSection<'workers' | 'events'>) => {
+  /** Bulk work (prunes, the SLA sweep) waits, bounded, while live intake saturates the host, then runs. */
+  const bulk = bulkWork(services.intakePressure, config.BACKGROUND_INTAKE_YIELD_MS);
+  return {
+    'audit.prune': (data: JobData<'audit.prune'>) => bulk(() => services.audit.prune(data.retention_days ?? config.AUDIT_RETENTION_DAYS)),
+    'sla.check': async (data: JobData<'sla.check'>) => ({ breached: await services.tickets.checkSla(data.tenant_id, data.ticket_id) }),
+    'sla.sweep': () => bulk(() => services.tickets.sweepSla()),
+    'events.prune': (data: JobData<'events.prune'>) => bulk(() => services.events.prune(data.retention_days ?? config.EVENT_RETENTION_DAYS)),
+    'idempotency.prune': () => bulk(async () => ({ pruned: await services.idempotency.pruneExpired() })),
+    'macros.trigger': (data: JobData<'macros.trigger'>) => services.macros.runTriggered(data),
+  };
+};

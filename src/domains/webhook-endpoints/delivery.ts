@@ -5,7 +5,7 @@ import { listen, type Listener } from '../../db/notifications';
 import type { WebhookEndpointRow } from '../../db/types';
 import { newId } from '../../lib/ids';
 import type { QueueHub } from '../../queue/hub';
-import type { IntakePressure } from '../../queue/intake-pressure';
+import { makeWayForIntake, type IntakePressure } from '../../queue/intake-pressure';
 import type { AuditService } from '../audit/service';
 import { createEndpointSecrets } from './service';
 import { signedHeaders } from './signing';
@@ -26,8 +26,6 @@ const MAX_BACKOFF_MS = 6 * 3600 * 1000;
 const MAX_ERROR_CHARS = 300;
 /** Commit notifications this close together wake a workspace's senders once. */
 const WAKE_FOLD_MS = 10;
-/** How often a sender that makes way for intake looks again. */
-const YIELD_CHECK_MS = 100;
 
 type Present = (row: { id: string; type: string; occurred_at: Date; tenant_id: string; data: unknown }) => Record<string, unknown>;
 
@@ -263,10 +261,7 @@ export function createWebhookDelivery(deps: {
    * its next round (up to WEBHOOK_INTAKE_YIELD_MS), so intake keeps the cores and the backlog is sent when
    * intake eases. The wait is bounded, so a sustained saturation still gets a round per endpoint per wait.
    */
-  async function makeWayForIntake() {
-    const until = Date.now() + config.WEBHOOK_INTAKE_YIELD_MS;
-    while (Date.now() < until && (await pressure.saturated())) await new Promise((r) => setTimeout(r, YIELD_CHECK_MS));
-  }
+  const makeWay = () => makeWayForIntake(pressure, config.WEBHOOK_INTAKE_YIELD_MS);
 
   /** Keeps the sender's lease alive while it waits or sends (a chain of slow answers outlasts one lease). */
   function keepLease(tenantId: string, endpointId: string, token: string) {
@@ -295,7 +290,7 @@ export function createWebhookDelivery(deps: {
             await wake(tenantId, endpointId);
             return { sent };
           }
-          await makeWayForIntake();
+          await makeWay();
           const ep = await store.renewSender(db, tenantId, endpointId, token, leaseMs);
           if (!ep) return { sent };
           const done = await round(ep, token);
