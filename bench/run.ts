@@ -49,6 +49,7 @@ const BENCHES: BenchDef[] = [
   { name: 'events', file: 'events.ts', issue: 19, ports: [18101] },
   { name: 'scale', file: 'scale.ts', issue: 20, ports: [18111, 18112, 18113, 18114] },
   { name: 'fairness', file: 'fairness.ts', issue: 21, ports: [18121] },
+  { name: 'writes', file: 'writes.ts', issue: 21, ports: [] },
 ];
 /** Files in bench/ that are not benchmarks. */
 const HELPERS = new Set(['lib.ts', 'processes.ts', 'report.ts', 'run.ts', 'inline-ingest-server.ts']);

@@ -6,6 +6,7 @@
  */
 import { randomInt } from 'node:crypto';
 import { createGroupCommit } from '../src/intake/group-commit';
+import { intakeBatchProcessor } from '../workers/processors/intake';
 import { channelById } from '../src/domains/channels/registry';
 import type { IngestItem, IngestResult } from '../src/domains/ingest/worker';
 import type { ItemResult } from '../src/queue/results';
@@ -107,6 +108,32 @@ describe('group commit over the real ingest write', () => {
   });
   afterAll(async () => {
     await ctx?.close();
+  });
+
+  test('a live batch is written while a burst\'s (bulk) writes hold every slot', async () => {
+    const blocked: (() => void)[] = [];
+    const written: string[] = [];
+    const write = (batch: Item[]) =>
+      new Promise<ItemResult[]>((resolve) => {
+        const go = () => {
+          written.push(...batch.map((i) => i.id));
+          resolve(batch.map((i) => ({ id: i.id, ok: true, value: null })));
+        };
+        if (batch[0]!.id.startsWith('bulk')) blocked.push(go);
+        else go();
+      });
+    const run = intakeBatchProcessor({ ...ctx.config, INTAKE_WRITE_SLOTS: 1 }, ctx.runtime.redis, write);
+    const job = { attempt: 1, last: true };
+    const bulk = [run({ reply_to: 'nobody', bulk: true, items: [{ id: 'bulk-1' }] }, job), run({ reply_to: 'nobody', bulk: true, items: [{ id: 'bulk-2' }] }, job)];
+    await tick();
+    await run({ reply_to: 'nobody', items: [{ id: 'live-1' }] }, job);
+    expect(written).toEqual(['live-1']);
+    blocked.shift()!();
+    await bulk[0];
+    await tick();
+    blocked.shift()!();
+    await Promise.all(bulk);
+    expect(written).toEqual(['live-1', 'bulk-1', 'bulk-2']);
   });
 
   test('twelve batches submitted at once with one slot are written in fewer transactions; every message is written once and answered its own ticket', async () => {

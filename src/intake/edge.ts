@@ -40,13 +40,16 @@ export function createIntakeEdge<Item extends { id: string; tenant_id: string }>
   shards: number;
   /** The process's lanes per workspace (fair sharing of intake), shared by every intake. */
   fair: FairShare;
-  /** Queues one batch: on its shard, and with a priority when it is bulk (so it goes behind live ones). */
-  send(items: Item[], replyTo: string, opts: { shard: number; priority?: number }): Promise<unknown>;
+  /**
+   * Queues one batch: on its shard; a bulk one (a burst's) marked as such in its data, for the worker, and
+   * with a priority, so it goes behind live ones.
+   */
+  send(items: Item[], replyTo: string, opts: { shard: number; priority?: number; bulk: boolean }): Promise<unknown>;
 }) {
   const { bus } = deps;
   /** One job per shard the batch touches, each on its shard's queue (one job, shard 0, when unsharded). */
   const sendByShard = async (items: Item[], replyTo: string, bulk: boolean) => {
-    const priority = bulk ? { priority: BULK_PRIORITY } : {};
+    const priority = bulk ? { priority: BULK_PRIORITY, bulk } : { bulk };
     if (deps.shards <= 1) return deps.send(items, replyTo, { shard: 0, ...priority });
     const groups = new Map<number, Item[]>();
     for (const item of items) {

@@ -89,8 +89,9 @@ const SINGLE_SHOT: JobsOptions = { removeOnComplete: true, removeOnFail: true, a
  * A coalesced intake batch: the requesting API process's result channel, and the deliveries (each with the
  * id its caller waits on and its workspace) with the intake's own fields.
  */
+// `bulk`: the items of a workspace's burst (see src/intake/fair-share.ts), written apart from live ones.
 const intakeBatch = <F extends z.ZodRawShape>(fields: F) =>
-  z.object({ reply_to: z.string().min(1), items: z.array(z.object({ id: z.string().min(1), tenant_id: z.uuid(), ...fields })).min(1) });
+  z.object({ reply_to: z.string().min(1), bulk: z.boolean().optional(), items: z.array(z.object({ id: z.string().min(1), tenant_id: z.uuid(), ...fields })).min(1) });
 
 export const JOBS = {
   /**

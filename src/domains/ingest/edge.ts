@@ -52,7 +52,7 @@ export function createIngestGateway(deps: {
     waitMs: config.JOB_WAIT_MS,
     shards: config.INTAKE_QUEUE_SHARDS,
     fair: deps.fair,
-    send: (items, replyTo, opts) => queues.enqueue('ingest.batch', { reply_to: replyTo, items }, opts),
+    send: (items, replyTo, { bulk, ...opts }) => queues.enqueue('ingest.batch', { reply_to: replyTo, ...(bulk ? { bulk } : {}), items }, opts),
   });
 
   // Connections seen enabled, remembered briefly so the hot path asks the database nothing. Only positive

@@ -36,7 +36,7 @@ export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhook
     waitMs: config.JOB_WAIT_MS,
     shards: config.INTAKE_QUEUE_SHARDS,
     fair: deps.fair,
-    send: (items, replyTo, opts) => queues.enqueue('webhooks.batch', { reply_to: replyTo, items }, opts),
+    send: (items, replyTo, { bulk, ...opts }) => queues.enqueue('webhooks.batch', { reply_to: replyTo, ...(bulk ? { bulk } : {}), items }, opts),
   });
 
   return {
