@@ -21,7 +21,7 @@ import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
 import { loadConfig } from '../src/config';
 import { smsWorkspace, benchEnv, cpuPer, cpuSample, freshDatabase, start, stop, type Env } from './processes';
-import { createReport } from './report';
+import { createReport, quantile } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
 // Five pairs: single pairs on this shared machine ranged 0.64–1.31×, wider than the 10 % the target allows.
@@ -63,11 +63,6 @@ async function receiver(answer: (n: number) => { status: number; delayMs?: numbe
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
 }
-
-const quantile = (xs: number[], q: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
-};
 
 async function main() {
   const database = await freshDatabase('helpdesk_bench_events');

@@ -16,7 +16,7 @@ import { createAuditService } from '../src/domains/audit/service';
 import { createWebhookService } from '../src/domains/webhooks/service';
 import { rawOf, signedHeaders, zendeskEvent } from '../test/helpers/webhooks';
 import { benchEnv, freshDatabase, smsWorkspace, start, stop, type Env } from './processes';
-import { createReport } from './report';
+import { createReport, quantile } from './report';
 
 const FLOOD_SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const QUIET_SECONDS = Number(process.env.BENCH_QUIET_SECONDS ?? 10);
@@ -31,11 +31,6 @@ const report = createReport('fairness', {
 
 /** One SMS for warming up (repeats of it are duplicates: answered, written once). */
 const smsWarm = (tenantId: string) => JSON.stringify({ tenant_id: tenantId, payload: { MessageSid: 'SMwarm0000', AccountSid: 'AC0', From: '+15550009999', To: '+15550000000', Body: 'Warm-up', NumMedia: '0' } });
-
-const quantile = (xs: number[], q: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
-};
 
 async function main() {
   const database = await freshDatabase('helpdesk_bench_fairness');

@@ -43,6 +43,12 @@ export interface Load {
 }
 
 /** The figures of an autocannon result, as a Load. */
+/** The q-quantile (0..1) of a sample, NaN when it is empty. */
+export const quantile = (xs: number[], q: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
+};
+
 export const autocannonLoad = (r: { requests: { average: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number }): Load => ({
   rate: r.requests.average,
   p50: r.latency.p50,

@@ -21,7 +21,7 @@ import { Client } from 'pg';
 import { newId } from '../src/lib/ids';
 import { openBenchApp } from './lib';
 import { redisCalls } from './processes';
-import { createReport, type Load } from './report';
+import { createReport, quantile, type Load } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -91,8 +91,6 @@ interface LoadResult {
   failures: Record<string, number>;
   elapsedMs: number;
 }
-
-const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
 
 async function main() {
   const bench = await openBenchApp({ database: 'helpdesk_bench_writes', redisPrefix: 'hd_bench_writes' });
@@ -182,8 +180,7 @@ async function main() {
       const requests = r.ok + r.failed;
       const trips = (statements - s0) / requests;
       const cmds = ((await redisCalls(redis)) - r0 - 1) / requests;
-      const sorted = [...r.latencies].sort((a, b) => a - b);
-      const load: Load & { trips: number; cmds: number } = { rate: r.ok / (r.elapsedMs / 1000), p50: pct(sorted, 50), p99: pct(sorted, 99), errors: r.failed, trips, cmds };
+      const load: Load & { trips: number; cmds: number } = { rate: r.ok / (r.elapsedMs / 1000), p50: quantile(r.latencies, 0.5), p99: quantile(r.latencies, 0.99), errors: r.failed, trips, cmds };
       const fails = r.failed ? `   failures ${JSON.stringify(r.failures)}` : '';
       console.log(`${title.padEnd(44)} ${load.rate.toFixed(0).padStart(6)} /s   p50 ${load.p50.toFixed(1).padStart(6)} ms   p99 ${load.p99.toFixed(1).padStart(6)} ms   ${trips.toFixed(1).padStart(5)} db trips   ${cmds.toFixed(1).padStart(5)} Redis cmds${fails}`);
       return load;
