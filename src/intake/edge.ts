@@ -49,8 +49,9 @@ export function createIntakeEdge<Item extends { id: string; tenant_id: string }>
   const { bus } = deps;
   /** One job per shard the batch touches, each on its shard's queue (one job, shard 0, when unsharded). */
   const sendByShard = async (items: Item[], replyTo: string, bulk: boolean) => {
-    const priority = bulk ? { priority: BULK_PRIORITY, bulk } : { bulk };
-    if (deps.shards <= 1) return deps.send(items, replyTo, { shard: 0, ...priority });
+    // The class travels twice: as the job's priority (Redis orders it) and as `bulk` (the worker writes apart).
+    const kind = bulk ? { priority: BULK_PRIORITY, bulk } : { bulk };
+    if (deps.shards <= 1) return deps.send(items, replyTo, { shard: 0, ...kind });
     const groups = new Map<number, Item[]>();
     for (const item of items) {
       const shard = shardOf(item.tenant_id, deps.shards);
@@ -58,7 +59,7 @@ export function createIntakeEdge<Item extends { id: string; tenant_id: string }>
       if (group) group.push(item);
       else groups.set(shard, [item]);
     }
-    return Promise.all([...groups].map(([shard, group]) => deps.send(group, replyTo, { shard, ...priority })));
+    return Promise.all([...groups].map(([shard, group]) => deps.send(group, replyTo, { shard, ...kind })));
   };
   const limiter = new RateLimiterRedis({
     storeClient: deps.redis,
