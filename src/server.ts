@@ -8,7 +8,7 @@ import { openRuntime } from './runtime';
 const config = loadConfigOrExit();
 const logger = createLogger(config);
 const runtime = openRuntime(config, logger, 'http');
-const { app } = createApp({ config, logger, db: runtime.db.db, readDb: runtime.readDb?.db ?? null, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
+const { app, services } = createApp({ config, logger, db: runtime.db.db, readDb: runtime.readDb?.db ?? null, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
 
 const { server, drain } = createDrainableServer(app);
 server.listen(config.PORT, config.HOST, () => {
@@ -25,6 +25,8 @@ async function shutdown(signal: string) {
   logger.info({ signal }, 'API shutting down: finishing in-flight requests');
   const timer = setTimeout(() => process.exit(1), config.SHUTDOWN_GRACE_MS).unref();
   await drain();
+  // Work the last answers started after their commit (timers, triggers) finishes before its queues close.
+  await services.later.settle();
   await runtime.close();
   clearTimeout(timer);
   logger.info('API stopped');

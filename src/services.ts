@@ -38,6 +38,7 @@ import { createWebhookDelivery } from './domains/webhook-endpoints/delivery';
 import { createIntakePressure } from './queue/intake-pressure';
 import { createFairShare } from './intake/fair-share';
 import { createReadRouting } from './db/reads';
+import { createAfterAnswer } from './lib/after-answer';
 
 /** The service container: each factory gets only the dependencies it needs. */
 export function createServices(deps: { db: Db; readDb?: Db | null; config: Config; queues: QueueHub; logger: Logger; redis: RedisClient; bus: ResultBus }) {
@@ -49,8 +50,11 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   const customers = createCustomerService({ db, events, reads });
   const notifications = createNotificationService({ db });
   const channels = createChannelService({ db, config: section(config, 'secrets') });
+  // What requests start after their commit and do not wait for; shutdown waits for it (src/server.ts).
+  const later = createAfterAnswer(logger);
   const tickets = createTicketService({
     db,
+    later,
     reads,
     customers,
     notifications,
@@ -69,6 +73,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   // One lane per workspace per process, across channel ingest and provider webhooks.
   const fair = createFairShare({ perWorkspace: config.INTAKE_WORKSPACE_QUEUED, maxWaiting: config.INTAKE_WORKSPACE_WAITING });
   return {
+    later,
     reads,
     intakePressure,
     identity: createIdentityService({ db, config: section(config, 'identity', 'secrets'), audit }),

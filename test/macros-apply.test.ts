@@ -86,7 +86,8 @@ describe('Macros: definitions and manual apply (no worker running)', () => {
         ],
       });
       const t = (await createTicket(ctx, ws)) as TicketView;
-      const solved = (await setStatus(ctx, ws, t.id, 'solved')) as TicketView;
+      await setStatus(ctx, ws, t.id, 'solved');
+      const solved = (await ctx.http.get(`/v1/tickets/${t.id}`).set(bearer(ws.ownerKey))).body as TicketView;
       const res = await h.apply(ws.ownerKey, t.id, m.id);
       expect(res.status).toBe(200);
       expect(res.body.skipped).toEqual([{ action: { type: 'set_status', status: 'open' }, reason: expect.any(String) }]);

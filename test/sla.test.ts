@@ -461,8 +461,8 @@ describe('SLA policies, timers and breaches (no worker running)', () => {
       expect(ms(after.resolution_due)).toBe(ms(t.created_at) + DEFAULT_SLA_TARGETS.urgent.resolution_minutes * MIN);
       const queue = ctx.runtime.queues.queue('maintenance');
       for (const due of [after.first_response_due, after.resolution_due]) {
-        const job = await Job.fromId(queue, `sla-${t.id}-${ms(due)}`);
-        expect(job).toBeDefined();
+        // Timers are scheduled once the answer is on its way (after commit), so they appear just after it.
+        const job = await eventually(() => Job.fromId(queue, `sla-${t.id}-${ms(due)}`), 5000, 'the moved timer');
         expect(await job!.getState()).toBe('delayed');
       }
     });
@@ -520,7 +520,7 @@ describe('SLA policies, timers and breaches (no worker running)', () => {
       // New delayed jobs for the restarted timers.
       const queue = ctx.runtime.queues.queue('maintenance');
       for (const due of [reopened.first_response_due, reopened.resolution_due]) {
-        expect(await Job.fromId(queue, `sla-${t.id}-${ms(due)}`)).toBeDefined();
+        expect(await eventually(() => Job.fromId(queue, `sla-${t.id}-${ms(due)}`), 5000, 'the restarted timer')).toBeDefined();
       }
 
       // Nothing is due yet, so a check does nothing; once the new dues pass, both targets breach once more.

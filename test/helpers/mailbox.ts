@@ -165,8 +165,7 @@ export function helpers(get: () => TestContext) {
     async reply(ws: Workspace, ticketId: string, body: string): Promise<{ eventId: string; event: TicketEvent }> {
       const res = await get().http.post(`/v1/tickets/${ticketId}/replies`).set(bearer(ws.ownerKey)).send({ body });
       if (res.status !== 201) throw new Error(`reply: ${res.status} ${JSON.stringify(res.body)}`);
-      const events = res.body.events as TicketEvent[];
-      const event = [...events].reverse().find((e) => e.kind === 'reply' && e.body === body)!;
+      const event = (res.body.new_events as TicketEvent[]).find((e) => e.kind === 'reply' && e.body === body)!;
       return { eventId: event.id, event };
     },
     deliveries: (ws: Workspace, ticketId: string) =>

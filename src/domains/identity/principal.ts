@@ -12,4 +12,9 @@ export interface Principal {
   scopes: string[] | null;
   /** Agents an agent:<uuid> scope narrows the key to; empty means not narrowed. */
   agentIds: string[];
+  /**
+   * The user's display name, read with the credential in the same statement: what the events this request
+   * writes are signed with. Absent when the read did not have it (the event's writer then reads it).
+   */
+  userName?: string | null;
 }

@@ -65,6 +65,7 @@ export function createIdentityService(deps: { db: Db; config: ConfigSection<'ide
       apiKeyId: row.id,
       scopes: row.scopes,
       agentIds: agentIdsOf(row.scopes),
+      userName: row.creator_name,
     };
   }
 
@@ -148,6 +149,7 @@ export function createIdentityService(deps: { db: Db; config: ConfigSection<'ide
       apiKeyId: null,
       scopes: null,
       agentIds: [],
+      ...(membership.name !== undefined ? { userName: membership.name } : {}),
     };
   }
 

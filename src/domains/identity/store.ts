@@ -18,6 +18,8 @@ export interface KeyForAuth {
   last_used_at: Date | null;
   creator_role: Role | null;
   creator_status: MemberStatus | null;
+  /** The creator's display name: what events written through the key are signed with. */
+  creator_name: string | null;
   now: Date;
 }
 
@@ -29,6 +31,7 @@ export async function crossTenantKeyByPrefix(db: Db, prefix: string): Promise<Ke
     .selectFrom('routes as r')
     .innerJoin('api_keys as k', (j) => j.onRef('k.tenant_id', '=', 'r.tenant_id').onRef('k.prefix', '=', 'r.key'))
     .leftJoin('memberships as m', (j) => j.onRef('m.tenant_id', '=', 'k.tenant_id').onRef('m.user_id', '=', 'k.created_by_user_id'))
+    .leftJoin('users as u', 'u.id', 'k.created_by_user_id')
     .select([
       'k.id',
       'k.tenant_id',
@@ -40,6 +43,7 @@ export async function crossTenantKeyByPrefix(db: Db, prefix: string): Promise<Ke
       'k.last_used_at',
       'm.role as creator_role',
       'm.status as creator_status',
+      'u.name as creator_name',
       sql<Date>`now()`.as('now'),
     ])
     .where('r.kind', '=', 'api_key')
@@ -51,14 +55,17 @@ export interface MembershipForAuth {
   user_id: string;
   role: Role;
   status: MemberStatus;
+  /** The member's display name, when the read had it (a sign-in that binds an invitation reads it later). */
+  name?: string | null;
 }
 
 export async function findMembershipBySubject(db: Db, tenantId: string, subject: string): Promise<MembershipForAuth | undefined> {
   return db
-    .selectFrom('memberships')
-    .select(['user_id', 'role', 'status'])
-    .where('tenant_id', '=', tenantId)
-    .where('realm_subject', '=', subject)
+    .selectFrom('memberships as m')
+    .leftJoin('users as u', 'u.id', 'm.user_id')
+    .select(['m.user_id', 'm.role', 'm.status', 'u.name'])
+    .where('m.tenant_id', '=', tenantId)
+    .where('m.realm_subject', '=', subject)
     .executeTakeFirst();
 }
 

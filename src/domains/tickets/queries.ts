@@ -2,16 +2,16 @@ import type { Db, Executor } from '../../db';
 import type { TicketEventRow, TicketRow } from '../../db/types';
 import { notFound } from '../../lib/errors';
 import { iso } from '../../lib/time';
-import { workTotals, workTotalsFor, type WorkTotals } from '../work/store';
 import type { ListTicketsQuery } from './schemas';
 import { pageOf } from '../../lib/paging';
 import { legalNextStates } from './status';
 import * as store from './store';
-import type { TicketDetailRow } from './store';
+import type { TicketDetailRow, TimelineEventJson } from './store';
 
 /** How tickets read: one event of a timeline, a list row, and the whole ticket with its timeline. */
 
-export const presentEvent = (e: TicketEventRow) => ({
+/** An event as the API shows it, from its row (a write's RETURNING) or from the detail read's JSON. */
+export const presentEvent = (e: TicketEventRow | TimelineEventJson) => ({
   id: e.id,
   kind: e.kind,
   body: e.body,
@@ -19,7 +19,7 @@ export const presentEvent = (e: TicketEventRow) => ({
   actor_type: e.actor_type,
   ...(e.actor_user_id ? { actor_user_id: e.actor_user_id } : {}),
   ...(e.actor_name ? { actor_name: e.actor_name } : {}),
-  created_at: iso(e.created_at),
+  created_at: typeof e.created_at === 'string' ? e.created_at : iso(e.created_at),
 });
 
 export const presentSummary = (t: TicketRow) => ({
@@ -43,27 +43,28 @@ export const presentSummary = (t: TicketRow) => ({
 export function createTicketQueries(deps: { db: Db }) {
   const { db } = deps;
 
-  /** The whole ticket as its read shows it, read with `exec` (inside a writer's transaction, or a snapshot). */
+  /** The whole ticket as its read shows it, read with `exec` (inside a writer's transaction), in one statement. */
   async function detailIn(exec: Executor, tenantId: string, id: string) {
-    const [ticket, events] = await Promise.all([withoutTimeline(exec, tenantId, id), store.listEvents(exec, tenantId, id)]);
-    const { version, ...fields } = ticket;
-    return { ...fields, events: events.map(presentEvent), version };
+    const row = await store.getTicketWithTimeline(exec, tenantId, id);
+    if (!row) throw notFound('ticket');
+    const { version, ...fields } = present(row);
+    return { ...fields, events: row.events.map(presentEvent), version };
   }
 
   /** The ticket as its read shows it, without the timeline. */
   async function withoutTimeline(exec: Executor, tenantId: string, id: string) {
-    const t = await store.getTicketDetail(exec, tenantId, id);
+    const [t] = await store.getTicketDetails(exec, tenantId, [id]);
     if (!t) throw notFound('ticket');
-    return present(t, await workTotals(exec, tenantId, id));
+    return present(t);
   }
 
-  /** Several tickets as their reads show them without the timeline, in three statements (outbound events of a batch). */
+  /** Several tickets as their reads show them without the timeline, in one statement (outbound events of a batch). */
   async function manyWithoutTimeline(exec: Executor, tenantId: string, ids: string[]) {
-    const [rows, totals] = await Promise.all([store.getTicketDetails(exec, tenantId, ids), workTotalsFor(exec, tenantId, ids)]);
-    return new Map(rows.map((t) => [t.id, present(t, totals.get(t.id)!)]));
+    const rows = await store.getTicketDetails(exec, tenantId, ids);
+    return new Map(rows.map((t) => [t.id, present(t)]));
   }
 
-  function present(t: TicketDetailRow, totals: WorkTotals) {
+  function present(t: TicketDetailRow) {
     return {
       ...presentSummary(t),
       description: t.description,
@@ -75,9 +76,9 @@ export function createTicketQueries(deps: { db: Db }) {
       sla_policy_id: t.sla_policy_id,
       ...(t.reopened_at ? { reopened_at: iso(t.reopened_at) } : {}),
       legal_next_states: legalNextStates(t.status),
-      time_total_minutes: totals.time.total,
-      time_billable_minutes: totals.time.billable,
-      todo_counts: totals.todos,
+      time_total_minutes: t.time_total,
+      time_billable_minutes: t.time_billable,
+      todo_counts: { open: t.todos_open, done: t.todos_done, overdue: t.todos_overdue },
       /** Not in the body (the response schema drops it): the strong ETag of this read. */
       version: String(t.version),
     };
@@ -89,10 +90,9 @@ export function createTicketQueries(deps: { db: Db }) {
     manyWithoutTimeline,
     /** The ticket row, for other domains' writes about it (work logged on it); undefined when there is none. */
     find: (exec: Executor, tenantId: string, id: string) => store.getTicket(exec, tenantId, id),
-    // One snapshot for the row and its timeline: read as separate statements, a change committing in between
-    // showed its event next to the fields from before it.
-    detail: (tenantId: string, id: string) =>
-      db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute((tx) => detailIn(tx, tenantId, id)),
+    // One statement is one snapshot: the row and its timeline cannot disagree (read as separate statements, a
+    // change committing in between showed its event next to the fields from before it).
+    detail: (tenantId: string, id: string) => detailIn(db, tenantId, id),
 
     async list(tenantId: string, query: ListTicketsQuery, from: Executor = db) {
       const { limit, after, sort, ...filters } = query;

@@ -1,9 +1,11 @@
 import { defineOperation } from '../../define-operation';
-import { createTicketBody, EXAMPLE_TICKET, listTicketsQuery, mergeBody, messageBody, patchTicketBody, ticketDetail, ticketIdParams, ticketList } from './schemas';
+import { createTicketBody, EXAMPLE_TICKET, listTicketsQuery, mergeBody, messageBody, patchTicketBody, ticketDetail, ticketIdParams, ticketList, ticketWrite } from './schemas';
 
 const write = { floor: 'editor', tag: 'tickets', action: 'write' } as const;
 const read = { floor: 'viewer', tag: 'tickets', action: 'read' } as const;
 const detail = (description: string, status = 200) => ({ status, description, schema: ticketDetail });
+/** A write on one ticket answers the ticket without its timeline, and the events the write appended. */
+const written = (description: string, status = 200) => ({ status, description, schema: ticketWrite });
 
 export const ticketOperations = [
   defineOperation({
@@ -62,7 +64,7 @@ export const ticketOperations = [
     access: write,
     params: ticketIdParams,
     body: patchTicketBody,
-    response: detail('The ticket as it now stands'),
+    response: written('The ticket as it now stands (without its timeline) and the events this change appended'),
     errors: ['illegal_transition', 'ticket_merged', 'assignee_unknown', 'team_unknown', 'precondition_failed'],
     versioned: true,
     handler: async ({ principal, params, body, ifMatch }, s) => {
@@ -78,7 +80,7 @@ export const ticketOperations = [
     access: write,
     params: ticketIdParams,
     body: messageBody,
-    response: detail('The ticket with the reply appended', 201),
+    response: written('The ticket (without its timeline) and the reply event', 201),
     errors: ['ticket_merged'],
     handler: async ({ principal, params, body }, s) => ({ status: 201, body: await s.tickets.reply(principal, params.ticket_id, body.body) }),
   }),
@@ -90,7 +92,7 @@ export const ticketOperations = [
     access: write,
     params: ticketIdParams,
     body: messageBody,
-    response: detail('The ticket with the note appended', 201),
+    response: written('The ticket (without its timeline) and the note event', 201),
     errors: ['ticket_merged'],
     handler: async ({ principal, params, body }, s) => ({ status: 201, body: await s.tickets.note(principal, params.ticket_id, body.body) }),
   }),

@@ -199,4 +199,16 @@ export const ticketDetail = z.object({
   events: z.array(ticketEvent),
 }).meta({ id: 'Ticket', examples: [EXAMPLE_TICKET] });
 
+/**
+ * What a write on one ticket answers (PATCH, reply, note): the ticket as it now stands without its timeline,
+ * and the events this request appended, oldest first. A write's cost must not grow with the ticket's history,
+ * so the whole timeline is GET /v1/tickets/{ticket_id}'s (merge and reopen answer the full detail, as the
+ * contract says).
+ */
+const { events: exampleEvents, ...exampleWithoutTimeline } = EXAMPLE_TICKET;
+export const ticketWrite = ticketDetail
+  .omit({ events: true })
+  .extend({ new_events: z.array(ticketEvent) })
+  .meta({ id: 'TicketWrite', examples: [{ ...exampleWithoutTimeline, new_events: exampleEvents.slice(-1) }] });
+
 export const ticketList = pageSchema('tickets', ticketSummary);

@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
+import type { AfterAnswer } from '../../lib/after-answer';
 import type { ReadRouting } from '../../db/reads';
-import type { Db } from '../../db';
-import type { NewTicketEvent } from '../../db/types';
+import type { Db, Executor } from '../../db';
+import type { NewTicketEvent, TicketEventRow } from '../../db/types';
 import { notFound, refuse, requireVersion, ticketMerged, type VersionCondition } from '../../lib/errors';
 import { newId } from '../../lib/ids';
 import type { QueueHub } from '../../queue/hub';
@@ -9,8 +10,8 @@ import type { CustomerService } from '../customers/service';
 import type { Principal } from '../identity/principal';
 import type { NotificationService } from '../notifications/service';
 import { createTicketCommands, eventFor, type OutboundSink, type TriggerSink } from './commands';
-import { createTicketQueries } from './queries';
-import { createTicketTimeline } from './timeline';
+import { createTicketQueries, presentEvent } from './queries';
+import { createTicketTimeline, type TicketTimeline } from './timeline';
 import type { EventSink } from '../events/types';
 import type { CreateTicketInput, ListTicketsQuery, PatchTicketInput } from './schemas';
 import { createTicketSla } from './sla';
@@ -33,17 +34,45 @@ export function createTicketService(deps: {
   /** Where outbound events go (issue 19); without it the timeline emits none. */
   events?: EventSink;
   threadWindowHours: number;
+  later?: AfterAnswer;
 }) {
   const { db, customers, notifications } = deps;
   const queries = createTicketQueries(deps);
-  const timeline = createTicketTimeline({
+  type Presented = Awaited<ReturnType<typeof queries.withoutTimeline>>;
+  /**
+   * What each transaction's timeline wrote and the tickets as the outbound events presented them after it: a
+   * write answers with exactly these, so its answer costs no read of its own when the events already made one.
+   */
+  const written = new WeakMap<Executor, { rows: TicketEventRow[]; presented: Map<string, Presented> }>();
+  const writtenIn = (tx: Executor) => {
+    let w = written.get(tx);
+    if (!w) written.set(tx, (w = { rows: [], presented: new Map() }));
+    return w;
+  };
+  const emitting = createTicketTimeline({
     ...(deps.events ? { events: deps.events } : {}),
     present: async (exec, tenantId, ids) => {
       const tickets = await queries.manyWithoutTimeline(exec, tenantId, ids);
+      for (const [id, t] of tickets) writtenIn(exec).presented.set(id, t);
       // The version is the ETag, not a field of the ticket.
       return new Map([...tickets].map(([id, { version: _internal, ...ticket }]) => [id, ticket]));
     },
   });
+  const timeline: TicketTimeline = async (tx, tenantId, events, opts) => {
+    const rows = await emitting(tx, tenantId, events, opts);
+    writtenIn(tx).rows.push(...rows);
+    return rows;
+  };
+
+  /**
+   * A write's answer (PATCH, reply, note): the ticket as it now stands and the events this transaction appended
+   * to it. Its cost does not depend on the timeline's length: the timeline is not read.
+   */
+  async function answerOf(tx: Executor, tenantId: string, id: string) {
+    const w = written.get(tx);
+    const ticket = w?.presented.get(id) ?? (await queries.withoutTimeline(tx, tenantId, id));
+    return { ...ticket, new_events: (w?.rows ?? []).filter((r) => r.ticket_id === id).map(presentEvent) };
+  }
   const sla = createTicketSla({ ...deps, timeline });
   const commands = createTicketCommands({ ...deps, sla, timeline });
 
@@ -51,7 +80,7 @@ export function createTicketService(deps: {
     const { view, sent } = await db.transaction().execute(async (tx) => {
       const t = await commands.lockForChange(tx, actor.tenantId, id);
       const sent = await commands.addMessage(tx, actor.tenantId, await commands.userActor(tx, actor), t, kind, body);
-      return { view: await queries.detailIn(tx, actor.tenantId, id), sent };
+      return { view: await answerOf(tx, actor.tenantId, id), sent };
     });
     if (sent.queued) await deps.outbound!.dispatch(actor.tenantId, sent.eventId);
     return view;
@@ -99,7 +128,7 @@ export function createTicketService(deps: {
         return { ...row, createdEventId: eventId };
       });
       await sla.schedule(actor.tenantId, created);
-      await commands.afterCommit(actor.tenantId, created.id, { dueMoved: false, trigger: { event: 'ticket.created', eventId: created.createdEventId } });
+      await commands.afterAnswer(actor.tenantId, created.id, { dueMoved: false, trigger: { event: 'ticket.created', eventId: created.createdEventId } });
       return queries.detail(actor.tenantId, created.id);
     },
 
@@ -109,9 +138,9 @@ export function createTicketService(deps: {
         // No lost updates: a change made on a stale read is refused with nothing written.
         requireVersion(ifMatch, 'ticket', t.version);
         const applied = await commands.applyChanges(tx, actor.tenantId, await commands.userActor(tx, actor), t, input);
-        return { result: await queries.detailIn(tx, actor.tenantId, id), applied };
+        return { result: await answerOf(tx, actor.tenantId, id), applied };
       });
-      await commands.afterCommit(actor.tenantId, id, {
+      await commands.afterAnswer(actor.tenantId, id, {
         dueMoved: applied.dueMoved,
         trigger: applied.lastEventId ? { event: 'ticket.updated', eventId: applied.lastEventId } : undefined,
       });
@@ -127,7 +156,7 @@ export function createTicketService(deps: {
         const eventId = await commands.reopen(tx, actor.tenantId, await commands.userActor(tx, actor), t);
         return { detail: await queries.detailIn(tx, actor.tenantId, id), eventId };
       });
-      await commands.afterCommit(actor.tenantId, id, { dueMoved: true, trigger: { event: 'ticket.reopened', eventId: result.eventId } });
+      await commands.afterAnswer(actor.tenantId, id, { dueMoved: true, trigger: { event: 'ticket.reopened', eventId: result.eventId } });
       return result.detail;
     },
 

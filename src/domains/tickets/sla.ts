@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import type { Db, Executor } from '../../db';
 import type { NewTicketEvent, SlaPolicyRow, TicketRow } from '../../db/types';
@@ -20,13 +21,20 @@ export function createTicketSla(deps: { db: Db; queues: QueueHub; logger: Logger
   // Within one transaction the default policy cannot change under us (a new default takes the workspace
   // lock), so a batch of ingested tickets reads it once.
   const defaults = new WeakMap<Executor, Map<string, SlaPolicyRow>>();
+  // A policy's targets never change once written (nothing updates or deletes them; a new policy is a new row),
+  // so one read by id is good for the life of the process: a priority change costs no policy read.
+  const byId = new LRUCache<string, SlaPolicyRow>({ max: 10_000 });
 
   async function policyFor(tx: Executor, tenantId: string, policyId?: string) {
     if (!policyId) {
       const memo = defaults.get(tx)?.get(tenantId);
       if (memo) return memo;
+    } else {
+      const known = byId.get(`${tenantId}|${policyId}`);
+      if (known) return known;
     }
     const policy = policyId ? await slaStore.getPolicy(tx, tenantId, policyId) : await slaStore.defaultPolicy(tx, tenantId);
+    if (policy && policyId) byId.set(`${tenantId}|${policyId}`, policy);
     if (policy && !policyId && tx !== db) {
       if (!defaults.has(tx)) defaults.set(tx, new Map());
       defaults.get(tx)!.set(tenantId, policy);

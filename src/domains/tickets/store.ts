@@ -86,31 +86,87 @@ export interface TicketDetailRow extends TicketRow {
   assignee_name: string | null;
   assignee_email: string | null;
   team_name: string | null;
+  /** The work logged on it and its todos, counted in the same statement (one snapshot, one round trip). */
+  time_total: number;
+  time_billable: number;
+  todos_open: number;
+  todos_done: number;
+  todos_overdue: number;
 }
 
-export async function getTicketDetail(db: Executor, tenantId: string, id: string): Promise<TicketDetailRow | undefined> {
-  return (await getTicketDetails(db, tenantId, [id]))[0];
+/** One timeline event as the detail read returns it: already JSON, its time already ISO 8601 in UTC. */
+export interface TimelineEventJson {
+  id: string;
+  kind: string;
+  body: string;
+  meta: Record<string, unknown>;
+  actor_type: string;
+  actor_user_id: string | null;
+  actor_name: string | null;
+  created_at: string;
 }
 
-/** Several tickets' detail rows in one statement (the outbound events of an ingest batch). */
-export async function getTicketDetails(db: Executor, tenantId: string, ids: string[]): Promise<TicketDetailRow[]> {
-  if (ids.length === 0) return [];
+/** The detail rows' statement: the ticket, its customer, assignee and team, and its work totals. */
+function detailQuery(db: Executor, tenantId: string) {
   return db
     .selectFrom('tickets as t')
     .innerJoin('customers as c', (j) => j.onRef('c.tenant_id', '=', 't.tenant_id').onRef('c.id', '=', 't.customer_id'))
     .leftJoin('users as u', 'u.id', 't.assignee_id')
     .leftJoin('teams as tm', (j) => j.onRef('tm.tenant_id', '=', 't.tenant_id').onRef('tm.id', '=', 't.team_id'))
+    .innerJoinLateral(
+      (eb) =>
+        eb
+          .selectFrom('time_entries as te')
+          .select([sql<number>`coalesce(sum(te.minutes), 0)::int`.as('time_total'), sql<number>`coalesce(sum(te.minutes) filter (where te.billable), 0)::int`.as('time_billable')])
+          .whereRef('te.tenant_id', '=', 't.tenant_id')
+          .whereRef('te.ticket_id', '=', 't.id')
+          .as('w'),
+      (j) => j.onTrue(),
+    )
+    .innerJoinLateral(
+      (eb) =>
+        eb
+          .selectFrom('todos as td')
+          .select([
+            sql<number>`count(*) filter (where td.done_at is null)::int`.as('todos_open'),
+            sql<number>`count(*) filter (where td.done_at is not null)::int`.as('todos_done'),
+            sql<number>`count(*) filter (where td.done_at is null and td.due_at < now())::int`.as('todos_overdue'),
+          ])
+          .whereRef('td.tenant_id', '=', 't.tenant_id')
+          .whereRef('td.ticket_id', '=', 't.id')
+          .as('k'),
+      (j) => j.onTrue(),
+    )
     .selectAll('t')
-    .select([
-      'c.display_name as customer_name',
-      'c.email as customer_email',
-      'u.name as assignee_name',
-      'u.email as assignee_email',
-      'tm.name as team_name',
-    ])
-    .where('t.tenant_id', '=', tenantId)
-    .where('t.id', 'in', ids)
-    .execute();
+    .select(['c.display_name as customer_name', 'c.email as customer_email', 'u.name as assignee_name', 'u.email as assignee_email', 'tm.name as team_name'])
+    .select(['w.time_total', 'w.time_billable', 'k.todos_open', 'k.todos_done', 'k.todos_overdue'])
+    .where('t.tenant_id', '=', tenantId);
+}
+
+/** Several tickets' detail rows in one statement (a write's answer, the outbound events of an ingest batch). */
+export async function getTicketDetails(db: Executor, tenantId: string, ids: string[]): Promise<TicketDetailRow[]> {
+  if (ids.length === 0) return [];
+  return detailQuery(db, tenantId).where('t.id', 'in', ids).execute();
+}
+
+/**
+ * The ticket with its whole timeline in one statement: one snapshot without a transaction, one round trip
+ * whatever the timeline's length. Times are formatted as the rest of the API writes them (ISO 8601, UTC,
+ * milliseconds; PostgreSQL's microseconds truncated, as the driver's dates truncate them).
+ */
+export async function getTicketWithTimeline(db: Executor, tenantId: string, id: string): Promise<(TicketDetailRow & { events: TimelineEventJson[] }) | undefined> {
+  return detailQuery(db, tenantId)
+    .select(
+      sql<TimelineEventJson[]>`(
+        SELECT coalesce(json_agg(json_build_object(
+          'id', e.id, 'kind', e.kind, 'body', e.body, 'meta', e.meta, 'actor_type', e.actor_type,
+          'actor_user_id', e.actor_user_id, 'actor_name', e.actor_name,
+          'created_at', to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+        ) ORDER BY e.created_at, e.seq), '[]'::json)
+        FROM ticket_events e WHERE e.tenant_id = t.tenant_id AND e.ticket_id = t.id)`.as('events'),
+    )
+    .where('t.id', '=', id)
+    .executeTakeFirst();
 }
 
 export async function listEvents(db: Executor, tenantId: string, ticketId: string): Promise<TicketEventRow[]> {

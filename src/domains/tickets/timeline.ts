@@ -46,11 +46,12 @@ export function createTicketTimeline(deps: {
   /** The tickets as their reads show them without the timeline, read together (an ingest batch touches dozens). */
   present: (exec: Executor, tenantId: string, ids: string[]) => Promise<Map<string, Record<string, unknown>>>;
 }) {
-  return async function write(tx: Executor, tenantId: string, events: NewEvent[], opts: { opened?: boolean } = {}): Promise<void> {
+  /** Returns the rows written. */
+  return async function write(tx: Executor, tenantId: string, events: NewEvent[], opts: { opened?: boolean } = {}): Promise<TicketEventRow[]> {
     const rows = await store.insertEvents(tx, tenantId, events);
-    if (!deps.events || rows.length === 0) return;
+    if (!deps.events || rows.length === 0) return rows;
     const emitting = rows.map((row) => ({ row, types: outboundTypes(row, opts.opened === true) })).filter((e) => e.types.length > 0);
-    if (emitting.length === 0) return;
+    if (emitting.length === 0) return rows;
     const tickets = await deps.present(tx, tenantId, [...new Set(emitting.map((e) => e.row.ticket_id))]);
     const out: NewOutboundEvent[] = [];
     for (const { row, types } of emitting) {
@@ -61,6 +62,7 @@ export function createTicketTimeline(deps: {
       }
     }
     await deps.events.emit(tx, tenantId, out);
+    return rows;
   };
 }
 

@@ -1,4 +1,3 @@
-import { sql } from 'kysely';
 import type { Executor } from '../../db';
 import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
 import type { Cursor } from '../../lib/paging';
@@ -49,67 +48,4 @@ export async function getTodo(db: Executor, tenantId: string, id: string): Promi
 
 export async function insertCsat(db: Executor, tenantId: string, c: Omit<CsatResponseRow, 'tenant_id' | 'created_at'>): Promise<CsatResponseRow> {
   return db.insertInto('csat_responses').values({ ...c, tenant_id: tenantId }).returningAll().executeTakeFirstOrThrow();
-}
-
-/** A ticket's time and todo totals, as its detail shows them (the read model of work on one ticket). */
-export interface WorkTotals {
-  time: { total: number; billable: number };
-  todos: { open: number; done: number; overdue: number };
-}
-
-/** Several tickets' work totals, two grouped statements however many tickets. */
-export async function workTotalsFor(db: Executor, tenantId: string, ticketIds: string[]): Promise<Map<string, WorkTotals>> {
-  const out = new Map<string, WorkTotals>(ticketIds.map((id) => [id, { time: { total: 0, billable: 0 }, todos: { open: 0, done: 0, overdue: 0 } }]));
-  if (ticketIds.length === 0) return out;
-  const [time, todos] = await Promise.all([
-    db
-      .selectFrom('time_entries')
-      .select([
-        'ticket_id',
-        sql<number>`coalesce(sum(minutes), 0)::int`.as('total'),
-        sql<number>`coalesce(sum(minutes) filter (where billable), 0)::int`.as('billable'),
-      ])
-      .where('tenant_id', '=', tenantId)
-      .where('ticket_id', 'in', ticketIds)
-      .groupBy('ticket_id')
-      .execute(),
-    db
-      .selectFrom('todos')
-      .select([
-        'ticket_id',
-        sql<number>`count(*) filter (where done_at is null)::int`.as('open'),
-        sql<number>`count(*) filter (where done_at is not null)::int`.as('done'),
-        sql<number>`count(*) filter (where done_at is null and due_at < now())::int`.as('overdue'),
-      ])
-      .where('tenant_id', '=', tenantId)
-      .where('ticket_id', 'in', ticketIds)
-      .groupBy('ticket_id')
-      .execute(),
-  ]);
-  for (const { ticket_id, ...t } of time) out.get(ticket_id)!.time = t;
-  for (const { ticket_id, ...t } of todos) out.get(ticket_id)!.todos = t;
-  return out;
-}
-
-export async function workTotals(db: Executor, tenantId: string, ticketId: string) {
-  const time = await db
-    .selectFrom('time_entries')
-    .select([
-      sql<number>`coalesce(sum(minutes), 0)::int`.as('total'),
-      sql<number>`coalesce(sum(minutes) filter (where billable), 0)::int`.as('billable'),
-    ])
-    .where('tenant_id', '=', tenantId)
-    .where('ticket_id', '=', ticketId)
-    .executeTakeFirstOrThrow();
-  const todos = await db
-    .selectFrom('todos')
-    .select([
-      sql<number>`count(*) filter (where done_at is null)::int`.as('open'),
-      sql<number>`count(*) filter (where done_at is not null)::int`.as('done'),
-      sql<number>`count(*) filter (where done_at is null and due_at < now())::int`.as('overdue'),
-    ])
-    .where('tenant_id', '=', tenantId)
-    .where('ticket_id', '=', ticketId)
-    .executeTakeFirstOrThrow();
-  return { time, todos };
 }
