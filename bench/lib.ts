@@ -64,6 +64,9 @@ export async function openBenchApp(opts: { database: string; redisPrefix: string
   const runtime = openRuntime(config, logger, 'http');
   await migrateToLatest(runtime.db.db);
   const { app, services } = createApp({ config, logger, db: runtime.db.db, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
+  // As src/server.ts does: macro changes are listened for, so ticket writes ask nothing about triggers.
+  const macroChanges = services.macroTriggers.listenForChanges(config.DATABASE_URL);
+  await macroChanges.ready;
   const server = await new Promise<Server>((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
   });
@@ -78,6 +81,8 @@ export async function openBenchApp(opts: { database: string; redisPrefix: string
     async close() {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections();
+      await services.later.settle();
+      await macroChanges.close();
       // Jobs a benchmark scheduled (SLA timers, triggers) live under its prefix: remove them.
       if (runtime.redis.status === 'ready') {
         let cursor = '0';

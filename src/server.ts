@@ -10,6 +10,9 @@ const logger = createLogger(config);
 const runtime = openRuntime(config, logger, 'http');
 const { app, services } = createApp({ config, logger, db: runtime.db.db, readDb: runtime.readDb?.db ?? null, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
 
+// Macro changes drop the remembered "does any macro listen for this event?" answers, so a ticket write asks
+// PostgreSQL nothing about triggers. LISTEN needs a session of its own (behind a pooler, a direct URL).
+const macroChanges = services.macroTriggers.listenForChanges(config.DATABASE_LISTEN_URL ?? config.DATABASE_URL);
 const { server, drain } = createDrainableServer(app);
 server.listen(config.PORT, config.HOST, () => {
   const address = server.address();
@@ -27,6 +30,7 @@ async function shutdown(signal: string) {
   await drain();
   // Work the last answers started after their commit (timers, triggers) finishes before its queues close.
   await services.later.settle();
+  await macroChanges.close();
   await runtime.close();
   clearTimeout(timer);
   logger.info('API stopped');

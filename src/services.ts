@@ -52,6 +52,9 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   const channels = createChannelService({ db, config: section(config, 'secrets') });
   // What requests start after their commit and do not wait for; shutdown waits for it (src/server.ts).
   const later = createAfterAnswer(logger);
+  // Whether a workspace has a macro listening for a ticket event, remembered while this process LISTENs for
+  // macro changes (the API server and the workers start that; see listenForChanges).
+  const macroTriggers = createMacroTriggerSink({ db, queues });
   const tickets = createTicketService({
     db,
     later,
@@ -60,7 +63,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     notifications,
     queues,
     logger,
-    triggers: createMacroTriggerSink({ db, queues }),
+    triggers: macroTriggers,
     outbound: createOutboundSink({ queues, logger }),
     events,
     threadWindowHours: config.THREAD_WINDOW_HOURS,
@@ -74,6 +77,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   const fair = createFairShare({ perWorkspace: config.INTAKE_WORKSPACE_QUEUED, maxWaiting: config.INTAKE_WORKSPACE_WAITING });
   return {
     later,
+    macroTriggers,
     reads,
     intakePressure,
     identity: createIdentityService({ db, config: section(config, 'identity', 'secrets'), audit }),

@@ -18,6 +18,25 @@ describe('Triggered macros with the worker running', () => {
     await ctx.close();
   });
 
+  test('a macro saved after the process remembered "no macro listens" fires on the next write (the change notice drops the memory)', async () => {
+    const changes = ctx.services.macroTriggers.listenForChanges(ctx.config.DATABASE_URL);
+    try {
+      await changes.ready;
+      const ws = await createWorkspace(ctx);
+      const t = (await createTicket(ctx, ws)) as TicketView;
+      // Remembered now: this workspace has no macro for ticket.updated.
+      await ctx.http.patch(`/v1/tickets/${t.id}`).set(bearer(ws.ownerKey)).send({ tags: ['first'] }).expect(200);
+      await sleep(100);
+      const m = await h.macro(ws, { name: 'Late listener', actions: [{ type: 'add_tags', tags: ['late'] }], trigger: { event: 'ticket.updated', conditions: {} } });
+      // The NOTIFY goes out at the macro's commit and takes well under a millisecond on one host.
+      await sleep(200);
+      await ctx.http.patch(`/v1/tickets/${t.id}`).set(bearer(ws.ownerKey)).send({ priority: 'high' }).expect(200);
+      expect(await h.waitApplied(ws, t.id, m.id)).toMatchObject({ tags: expect.arrayContaining(['late']) });
+    } finally {
+      await changes.close();
+    }
+  });
+
   test('a ticket.created macro with conditions {priority: urgent} fires on an urgent ticket and not on a normal one', async () => {
     const ws = await createWorkspace(ctx);
     const m = await h.macro(ws, {

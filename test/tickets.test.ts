@@ -186,6 +186,39 @@ describe('replies and notes', () => {
   });
 });
 
+describe('what a write on one ticket answers', () => {
+  /** The ticket as GET shows it, split into its fields and its timeline, with the ETag. */
+  async function read(id: string) {
+    const res = await ctx.http.get(`/v1/tickets/${id}`).set(bearer(ws.ownerKey)).expect(200);
+    const { events, ...fields } = res.body;
+    return { fields, events, etag: res.headers.etag };
+  }
+
+  test('PATCH, reply and note answer the ticket exactly as the next GET shows it, and the events they appended', async () => {
+    const agent = await addMember(ctx, ws, 'editor');
+    const team = (await ctx.http.post('/v1/teams').set(bearer(ws.ownerKey)).send({ name: `Answers ${newId()}` }).expect(201)).body.id as string;
+    const t = await createTicket(ctx, ws, { metadata: { plan: 'pro' } });
+    const writes = [
+      () => ctx.http.patch(`/v1/tickets/${t.id}`).set(bearer(ws.ownerKey)).send({ priority: 'urgent', assignee_id: agent.userId, team_id: team, tags: ['vip'], metadata: { seats: 3 } }),
+      () => ctx.http.post(`/v1/tickets/${t.id}/replies`).set(bearer(ws.ownerKey)).send({ body: 'On it.' }),
+      () => ctx.http.post(`/v1/tickets/${t.id}/notes`).set(bearer(ws.ownerKey)).send({ body: 'Checked the plan.' }),
+      () => ctx.http.patch(`/v1/tickets/${t.id}`).set(bearer(ws.ownerKey)).send({ status: 'pending' }),
+    ];
+    for (const write of writes) {
+      const before = await read(t.id);
+      const res = await write();
+      expect(res.status).toBeLessThan(300);
+      const { new_events: appended, ...answered } = res.body;
+      const after = await read(t.id);
+      // Field for field what GET shows (assignee and team names, due times, work totals, updated_at included).
+      expect(answered).toEqual(after.fields);
+      expect(appended).toEqual(after.events.slice(before.events.length));
+      expect(appended.length).toBeGreaterThan(0);
+      if (res.headers.etag) expect(res.headers.etag).toBe(after.etag);
+    }
+  });
+});
+
 describe('GET /v1/tickets', () => {
   let w: Workspace;
   let agent: string;

@@ -49,6 +49,8 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
   // Outbound webhooks wake at commit (the events NOTIFY); the events.sweep job covers what this misses.
   // LISTEN needs a session of its own: behind a transaction-mode pooler it goes straight to PostgreSQL.
   const commits = services.webhookDelivery.listenForCommits(config.DATABASE_LISTEN_URL ?? config.DATABASE_URL);
+  // Macro changes drop the remembered "does any macro listen for this event?" answers (ingest publishes triggers).
+  const macroChanges = services.macroTriggers.listenForChanges(config.DATABASE_LISTEN_URL ?? config.DATABASE_URL);
   const publish = () => metrics.publish(deps.redis, config.REDIS_PREFIX).catch((err: Error) => logger.warn({ err: err.message }, 'job metrics not published'));
   const publisher = setInterval(() => void publish(), config.WORKER_METRICS_PUSH_MS).unref();
   await publish();
@@ -57,6 +59,7 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
     workers,
     async close() {
       await commits.close();
+      await macroChanges.close();
       await Promise.all(workers.map((w) => w.close()));
       clearInterval(publisher);
       await publish();

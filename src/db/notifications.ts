@@ -13,7 +13,14 @@ export function listen(
   databaseUrl: string,
   channel: string,
   onPayload: (payload: string) => void,
-  opts: { retryMs?: number; onError?: (err: Error) => void } = {},
+  opts: {
+    retryMs?: number;
+    onError?: (err: Error) => void;
+    /** Called each time LISTEN is in place (first connect and every reconnect): nothing was missed from here on. */
+    onListening?: () => void;
+    /** Called when the listening connection is lost: notifications may be missed until `onListening` again. */
+    onLost?: () => void;
+  } = {},
 ): Listener {
   const retryMs = opts.retryMs ?? 1000;
   let closed = false;
@@ -37,17 +44,20 @@ export function listen(
       if (n.channel === channel && n.payload) onPayload(n.payload);
     });
     c.on('error', (err) => {
+      opts.onLost?.();
       opts.onError?.(err);
       void c.end().catch(() => {});
       reopen();
     });
     c.on('end', () => {
+      opts.onLost?.();
       if (client === c) reopen();
     });
     try {
       await c.connect();
       // The channel name is ours (a constant), never a caller's value.
       await c.query(`LISTEN "${channel.replace(/"/g, '')}"`);
+      opts.onListening?.();
     } catch (err) {
       opts.onError?.(err as Error);
       await c.end().catch(() => {});

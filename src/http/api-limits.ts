@@ -1,10 +1,8 @@
 import type { RedisClient } from '../queue/connection';
 import type { Logger } from 'pino';
-import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { ConfigSection } from '../config';
 import type { Principal } from '../domains/identity/principal';
 import { DomainError } from '../lib/errors';
-import { retryAfterSeconds } from '../lib/rate';
 
 /** One policy's state after a request: what is left and when the window resets. */
 interface PolicyState {
@@ -14,19 +12,58 @@ interface PolicyState {
 }
 
 /**
+ * Both budgets in one round trip (fixed windows, counted in Redis so every API process shares them):
+ * KEYS[1] the caller's counter, KEYS[2] the workspace's; ARGV: the caller's budget, the workspace's, the
+ * window in ms. The caller's point is taken first: over it, the workspace is not charged. Over the workspace's
+ * budget, the caller's point goes back (the request does not run). Answers
+ * {refused: 0 none | 1 caller | 2 workspace, caller count, caller ms left, workspace count, workspace ms left}.
+ * Both keys carry the workspace as their hash tag, so on a cluster they share a slot.
+ */
+const TAKE_BOTH = `
+local function take(key, ms)
+  local n = redis.call('INCR', key)
+  local left = redis.call('PTTL', key)
+  if left < 0 then
+    redis.call('PEXPIRE', key, ms)
+    left = ms
+  end
+  return n, left
+end
+local window = tonumber(ARGV[3])
+local c, cl = take(KEYS[1], window)
+if c > tonumber(ARGV[1]) then return {1, c, cl, 0, 0} end
+local w, wl = take(KEYS[2], window)
+if w > tonumber(ARGV[2]) then
+  redis.call('DECR', KEYS[1])
+  return {2, c - 1, cl, w, wl}
+end
+return {0, c, cl, w, wl}
+`;
+
+type TakeBoth = (callerKey: string, workspaceKey: string, callerPoints: number, workspacePoints: number, windowMs: number) => Promise<[number, number, number, number, number]>;
+
+/**
  * The authenticated API's budgets (IETF httpapi RateLimit header fields draft): one per caller (the API key,
- * or the user of an access token, in its workspace) and one per workspace, both on Redis so every API
- * process shares them. Every authenticated answer says them in `RateLimit-Policy` and what is left in
- * `RateLimit`; past either, `429 throttled` with an integer Retry-After, before anything runs.
+ * or the user of an access token, in its workspace) and one per workspace. Every authenticated answer says
+ * them in `RateLimit-Policy` and what is left in `RateLimit`; past either, `429 throttled` with an integer
+ * Retry-After, before anything runs. One script call per request takes from both (it was two consumes, one
+ * after the other: two round trips and ten Redis commands on every request).
  */
 export function createApiLimits(deps: { redis: RedisClient; config: ConfigSection<'http' | 'redis'>; logger: Logger }) {
   const { config, logger } = deps;
   const window = config.API_RATE_WINDOW_SECONDS;
-  const caller = new RateLimiterRedis({ storeClient: deps.redis, keyPrefix: `${config.REDIS_PREFIX}:throttle:api-caller`, points: config.API_RATE_POINTS, duration: window });
-  const workspace = new RateLimiterRedis({ storeClient: deps.redis, keyPrefix: `${config.REDIS_PREFIX}:throttle:api-workspace`, points: config.WORKSPACE_RATE_POINTS, duration: window });
+  const redis = deps.redis as RedisClient & { hdApiTakeBoth?: TakeBoth };
+  if (!redis.hdApiTakeBoth) redis.defineCommand('hdApiTakeBoth', { numberOfKeys: 2, lua: TAKE_BOTH });
   const policy = `"caller";q=${config.API_RATE_POINTS};w=${window}, "workspace";q=${config.WORKSPACE_RATE_POINTS};w=${window}`;
-  const callerKey = (p: Principal) => (p.apiKeyId ? `key:${p.apiKeyId}` : `user:${p.tenantId}:${p.userId}`);
-  const stateOf = (name: string, res: RateLimiterRes): PolicyState => ({ name, remaining: Math.max(0, res.remainingPoints), resetSeconds: retryAfterSeconds(res) });
+  const keyOf = (p: Principal) => {
+    const tag = `${config.REDIS_PREFIX}:throttle:api:{${p.tenantId}}`;
+    return { caller: `${tag}:${p.apiKeyId ? `key:${p.apiKeyId}` : `user:${p.userId}`}`, workspace: `${tag}:workspace` };
+  };
+  const stateOf = (name: string, points: number, count: number, msLeft: number): PolicyState => ({
+    name,
+    remaining: Math.max(0, points - count),
+    resetSeconds: Math.max(1, Math.ceil(msLeft / 1000)),
+  });
   const headers = (states: PolicyState[]) => ({
     'RateLimit-Policy': policy,
     RateLimit: states.map((s) => `"${s.name}";r=${s.remaining};t=${s.resetSeconds}`).join(', '),
@@ -36,36 +73,30 @@ export function createApiLimits(deps: { redis: RedisClient; config: ConfigSectio
     policy,
     /**
      * Takes one point from the caller's and the workspace's budget and returns the headers to send. Over
-     * either: throttled (the other's point is given back). Redis unreachable: the request goes on without
-     * headers (the budgets protect the service; losing Redis must not stop every read), and a warning says so.
+     * either: throttled. Redis unreachable: the request goes on without headers (the budgets protect the
+     * service; losing Redis must not stop every read), and a warning says so.
      */
     async take(p: Principal): Promise<Record<string, string>> {
-      let mine: RateLimiterRes;
+      const keys = keyOf(p);
+      let answer: [number, number, number, number, number];
       try {
-        mine = await caller.consume(callerKey(p));
-      } catch (res) {
-        if (!(res instanceof RateLimiterRes)) return unavailable(res);
-        throw throttled([stateOf('caller', res)], res);
+        answer = await redis.hdApiTakeBoth!(keys.caller, keys.workspace, config.API_RATE_POINTS, config.WORKSPACE_RATE_POINTS, window * 1000);
+      } catch (err) {
+        logger.warn({ err_code: 'api_limits_unavailable', cause: (err as Error)?.message }, 'API rate limits unavailable; request not counted');
+        return {};
       }
-      try {
-        const ours = await workspace.consume(p.tenantId);
-        return headers([stateOf('caller', mine), stateOf('workspace', ours)]);
-      } catch (res) {
-        await caller.reward(callerKey(p)).catch(() => {});
-        if (!(res instanceof RateLimiterRes)) return unavailable(res);
-        throw throttled([stateOf('workspace', res)], res);
-      }
+      const [refused, callerCount, callerMs, workspaceCount, workspaceMs] = answer.map(Number) as typeof answer;
+      const caller = stateOf('caller', config.API_RATE_POINTS, callerCount, callerMs);
+      if (refused === 1) throw throttled([caller], callerMs);
+      const workspace = stateOf('workspace', config.WORKSPACE_RATE_POINTS, workspaceCount, workspaceMs);
+      if (refused === 2) throw throttled([workspace], workspaceMs);
+      return headers([caller, workspace]);
     },
   };
 
-  function unavailable(err: unknown): Record<string, string> {
-    logger.warn({ err_code: 'api_limits_unavailable', cause: (err as Error)?.message }, 'API rate limits unavailable; request not counted');
-    return {};
-  }
-
-  function throttled(states: PolicyState[], res: RateLimiterRes): DomainError {
+  function throttled(states: PolicyState[], msLeft: number): DomainError {
     return new DomainError('throttled', 'This API key (or workspace) is sending more requests than its budget; retry after Retry-After seconds.', {
-      retryAfterSeconds: retryAfterSeconds(res),
+      retryAfterSeconds: Math.max(1, Math.ceil(msLeft / 1000)),
       headers: headers(states),
     });
   }

@@ -13,8 +13,9 @@ export const authFailuresThrottled = (retryAfterSeconds: number) =>
 /**
  * Failed authentication per client address. Every presented credential that fails (401, or the 404 of a
  * token without membership) spends a point; while an address has spent its budget, every request from it that
- * presents a credential is answered 429 without looking at the credential, so guessing learns nothing.
- * Successes spend nothing. Redis unreachable: authentication goes on as without the throttle (logged), so an
+ * presents a credential is answered 429 whatever the credential was, so guessing learns nothing. The budget
+ * is read while the credential is checked, not before: the two round trips overlap, so a request waits for
+ * one of them instead of both in turn. Successes spend nothing. Redis unreachable: authentication goes on as without the throttle (logged), so an
  * outage of the counter never turns into refusals of valid keys.
  */
 export function createAuthThrottle(deps: { redis: RedisClient; config: ConfigSection<'identity' | 'redis'>; logger: Logger }) {
@@ -32,25 +33,34 @@ export function createAuthThrottle(deps: { redis: RedisClient; config: ConfigSec
       // No credential: nothing to guess, and the 401 costs nothing to compute.
       if (!authorization) return check(authorization);
       const key = address ?? 'unknown';
-      const spent = await limiter.get(key).catch((err: unknown) => {
-        unavailable(err);
-        return null;
-      });
-      if (spent && spent.consumedPoints >= config.AUTH_FAILURE_RATE_POINTS) {
-        throw authFailuresThrottled(Math.ceil(spent.msBeforeNext / 1000));
+      const [spent, checked] = await Promise.all([
+        // One GET of the counter (the limiter's own read is a MULTI of two); the time left only when over.
+        deps.redis.get(limiter.getKey(key)).then(
+          (n) => Number(n ?? 0),
+          (err: unknown) => {
+            unavailable(err);
+            return 0;
+          },
+        ),
+        check(authorization).then(
+          (principal) => ({ principal }),
+          (err: unknown) => ({ err }),
+        ),
+      ]);
+      // Over the budget, the credential's outcome is never told: valid or not, the answer is 429.
+      if (spent >= config.AUTH_FAILURE_RATE_POINTS) {
+        const left = await limiter.get(key).catch(() => null);
+        throw authFailuresThrottled(Math.ceil((left?.msBeforeNext ?? 1000) / 1000));
       }
-      try {
-        return await check(authorization);
-      } catch (err) {
-        const refused = problemOf(err);
-        if (refused && (refused.status === 401 || refused.status === 404)) {
-          // Rejections past the budget are expected here (concurrent failures); only an outage is worth a line.
-          await limiter.consume(key).catch((res: unknown) => {
-            if (res instanceof Error) unavailable(res);
-          });
-        }
-        throw err;
+      if ('principal' in checked) return checked.principal;
+      const refused = problemOf(checked.err);
+      if (refused && (refused.status === 401 || refused.status === 404)) {
+        // Rejections past the budget are expected here (concurrent failures); only an outage is worth a line.
+        await limiter.consume(key).catch((res: unknown) => {
+          if (res instanceof Error) unavailable(res);
+        });
       }
+      throw checked.err;
     },
   };
 }

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Db, Executor } from '../../db';
+import { prepared } from '../../db/prepared';
 import type { MemberStatus, Role } from '../../db/types';
 
 /*
@@ -25,9 +26,14 @@ export interface KeyForAuth {
 
 /** The key and its creator's live membership in one round trip. */
 export async function crossTenantKeyByPrefix(db: Db, prefix: string): Promise<KeyForAuth | undefined> {
+  return (await keyByPrefix(db, prefix))[0];
+}
+
+// Every authenticated request runs this: compiled once (src/db/prepared.ts).
+const keyByPrefix = prepared(1, (db: Executor, prefix: string) =>
   // Through the key's route: on a database distributed by workspace the route (a reference table) names the
   // workspace whose node holds the key; here it is one join in one round trip.
-  return db
+  db
     .selectFrom('routes as r')
     .innerJoin('api_keys as k', (j) => j.onRef('k.tenant_id', '=', 'r.tenant_id').onRef('k.prefix', '=', 'r.key'))
     .leftJoin('memberships as m', (j) => j.onRef('m.tenant_id', '=', 'k.tenant_id').onRef('m.user_id', '=', 'k.created_by_user_id'))
@@ -47,9 +53,8 @@ export async function crossTenantKeyByPrefix(db: Db, prefix: string): Promise<Ke
       sql<Date>`now()`.as('now'),
     ])
     .where('r.kind', '=', 'api_key')
-    .where('r.key', '=', prefix)
-    .executeTakeFirst();
-}
+    .where('r.key', '=', prefix),
+);
 
 export interface MembershipForAuth {
   user_id: string;

@@ -1,4 +1,6 @@
+import { LRUCache } from 'lru-cache';
 import type { Db, Executor } from '../../db';
+import { listen, type Listener } from '../../db/notifications';
 import type { MacroRow, TicketRow } from '../../db/types';
 import { notFound, refuse, requireVersion, type VersionCondition } from '../../lib/errors';
 import type { Principal } from '../identity/principal';
@@ -7,7 +9,7 @@ import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
 import { checkTicketFilters } from '../tickets/filters';
 import type { PatchTicketInput } from '../tickets/schemas';
-import { eventFor, type EventActor, type LockedTicket, type TicketCommands, type TicketTrigger, type TriggerSink } from '../tickets/commands';
+import { eventFor, TICKET_TRIGGERS, type EventActor, type LockedTicket, type TicketCommands, type TicketTrigger, type TriggerSink } from '../tickets/commands';
 import type { TicketQueries } from '../tickets/queries';
 import { activeMember } from '../members/store';
 import { teamExists } from '../teams/store';
@@ -34,18 +36,67 @@ interface Skip {
   reason: string;
 }
 
-/** Enqueues a trigger job only when the workspace has an enabled macro listening for the event. */
-export function createMacroTriggerSink(deps: { db: Db; queues: QueueHub }): TriggerSink {
+/**
+ * Enqueues a trigger job only when the workspace has an enabled macro listening for the event. Whether one
+ * listens is remembered per workspace and event while this process LISTENs to `macros` (migration 0030):
+ * every change to a workspace's macros drops its answers, so a ticket write asks PostgreSQL nothing. Without
+ * the listener (not started, or its connection lost and not yet back) every publish asks, as before.
+ * A macro saved in another process is seen once its NOTIFY arrives here, milliseconds after its commit.
+ */
+export function createMacroTriggerSink(deps: { db: Db; queues: QueueHub }): TriggerSink & { listenForChanges(databaseUrl: string): Listener & { ready: Promise<void> } } {
+  const known = new LRUCache<string, boolean>({ max: 50_000 });
+  /** Bumped by each change notice for a workspace: an answer read across one is not kept (it may be stale). */
+  const generation = new Map<string, number>();
+  let live = false;
+  const genOf = (tenantId: string) => generation.get(tenantId) ?? 0;
+
+  async function listening(tenantId: string, event: TicketTrigger): Promise<boolean> {
+    const key = `${tenantId}|${event}`;
+    const cached = live ? known.get(key) : undefined;
+    if (cached !== undefined) return cached;
+    const [wasLive, gen] = [live, genOf(tenantId)];
+    const answer = await store.anyTriggeredBy(deps.db, tenantId, event);
+    if (wasLive && live && genOf(tenantId) === gen) known.set(key, answer);
+    return answer;
+  }
+
   return {
     async publish(tenantId, ticketId, event, eventId, memo) {
       const key = `${tenantId}|${event}`;
-      let listening = memo?.get(key);
-      if (listening === undefined) {
-        listening = await store.anyTriggeredBy(deps.db, tenantId, event);
-        memo?.set(key, listening);
+      let yes = memo?.get(key);
+      if (yes === undefined) {
+        yes = await listening(tenantId, event);
+        memo?.set(key, yes);
       }
-      if (!listening) return;
+      if (!yes) return;
       await deps.queues.enqueue('macros.trigger', { tenant_id: tenantId, ticket_id: ticketId, event, event_id: eventId });
+    },
+
+    listenForChanges(databaseUrl: string) {
+      const forget = () => {
+        live = false;
+        known.clear();
+      };
+      let isReady!: () => void;
+      /** Resolves once LISTEN is first in place (from then on answers are remembered). */
+      const ready = new Promise<void>((resolve) => (isReady = resolve));
+      const listener = listen(
+        databaseUrl,
+        'macros',
+        (tenantId) => {
+          generation.set(tenantId, genOf(tenantId) + 1);
+          for (const event of TICKET_TRIGGERS) known.delete(`${tenantId}|${event}`);
+        },
+        {
+          onListening: () => {
+            known.clear();
+            live = true;
+            isReady();
+          },
+          onLost: forget,
+        },
+      );
+      return { ready, close: () => listener.close() };
     },
   };
 }

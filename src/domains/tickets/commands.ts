@@ -68,7 +68,8 @@ export interface InboundRef {
   conversationKey?: string;
 }
 
-export type TicketTrigger = 'ticket.created' | 'ticket.updated' | 'ticket.reopened';
+export const TICKET_TRIGGERS = ['ticket.created', 'ticket.updated', 'ticket.reopened'] as const;
+export type TicketTrigger = (typeof TICKET_TRIGGERS)[number];
 
 /** Told after commit about events that triggered macros may react to (the macros domain listens). */
 export interface TriggerSink {
@@ -93,6 +94,10 @@ export const eventFor = (by: EventActor, ticketId: string, kind: string, body: s
   meta: JSON.stringify(meta),
   ...by,
 });
+
+/** A ticket's two due times: what its SLA timers are set for. */
+type DueTimes = Pick<TicketRow, 'first_response_due' | 'resolution_due'>;
+const pickDue = (t: DueTimes): DueTimes => ({ first_response_due: t.first_response_due, resolution_due: t.resolution_due });
 
 /** How many merges an inbound message follows to reach the live ticket (merge chains are short). */
 const MAX_MERGE_HOPS = 16;
@@ -223,9 +228,9 @@ export function createTicketCommands(deps: {
     // Only solved and closed reopen; a merged ticket is refused here too (it is neither).
     if (!REOPENABLE.includes(t.status)) throw refuse('reopen_not_allowed', `Only a solved or closed ticket can be reopened; this one is ${t.status}.`);
     const now = new Date();
-    await store.updateTicket(tx, tenantId, t.id, { status: 'open', reopened_at: now, ...(await sla.restartedClock(tx, tenantId, t, now)) });
+    const fresh = await store.updateTicketDetail(tx, tenantId, t.id, { status: 'open', reopened_at: now, ...(await sla.restartedClock(tx, tenantId, t, now)) });
     const reopenEvent = eventFor(by, t.id, 'reopen', '', { from: t.status });
-    await timeline(tx, tenantId, [reopenEvent, eventFor(by, t.id, 'status_changed', '', { from: t.status, to: 'open' })]);
+    await timeline(tx, tenantId, [reopenEvent, eventFor(by, t.id, 'status_changed', '', { from: t.status, to: 'open' })], { fresh: fresh ? [fresh] : [] });
     return reopenEvent.id;
   }
 
@@ -251,10 +256,10 @@ export function createTicketCommands(deps: {
   async function addMessage(tx: Executor, tenantId: string, by: EventActor, t: LockedTicket, kind: 'reply' | 'internal_note', body: string) {
     refuseMerged(t);
     const firstResponse = kind === 'reply' && t.first_responded_at === null;
-    await store.updateTicket(tx, tenantId, t.id, firstResponse ? { first_responded_at: new Date() } : {});
+    const fresh = await store.updateTicketDetail(tx, tenantId, t.id, firstResponse ? { first_responded_at: new Date() } : {});
     const sendsEmail = kind === 'reply' && t.source === 'email' && outbound !== undefined;
     const event = eventFor(by, t.id, kind, body, kind === 'reply' ? { first_response: firstResponse, ...(sendsEmail ? { email_delivery: 'queued' } : {}) } : {});
-    await timeline(tx, tenantId, [event]);
+    await timeline(tx, tenantId, [event], { fresh: fresh ? [fresh] : [] });
     const queued = sendsEmail ? await outbound!.record(tx, tenantId, t, event.id) : false;
     if (kind === 'reply' && t.assignee_id) {
       await notifications.notify(tx, tenantId, [t.assignee_id], by.actor_user_id, { kind: 'reply_on_assigned', ticketId: t.id, body: t.subject });
@@ -321,17 +326,19 @@ export function createTicketCommands(deps: {
       changes.metadata = { from: null, to: input.metadata };
     }
     if (Object.keys(changes).length > 0) events.push(eventFor(by, t.id, 'fields_changed', '', { changes }));
-    if (Object.keys(update).length > 0) await store.updateTicket(tx, tenantId, t.id, update);
-    await timeline(tx, tenantId, events);
-    return { dueMoved: update.first_response_due !== undefined || update.resolution_due !== undefined, lastEventId: events.at(-1)?.id };
+    const fresh = Object.keys(update).length > 0 ? await store.updateTicketDetail(tx, tenantId, t.id, update) : undefined;
+    await timeline(tx, tenantId, events, { fresh: fresh ? [fresh] : [] });
+    const dueMoved = update.first_response_due !== undefined || update.resolution_due !== undefined;
+    // The new due times, for the timers after commit (no read of the ticket again).
+    return { dueMoved, ...(dueMoved && fresh ? { due: pickDue(fresh) } : {}), lastEventId: events.at(-1)?.id };
   }
 
   /** Round robin's write: team and assignee set, one `assigned` event, the assignee notified. */
   async function assign(tx: Executor, tenantId: string, by: EventActor, t: LockedTicket, teamId: string, userId: string, meta: Record<string, unknown>) {
     refuseMerged(t);
-    await store.updateTicket(tx, tenantId, t.id, { team_id: teamId, assignee_id: userId });
+    const fresh = await store.updateTicketDetail(tx, tenantId, t.id, { team_id: teamId, assignee_id: userId });
     const event = eventFor(by, t.id, 'assigned', '', { team_id: teamId, assignee_id: userId, from_assignee_id: t.assignee_id, ...meta });
-    await timeline(tx, tenantId, [event]);
+    await timeline(tx, tenantId, [event], { fresh: fresh ? [fresh] : [] });
     await notifications.notify(tx, tenantId, [userId], by.actor_user_id, { kind: 'assigned', ticketId: t.id, body: t.subject, meta: { team_id: teamId } });
     return event.id;
   }
@@ -345,10 +352,17 @@ export function createTicketCommands(deps: {
     await store.bumpVersions(tx, tenantId, [...new Set(events.map((e) => e.ticket_id))]);
   }
 
-  /** After commit: timers for moved due times, and triggered macros for the event (never for system changes). */
-  async function afterCommit(tenantId: string, ticketId: string, o: { dueMoved: boolean; trigger?: { event: TicketTrigger; eventId: string }; memo?: Map<string, boolean> }) {
+  /**
+   * After commit: timers for moved due times, and triggered macros for the event (never for system changes).
+   * `due` is what the write left them at, when it knows; else the ticket is read for them.
+   */
+  async function afterCommit(
+    tenantId: string,
+    ticketId: string,
+    o: { dueMoved: boolean; due?: DueTimes; trigger?: { event: TicketTrigger; eventId: string }; memo?: Map<string, boolean> },
+  ) {
     if (o.dueMoved) {
-      const row = await store.getTicket(db, tenantId, ticketId);
+      const row = o.due ? { id: ticketId, ...o.due } : await store.getTicket(db, tenantId, ticketId);
       if (row) await sla.schedule(tenantId, row);
     }
     if (o.trigger) {

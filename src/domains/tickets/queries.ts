@@ -58,9 +58,13 @@ export function createTicketQueries(deps: { db: Db }) {
     return present(t);
   }
 
-  /** Several tickets as their reads show them without the timeline, in one statement (outbound events of a batch). */
-  async function manyWithoutTimeline(exec: Executor, tenantId: string, ids: string[]) {
-    const rows = await store.getTicketDetails(exec, tenantId, ids);
+  /**
+   * Several tickets as their reads show them without the timeline, in one statement (outbound events of a
+   * batch); those in `fresh` (detail rows an UPDATE of this transaction returned) are not read again.
+   */
+  async function manyWithoutTimeline(exec: Executor, tenantId: string, ids: string[], fresh: TicketDetailRow[] = []) {
+    const known = new Map(fresh.map((t) => [t.id, t]));
+    const rows = [...fresh.filter((t) => ids.includes(t.id)), ...(await store.getTicketDetails(exec, tenantId, ids.filter((id) => !known.has(id))))];
     return new Map(rows.map((t) => [t.id, present(t)]));
   }
 

@@ -51,8 +51,8 @@ export function createTicketService(deps: {
   };
   const emitting = createTicketTimeline({
     ...(deps.events ? { events: deps.events } : {}),
-    present: async (exec, tenantId, ids) => {
-      const tickets = await queries.manyWithoutTimeline(exec, tenantId, ids);
+    present: async (exec, tenantId, ids, fresh) => {
+      const tickets = await queries.manyWithoutTimeline(exec, tenantId, ids, fresh);
       for (const [id, t] of tickets) writtenIn(exec).presented.set(id, t);
       // The version is the ETag, not a field of the ticket.
       return new Map([...tickets].map(([id, { version: _internal, ...ticket }]) => [id, ticket]));
@@ -142,6 +142,7 @@ export function createTicketService(deps: {
       });
       await commands.afterAnswer(actor.tenantId, id, {
         dueMoved: applied.dueMoved,
+        ...(applied.due ? { due: applied.due } : {}),
         trigger: applied.lastEventId ? { event: 'ticket.updated', eventId: applied.lastEventId } : undefined,
       });
       return result;

@@ -70,9 +70,7 @@ export function createTicketSla(deps: { db: Db; queues: QueueHub; logger: Logger
    */
   async function schedule(tenantId: string, t: Pick<TicketRow, 'id' | 'first_response_due' | 'resolution_due'>) {
     try {
-      for (const due of [t.first_response_due, t.resolution_due]) {
-        await queues.enqueue('sla.check', { tenant_id: tenantId, ticket_id: t.id }, { dueAt: due.getTime() });
-      }
+      await Promise.all([t.first_response_due, t.resolution_due].map((due) => queues.enqueue('sla.check', { tenant_id: tenantId, ticket_id: t.id }, { dueAt: due.getTime() })));
     } catch (err) {
       logger.warn({ ticket_id: t.id, err: (err as Error).message }, 'SLA timer not scheduled; the sweep will catch it');
     }

@@ -5,6 +5,7 @@ import { SLA_LIVE } from './status';
 import type { TicketFilters, TicketSort } from './schemas';
 import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
 import type { Cursor } from '../../lib/paging';
+import { prepared } from '../../db/prepared';
 
 /** Rows come back in the order given (RETURNING's order is not promised, so they are matched by id). */
 export async function insertTickets(db: Executor, tenantId: string, ts: (Omit<NewTicket, 'tenant_id'> & { id: string })[]): Promise<TicketRow[]> {
@@ -34,6 +35,7 @@ export async function getTicket(db: Executor, tenantId: string, id: string): Pro
 /** Row locks taken in id order, so two transactions locking the same pair can never deadlock or interleave. */
 export async function lockTickets(db: Executor, tenantId: string, ids: string[]): Promise<TicketRow[]> {
   if (ids.length === 0) return [];
+  if (ids.length === 1) return lockOne(db, tenantId, ids[0]!);
   return db
     .selectFrom('tickets')
     .selectAll()
@@ -43,6 +45,11 @@ export async function lockTickets(db: Executor, tenantId: string, ids: string[])
     .forUpdate()
     .execute();
 }
+
+// Every write on one ticket locks it first: compiled once (src/db/prepared.ts).
+const lockOne = prepared(2, (db: Executor, tenantId: string, id: string) =>
+  db.selectFrom('tickets').selectAll().where('tenant_id', '=', tenantId).where('id', '=', id).forUpdate(),
+);
 
 export type TicketUpdate = Partial<
   Pick<
@@ -63,9 +70,10 @@ export type TicketUpdate = Partial<
   >
 > & { metadataPatch?: Record<string, unknown> };
 
-export async function updateTicket(db: Executor, tenantId: string, id: string, patch: TicketUpdate): Promise<void> {
+/** The UPDATE of one ticket (updated_at moves; the row trigger moves the version). */
+function updateOne(db: Executor, tenantId: string, id: string, patch: TicketUpdate) {
   const { metadataPatch, ...columns } = patch;
-  await db
+  return db
     .updateTable('tickets')
     .set({
       ...columns,
@@ -76,8 +84,21 @@ export async function updateTicket(db: Executor, tenantId: string, id: string, p
       updated_at: sql`now()`,
     })
     .where('tenant_id', '=', tenantId)
-    .where('id', '=', id)
-    .execute();
+    .where('id', '=', id);
+}
+
+export async function updateTicket(db: Executor, tenantId: string, id: string, patch: TicketUpdate): Promise<void> {
+  await updateOne(db, tenantId, id, patch).execute();
+}
+
+/**
+ * The UPDATE and the detail row after it, in one statement: the update is a data-modifying CTE named like
+ * the table, and the detail's joins read the customer, assignee, team and work totals beside it (none of
+ * which it changes). The write's answer and its outbound events then need no read of their own.
+ */
+export async function updateTicketDetail(db: Executor, tenantId: string, id: string, patch: TicketUpdate): Promise<TicketDetailRow | undefined> {
+  const updated = db.with('t', () => updateOne(db, tenantId, id, patch).returningAll()).selectFrom('t');
+  return withDetail(updated as unknown as DetailBase, tenantId).executeTakeFirst();
 }
 
 export interface TicketDetailRow extends TicketRow {
@@ -106,10 +127,14 @@ export interface TimelineEventJson {
   created_at: string;
 }
 
+/** Where a detail read starts: the tickets table, or the rows an UPDATE just returned, named `t` either way. */
+type DetailBase = SelectQueryBuilder<Database & { t: Database['tickets'] }, 't', object>;
+
 /** The detail rows' statement: the ticket, its customer, assignee and team, and its work totals. */
-function detailQuery(db: Executor, tenantId: string) {
-  return db
-    .selectFrom('tickets as t')
+const detailQuery = (db: Executor, tenantId: string) => withDetail(db.selectFrom('tickets as t') as unknown as DetailBase, tenantId);
+
+function withDetail(base: DetailBase, tenantId: string) {
+  return base
     .innerJoin('customers as c', (j) => j.onRef('c.tenant_id', '=', 't.tenant_id').onRef('c.id', '=', 't.customer_id'))
     .leftJoin('users as u', 'u.id', 't.assignee_id')
     .leftJoin('teams as tm', (j) => j.onRef('tm.tenant_id', '=', 't.tenant_id').onRef('tm.id', '=', 't.team_id'))
@@ -155,7 +180,12 @@ export async function getTicketDetails(db: Executor, tenantId: string, ids: stri
  * milliseconds; PostgreSQL's microseconds truncated, as the driver's dates truncate them).
  */
 export async function getTicketWithTimeline(db: Executor, tenantId: string, id: string): Promise<(TicketDetailRow & { events: TimelineEventJson[] }) | undefined> {
-  return detailQuery(db, tenantId)
+  return (await ticketWithTimeline(db, tenantId, id))[0];
+}
+
+// Every GET of a ticket runs this: compiled once (src/db/prepared.ts).
+const ticketWithTimeline = prepared(2, (db: Executor, tenantId: string, id: string) =>
+  detailQuery(db, tenantId)
     .select(
       sql<TimelineEventJson[]>`(
         SELECT coalesce(json_agg(json_build_object(
@@ -165,9 +195,8 @@ export async function getTicketWithTimeline(db: Executor, tenantId: string, id: 
         ) ORDER BY e.created_at, e.seq), '[]'::json)
         FROM ticket_events e WHERE e.tenant_id = t.tenant_id AND e.ticket_id = t.id)`.as('events'),
     )
-    .where('t.id', '=', id)
-    .executeTakeFirst();
-}
+    .where('t.id', '=', id),
+);
 
 export async function listEvents(db: Executor, tenantId: string, ticketId: string): Promise<TicketEventRow[]> {
   return db

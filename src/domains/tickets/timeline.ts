@@ -3,6 +3,7 @@ import type { NewTicketEvent, TicketEventRow } from '../../db/types';
 import type { EventSink, EventType, NewOutboundEvent } from '../events/types';
 import { presentEvent } from './queries';
 import * as store from './store';
+import type { TicketDetailRow } from './store';
 
 type NewEvent = Omit<NewTicketEvent, 'tenant_id'>;
 
@@ -43,16 +44,19 @@ function outboundTypes(e: TicketEventRow, opened: boolean): EventType[] {
  */
 export function createTicketTimeline(deps: {
   events?: EventSink;
-  /** The tickets as their reads show them without the timeline, read together (an ingest batch touches dozens). */
-  present: (exec: Executor, tenantId: string, ids: string[]) => Promise<Map<string, Record<string, unknown>>>;
+  /**
+   * The tickets as their reads show them without the timeline, read together (an ingest batch touches dozens);
+   * `fresh` holds detail rows the caller's UPDATE already returned, which need no read.
+   */
+  present: (exec: Executor, tenantId: string, ids: string[], fresh: TicketDetailRow[]) => Promise<Map<string, Record<string, unknown>>>;
 }) {
   /** Returns the rows written. */
-  return async function write(tx: Executor, tenantId: string, events: NewEvent[], opts: { opened?: boolean } = {}): Promise<TicketEventRow[]> {
+  return async function write(tx: Executor, tenantId: string, events: NewEvent[], opts: { opened?: boolean; fresh?: TicketDetailRow[] } = {}): Promise<TicketEventRow[]> {
     const rows = await store.insertEvents(tx, tenantId, events);
     if (!deps.events || rows.length === 0) return rows;
     const emitting = rows.map((row) => ({ row, types: outboundTypes(row, opts.opened === true) })).filter((e) => e.types.length > 0);
     if (emitting.length === 0) return rows;
-    const tickets = await deps.present(tx, tenantId, [...new Set(emitting.map((e) => e.row.ticket_id))]);
+    const tickets = await deps.present(tx, tenantId, [...new Set(emitting.map((e) => e.row.ticket_id))], opts.fresh ?? []);
     const out: NewOutboundEvent[] = [];
     for (const { row, types } of emitting) {
       const ticket = tickets.get(row.ticket_id)!;
