@@ -3,21 +3,24 @@
  * senders plus 10 % redeliveries, 64 concurrent connections (autocannon). Prints accepted msgs/s, p50/p99,
  * Redis commands per message (INFO commandstats delta ÷ messages) and tickets created versus expected; then
  * the same load against bench/inline-ingest-server.ts (same service function inline, no queue) and the ratio.
- *   npm run bench:ingest            BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (2), BENCH_CONNECTIONS (64), BENCH_CPU_PROF (a directory)
+ * Each case is warmed up by BENCH_WARMUP_MESSAGES (3,000) requests before it is measured: V8 optimises the
+ * request path only after enough calls, and a warm-up of 2 seconds measured part of the start-up (see
+ * docs/decisions.md, "Cost per message with more API processes").
+ *   npm run bench:ingest            BENCH_SECONDS (10), BENCH_WARMUP_MESSAGES (3000), BENCH_CONNECTIONS (64), BENCH_CPU_PROF (a directory)
  */
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
 import IORedis from 'ioredis';
 import { loadConfig } from '../src/config';
-import { smsWorkspace, benchEnv, freshDatabase, redisCalls, start, stop, type Env } from './processes';
+import { smsWorkspace, benchEnv, cpuPer, cpuSample, freshDatabase, redisCalls, start, stop, type Env } from './processes';
 import { createReport } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
-const WARMUP = Number(process.env.BENCH_WARMUP_SECONDS ?? 2);
+const WARMUP = Number(process.env.BENCH_WARMUP_MESSAGES ?? 3000);
 const report = createReport('ingest', {
   title: 'Channel intake: API → queue → worker against an inline baseline',
-  settings: { connections: CONNECTIONS, seconds: DURATION, 'warm-up seconds': WARMUP, messages: 'SMS from distinct senders + 10 % redeliveries' },
+  settings: { connections: CONNECTIONS, seconds: DURATION, 'warm-up requests': WARMUP, messages: 'SMS from distinct senders + 10 % redeliveries' },
 });
 async function main() {
   const database = await freshDatabase('helpdesk_bench_ingest');
@@ -34,7 +37,7 @@ async function main() {
   const redis = new IORedis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
 
   // One run of the load: distinct messages from distinct senders, every 10th request a redelivery.
-  const runLoad = async (port: number, tag: string, duration = DURATION) => {
+  const runLoad = async (port: number, tag: string, run: { duration: number } | { amount: number } = { duration: DURATION }) => {
     const sent: Record<string, unknown>[] = [];
     let distinct = 0;
     let n = 0;
@@ -52,7 +55,7 @@ async function main() {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       connections: CONNECTIONS,
-      duration,
+      ...run,
       requests: [{ setupRequest: (req) => ({ ...req, body: body() }) }],
     });
     const calls = (await redisCalls(redis)) - before;
@@ -90,10 +93,14 @@ async function main() {
   await autocannon({ url: 'http://127.0.0.1:18081/healthz', connections: 8, duration: 1 });
   // Both cases get the same warm-up (JIT, connection pools, caches) before the measured run: cold-start
   // latency is a start-up cost, not the steady state this bench is about.
-  await runLoad(18081, 'WA', WARMUP);
+  await runLoad(18081, 'WA', { amount: WARMUP });
+  // CPU per message of each component (issue 21, part 3), from /proc: from the start of the measured run to
+  // the moment the worker has written every message of it.
+  const cpu0 = cpuSample({ api, worker });
   const full = await runLoad(18081, 'A');
   // Everything acknowledged 202 is still processed exactly once: wait for the ledger to hold every message.
   for (let i = 0; i < 120 && (await countTickets('A')) < full.distinct; i++) await new Promise((r) => setTimeout(r, 500));
+  const cpu = cpuPer(cpu0, cpuSample({ api, worker }), full.r['2xx']);
   const fullTickets = await ticketsFor('A');
   const jobs = Number((await redis.get(`${prefix}:ingest:id`)) ?? 0);
   await stop(api);
@@ -101,7 +108,7 @@ async function main() {
 
   // Baseline: the same service function inline in a bare Express app.
   const inline = await start('bench/inline-ingest-server.ts', { ...env, PORT: '18082' }, /listening/, 18082);
-  await runLoad(18082, 'WB', WARMUP);
+  await runLoad(18082, 'WB', { amount: WARMUP });
   const base = await runLoad(18082, 'B');
   const baseTickets = await ticketsFor('B');
   await stop(inline);
@@ -133,6 +140,10 @@ async function main() {
   report.figure({ name: 'full path: tickets created', value: fullTickets, unit: 'tickets', target: `= distinct messages sent (${full.distinct}): nothing lost or doubled (issue 5)`, met: checks[3][0] });
   report.figure({ name: 'full path: non-2xx', value: full.r.non2xx, unit: 'responses' });
   report.figure({ name: 'full path: messages per ingest job', value: msgs(full) / Math.max(1, jobs), unit: 'messages' });
+  const total = cpu.api! + cpu.worker! + cpu.postgres! + cpu.redis!;
+  report.figure({ name: 'full path: CPU-ms per message (API, worker, PostgreSQL, Redis)', value: total, unit: 'ms' });
+  report.figure({ name: 'full path: CPU-ms per message by component', value: `api ${cpu.api!.toFixed(2)}, worker ${cpu.worker!.toFixed(2)}, postgres ${cpu.postgres!.toFixed(2)}, redis ${cpu.redis!.toFixed(2)}` });
+  console.log(`CPU-ms per message: api ${cpu.api!.toFixed(2)}, worker ${cpu.worker!.toFixed(2)}, postgres ${cpu.postgres!.toFixed(2)}, redis ${cpu.redis!.toFixed(2)}, total ${total.toFixed(2)}`);
   report.figure({ name: `inline baseline: tickets created (of ${base.distinct} distinct sent; counted at once, not checked)`, value: baseTickets, unit: 'tickets' });
   report.figure({ name: 'inline baseline: non-2xx', value: base.r.non2xx, unit: 'responses' });
 

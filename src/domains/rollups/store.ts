@@ -319,8 +319,12 @@ export async function timeDimGroups(db: Executor, tenantId: string, w: Window): 
         select user_id, team_id, worked_on, billable, entries, minutes from rollup_journal
         where tenant_id = ${tenantId} and kind = 'time' and day > ${w.edgeDay}::date
         union all
-        select user_id, team_id, worked_on, billable, 1, minutes from time_entries
+        -- The edge day's raw rows, summed per key before they are exploded into the three dimensions: the
+        -- day holds 1/since_days of the window's entries (55,000 at 10 million), and exploding each row
+        -- made the read grow with the table.
+        select user_id, team_id, worked_on, billable, count(*), sum(minutes) from time_entries
         where tenant_id = ${tenantId} and created_at > ${w.cutoff} and created_at < (${w.edgeDay}::date + 1)::timestamp at time zone 'UTC'
+        group by user_id, team_id, worked_on, billable
       ) as j
       cross join lateral (values ('agent', j.user_id::text), ('team', j.team_id::text), ('day', j.worked_on::text)) as d(dim, key)
     )

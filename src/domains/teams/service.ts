@@ -63,11 +63,13 @@ export function createTeamService(deps: { db: Db; config: ConfigSection<'tickets
      */
     async assign(actor: Principal, teamId: string, ticketId: string) {
       const outcome = await db.transaction().execute(async (tx) => {
-        // Everything that needs no lock is read first: the team lock is what callers queue on.
+        // Everything that does not need the team lock comes first, the ticket's own lock included: the team lock
+        // is what every caller of this team queues on, so it is held for as few round trips as possible. Every
+        // assignment locks its ticket before its team, so two of them cannot deadlock.
         const by = await tickets.userActor(tx, actor);
+        const ticket = await tickets.lockForChange(tx, actor.tenantId, ticketId);
         const team = await store.lockTeam(tx, actor.tenantId, teamId);
         if (!team) throw notFound('team');
-        const ticket = await tickets.lockForChange(tx, actor.tenantId, ticketId);
         const members = await store.rotation(tx, actor.tenantId, teamId, config.PRESENCE_TTL_SECONDS);
         const cursor = Number(team.rr_last_position);
         const order = [...members.filter((m) => Number(m.position) > cursor), ...members.filter((m) => Number(m.position) <= cursor)];
