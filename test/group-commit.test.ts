@@ -101,6 +101,25 @@ describe('group commit', () => {
   });
 });
 
+describe('group commit held by mayStart', () => {
+  test('a held write starts on kick once mayStart allows it, and mayStart sees how many writes run', async () => {
+    const { calls, write } = manualWrite();
+    let open = false;
+    const seen: number[] = [];
+    const group = createGroupCommit({ slots: 2, maxItems: 100, write, mayStart: (running) => (seen.push(running), open) });
+    const held = group.submit(items('h', 2));
+    await tick();
+    expect(calls).toHaveLength(0);
+    open = true;
+    group.kick();
+    await tick();
+    expect(calls.map((c) => c.ids)).toEqual([['h0', 'h1']]);
+    expect(seen).toEqual([0, 0]);
+    calls[0]!.finish();
+    expect((await held).map((r) => r.id)).toEqual(['h0', 'h1']);
+  });
+});
+
 describe('group commit over the real ingest write', () => {
   let ctx: TestContext;
   beforeAll(async () => {
@@ -134,6 +153,39 @@ describe('group commit over the real ingest write', () => {
     blocked.shift()!();
     await Promise.all(bulk);
     expect(written).toEqual(['live-1', 'bulk-1', 'bulk-2']);
+  });
+
+  test('no bulk write starts while a live write runs, and right after live ones bulk writes go one at a time', async () => {
+    const pending = new Map<string, () => void>();
+    const started: string[] = [];
+    const write = (batch: Item[]) =>
+      new Promise<ItemResult[]>((resolve) => {
+        const id = batch.map((i) => i.id).join('+');
+        started.push(id);
+        pending.set(id, () => resolve(batch.map((i) => ({ id: i.id, ok: true, value: null }))));
+      });
+    const run = intakeBatchProcessor({ ...ctx.config, INTAKE_WRITE_SLOTS: 2 }, ctx.runtime.redis, write);
+    const job = { attempt: 1, last: true };
+    const live = run({ reply_to: 'nobody', items: [{ id: 'live-1' }] }, job);
+    await tick();
+    const bulk = [run({ reply_to: 'nobody', bulk: true, items: [{ id: 'bulk-1' }] }, job)];
+    await tick();
+    // The live write holds the bulk one back.
+    expect(started).toEqual(['live-1']);
+    pending.get('live-1')!();
+    await live;
+    await tick();
+    expect(started).toEqual(['live-1', 'bulk-1']);
+    // Live traffic was just seen: a second bulk batch waits for the first, though a second slot is free.
+    bulk.push(run({ reply_to: 'nobody', bulk: true, items: [{ id: 'bulk-2' }] }, job));
+    await tick();
+    expect(started).toEqual(['live-1', 'bulk-1']);
+    pending.get('bulk-1')!();
+    await bulk[0];
+    await tick();
+    expect(started).toEqual(['live-1', 'bulk-1', 'bulk-2']);
+    pending.get('bulk-2')!();
+    await Promise.all(bulk);
   });
 
   test('twelve batches submitted at once with one slot are written in fewer transactions; every message is written once and answered its own ticket', async () => {

@@ -11,7 +11,13 @@ import type { ItemResult } from '../queue/results';
  * a reason no item caused (a lost database) every batch in it fails, so BullMQ retries each; the intake
  * ledger makes those retries safe.
  */
-export function createGroupCommit<I extends { id: string }>(o: { slots: number; maxItems: number; write(items: I[]): Promise<ItemResult[]> }) {
+export function createGroupCommit<I extends { id: string }>(o: {
+  slots: number;
+  maxItems: number;
+  write(items: I[]): Promise<ItemResult[]>;
+  /** Asked before each write starts: false holds the queue until the next `kick` or a write of its own ends. */
+  mayStart?: (running: number) => boolean;
+}) {
   interface Waiting {
     items: I[];
     resolve(results: ItemResult[]): void;
@@ -41,7 +47,7 @@ export function createGroupCommit<I extends { id: string }>(o: { slots: number; 
   }
 
   async function drain(): Promise<void> {
-    while (queue.length > 0 && running < o.slots) {
+    while (queue.length > 0 && running < o.slots && (o.mayStart?.(running) ?? true)) {
       const group = take();
       running += 1;
       void writeGroup(group).finally(() => {
@@ -77,6 +83,8 @@ export function createGroupCommit<I extends { id: string }>(o: { slots: number; 
         void drain();
       });
     },
+    /** Looks again whether a held write may start (`mayStart` changed its mind). */
+    kick: () => void drain(),
     /** Writes so far, and the batches and items they carried (what merging saved). */
     stats: () => ({ ...stats }),
   };
