@@ -113,6 +113,9 @@ const schema = z
     // once (0: no limit), and how many more may wait in its lane before it is answered 429.
     INTAKE_WORKSPACE_QUEUED: int(0, 100_000).default(32),
     INTAKE_WORKSPACE_WAITING: int(0, 1_000_000).default(256),
+    // While the host's CPUs are saturated and other workspaces send intake too, a workspace may have only this
+    // many items queued from one API process (its further requests wait in its lane; issue 21).
+    INTAKE_WORKSPACE_SHARED_QUEUED: int(1, 100_000).default(2),
     // Refused intake requests (ingest and webhooks) per client address: refusals never touch a workspace's budget.
     INGEST_REFUSAL_RATE_POINTS: int(1, 10_000_000).default(120),
     INGEST_REFUSAL_RATE_WINDOW_SECONDS: int(1, 86400).default(60),
@@ -234,6 +237,7 @@ export const CONFIG_SECTIONS = {
     'INGEST_MAX_MESSAGES_PER_REQUEST',
     'INTAKE_WORKSPACE_QUEUED',
     'INTAKE_WORKSPACE_WAITING',
+    'INTAKE_WORKSPACE_SHARED_QUEUED',
     'INGEST_REFUSAL_RATE_POINTS',
     'INGEST_REFUSAL_RATE_WINDOW_SECONDS',
   ],

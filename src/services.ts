@@ -35,7 +35,7 @@ import { createRefusalBudget } from './http/throttle';
 import { createEventService } from './domains/events/service';
 import { createWebhookEndpointService } from './domains/webhook-endpoints/service';
 import { createWebhookDelivery } from './domains/webhook-endpoints/delivery';
-import { createIntakePressure } from './queue/intake-pressure';
+import { createHostSaturation, createIntakePressure } from './queue/intake-pressure';
 import { createFairShare } from './intake/fair-share';
 import { createReadRouting } from './db/reads';
 import { createAfterAnswer } from './lib/after-answer';
@@ -74,7 +74,13 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   // Whether live intake saturates the host: background work makes way for it.
   const intakePressure = createIntakePressure(queues, config.INTAKE_QUEUE_SHARDS);
   // One lane per workspace per process, across channel ingest and provider webhooks.
-  const fair = createFairShare({ perWorkspace: config.INTAKE_WORKSPACE_QUEUED, maxWaiting: config.INTAKE_WORKSPACE_WAITING });
+  // While the host's CPUs are saturated and others send intake too, a bursting workspace gets a smaller share.
+  const fair = createFairShare({
+    perWorkspace: config.INTAKE_WORKSPACE_QUEUED,
+    maxWaiting: config.INTAKE_WORKSPACE_WAITING,
+    sharedQueued: config.INTAKE_WORKSPACE_SHARED_QUEUED,
+    contended: createHostSaturation().saturated,
+  });
   return {
     later,
     macroTriggers,

@@ -4,6 +4,7 @@
  * lanes' own rules (a share queued at a time, a bounded wait, 429 past it) hold exactly.
  */
 import { createFairShare } from '../src/intake/fair-share';
+import { createHostSaturation } from '../src/queue/intake-pressure';
 import { DomainError } from '../src/lib/errors';
 import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace, type Workspace } from './helpers/factories';
@@ -34,6 +35,52 @@ describe('lanes per workspace', () => {
     expect(bulk).toEqual([false, false, true, true, true, true]);
     for (const r of releases) r();
     expect(fair.lanes().size).toBe(0);
+  });
+
+  test('while the host is saturated and another workspace sends too, a workspace gets only the shared share; alone, or with CPU to spare, its whole share', async () => {
+    let saturated = true;
+    const fair = createFairShare({ perWorkspace: 4, maxWaiting: 100, sharedQueued: 1, contended: () => saturated });
+    const entered = (tenant: string, n: number) => {
+      const got: (() => void)[] = [];
+      for (let i = 0; i < n; i++) void fair.enter(tenant, 1).then((e) => got.push(e.release));
+      return got;
+    };
+    // Alone: saturated or not, its whole share.
+    const alone = entered('loud', 6);
+    await tick();
+    expect(alone).toHaveLength(4);
+    for (const r of alone.splice(0)) r();
+    await tick();
+    expect(alone).toHaveLength(2);
+    for (const r of alone.splice(0)) r();
+    // Another workspace sends: the loud one is held to one item queued, the quiet one goes at once.
+    await fair.enter('quiet', 1).then((e) => e.release());
+    const shared = entered('loud', 3);
+    await tick();
+    expect(shared).toHaveLength(1);
+    // CPU to spare again: the next answer lets its lane fill to its whole share.
+    saturated = false;
+    shared.splice(0)[0]!();
+    await tick();
+    expect(shared).toHaveLength(2);
+    for (const r of shared) r();
+  });
+
+  test('host saturation: on after a busy window, held a second after the last busy sample, off when calm', async () => {
+    let busy = 0;
+    let total = 0;
+    let share = 0.95;
+    // A fake kernel counter: each read advances 100 ms of two CPUs at the current busy share.
+    const host = createHostSaturation({ cpu: () => ((total += 200), (busy += 200 * share), { busy, total }) });
+    expect(host.saturated()).toBe(false);
+    await new Promise((r) => setTimeout(r, 450));
+    expect(host.saturated()).toBe(true);
+    share = 0.1;
+    await new Promise((r) => setTimeout(r, 600));
+    expect(host.saturated()).toBe(true);
+    await new Promise((r) => setTimeout(r, 1200));
+    expect(host.saturated()).toBe(false);
+    host.close();
   });
 
   test('another workspace is never held up by a full lane', async () => {

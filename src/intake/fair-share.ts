@@ -2,6 +2,8 @@ import { DomainError } from '../lib/errors';
 
 /** What a refused sender is told to wait: a lane moves many items a second even at saturation. */
 const RETRY_AFTER_SECONDS = 1;
+/** How long a workspace counts as sending intake after its last request (for `sharedQueued`). */
+const OTHERS_RECENT_MS = 1000;
 
 interface Waiter {
   n: number;
@@ -35,16 +37,38 @@ interface Lane {
  * - Items of a workspace in a burst (they waited in its lane, or half its share was already queued) are
  *   `bulk`: the edge queues them behind everyone else's (a lower job priority), so what a quiet workspace
  *   sends is worked off first, and the burst takes the capacity that is left, not less.
+ * - While the host's CPUs are saturated (`contended`) and another workspace sent intake within the last
+ *   second, a workspace may have only `sharedQueued` items queued. Its further requests wait in its lane,
+ *   which costs nothing while they wait; the burst is slowed to what leaves the host room for the others'
+ *   messages, instead of taking every core and making each of theirs wait its turn for one. Alone, or with
+ *   CPU to spare, a burst gets `perWorkspace` again.
  * - Counting is in memory, with no round trip on the hot path. With several API processes behind a balancer,
  *   each keeps its own lanes; the bound is then `perWorkspace` per process.
  */
-export function createFairShare(o: { perWorkspace: number; maxWaiting: number }) {
+export function createFairShare(o: { perWorkspace: number; maxWaiting: number; sharedQueued?: number; contended?: () => boolean }) {
   const lanes = new Map<string, Lane>();
+  /** When each workspace last asked to queue intake (kept for OTHERS_RECENT_MS). */
+  const lastSeen = new Map<string, number>();
+
+  /** Whether a workspace other than this one sent intake within OTHERS_RECENT_MS. */
+  function othersActive(tenantId: string, now: number): boolean {
+    let others = false;
+    for (const [id, at] of lastSeen) {
+      if (now - at > OTHERS_RECENT_MS) lastSeen.delete(id);
+      else if (id !== tenantId) others = true;
+    }
+    return others;
+  }
+
+  /** How many items the workspace may have queued right now. */
+  const capOf = (tenantId: string) =>
+    o.sharedQueued !== undefined && o.sharedQueued < o.perWorkspace && o.contended?.() && othersActive(tenantId, Date.now()) ? o.sharedQueued : o.perWorkspace;
 
   function wake(tenantId: string, lane: Lane) {
+    const cap = lane.waiters.length > 0 ? capOf(tenantId) : o.perWorkspace;
     while (lane.waiters.length > 0) {
       const next = lane.waiters[0]!;
-      if (lane.queued > 0 && lane.queued + next.n > o.perWorkspace) break;
+      if (lane.queued > 0 && lane.queued + next.n > cap) break;
       lane.waiters.shift();
       lane.waitingItems -= next.n;
       lane.queued += next.n;
@@ -79,7 +103,8 @@ export function createFairShare(o: { perWorkspace: number; maxWaiting: number })
         lane.queued += n;
         return { release: releaser(tenantId, lane, n), bulk: false };
       }
-      if (lane.waiters.length === 0 && (lane.queued === 0 || lane.queued + n <= o.perWorkspace)) {
+      lastSeen.set(tenantId, Date.now());
+      if (lane.waiters.length === 0 && (lane.queued === 0 || lane.queued + n <= capOf(tenantId))) {
         const bulk = lane.queued * 2 >= o.perWorkspace;
         lane.queued += n;
         return { release: releaser(tenantId, lane, n), bulk };

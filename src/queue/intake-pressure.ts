@@ -114,3 +114,38 @@ export const bulkWork =
     await makeWayForIntake(pressure, maxMs);
     return run();
   };
+
+/**
+ * Whether this host's CPUs are saturated, read in the process that asks (the API's intake lanes): the busy
+ * share over the last WINDOW_MS, sampled every SAMPLE_MS from the kernel's counters once first asked, held for
+ * CALM_MS after the last saturated sample (as above: a momentary lull mid-flood is not the end of it). Synchronous
+ * and in memory: it is asked on the request path.
+ */
+export function createHostSaturation(read: { cpu: () => { busy: number; total: number } } = { cpu: hostCpu }) {
+  let readings: { at: number; busy: number; total: number }[] = [];
+  let saturatedAt = -Infinity;
+  let timer: NodeJS.Timeout | null = null;
+  const sample = () => {
+    const now = Date.now();
+    readings.push({ at: now, ...read.cpu() });
+    const from = readings.findLastIndex((r) => now - r.at >= WINDOW_MS);
+    if (from > 0) readings = readings.slice(from);
+    const [oldest, latest] = [readings[0]!, readings.at(-1)!];
+    const total = latest.total - oldest.total;
+    if (total > 0 && (latest.busy - oldest.busy) / total >= BUSY_SHARE) saturatedAt = now;
+  };
+  return {
+    saturated(): boolean {
+      if (!timer) {
+        sample();
+        timer = setInterval(sample, SAMPLE_MS).unref();
+      }
+      return Date.now() - saturatedAt < CALM_MS;
+    },
+    close(): void {
+      if (timer) clearInterval(timer);
+      timer = null;
+    },
+  };
+}
+
