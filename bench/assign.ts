@@ -13,7 +13,7 @@ import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { sql } from 'kysely';
 import { newId } from '../src/lib/ids';
 import { openBenchApp } from './lib';
-import { createReport, type Load } from './report';
+import { createReport, runBench, type Load } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CALLERS = Number(process.env.BENCH_CALLERS ?? 32);
@@ -241,7 +241,4 @@ async function main() {
   }
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

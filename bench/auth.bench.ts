@@ -6,7 +6,7 @@
 import autocannon from 'autocannon';
 import { exportSPKI, generateKeyPair, SignJWT } from 'jose';
 import { openBenchApp } from './lib';
-import { autocannonLoad, createReport } from './report';
+import { autocannonLoad, createReport, runBench } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -47,7 +47,4 @@ async function main() {
   }
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

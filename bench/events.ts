@@ -21,7 +21,7 @@ import type { AddressInfo } from 'node:net';
 import autocannon from 'autocannon';
 import { loadConfig } from '../src/config';
 import { smsWorkspace, benchEnv, cpuPer, cpuSample, freshDatabase, start, stop, type Env } from './processes';
-import { createReport, quantile } from './report';
+import { createReport, quantile, runBench } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
 // Five pairs: single pairs on this shared machine ranged 0.64–1.31×, wider than the 10 % the target allows.
@@ -237,10 +237,4 @@ async function main() {
   await database.drop();
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runBench(main);

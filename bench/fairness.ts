@@ -16,7 +16,7 @@ import { createAuditService } from '../src/domains/audit/service';
 import { createWebhookService } from '../src/domains/webhooks/service';
 import { rawOf, signedHeaders, zendeskEvent } from '../test/helpers/webhooks';
 import { benchEnv, freshDatabase, smsWorkspace, start, stop, type Env } from './processes';
-import { createReport, quantile } from './report';
+import { createReport, quantile, runBench } from './report';
 
 const FLOOD_SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const QUIET_SECONDS = Number(process.env.BENCH_QUIET_SECONDS ?? 10);
@@ -214,10 +214,4 @@ async function main() {
   await database.drop();
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runBench(main);

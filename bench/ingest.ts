@@ -13,7 +13,7 @@ import autocannon from 'autocannon';
 import IORedis from 'ioredis';
 import { loadConfig } from '../src/config';
 import { smsWorkspace, benchEnv, cpuPer, cpuSample, freshDatabase, redisCalls, start, stop, type Env } from './processes';
-import { createReport } from './report';
+import { createReport, runBench } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
@@ -152,10 +152,4 @@ async function main() {
   await database.drop();
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -100,3 +100,14 @@ export function createReport(bench: string, opts: { title: string; settings?: Re
     },
   };
 }
+
+/** Runs a bench's main and exits with its outcome (0, or 1 after printing what failed): what bench/run.ts reads. */
+export function runBench(main: () => Promise<void>): void {
+  main().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

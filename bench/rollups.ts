@@ -18,7 +18,7 @@ import { createAuditService } from '../src/domains/audit/service';
 import * as rollups from '../src/domains/rollups/store';
 import { createWorkspaceService } from '../src/domains/workspaces/service';
 import { benchEnv, freshDatabase, start, stop, type Env } from './processes';
-import { createReport } from './report';
+import { createReport, runBench } from './report';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
@@ -175,10 +175,4 @@ async function main() {
   if (!process.env.BENCH_KEEP_DATABASE) await database.drop();
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -22,7 +22,7 @@ import autocannon from 'autocannon';
 import IORedis from 'ioredis';
 import { loadConfig } from '../src/config';
 import { smsWorkspace, benchEnv, cpuSample, freshDatabase, redisCalls, start, stop, type Env } from './processes';
-import { createReport } from './report';
+import { createReport, runBench } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
@@ -154,10 +154,4 @@ async function main() {
   await database.drop();
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -10,7 +10,7 @@
 import { sql } from 'kysely';
 import { encodeCursor } from '../src/lib/paging';
 import { benchWorkspaces, getLoad, openBenchApp } from './lib';
-import { createReport, type Load } from './report';
+import { createReport, runBench, type Load } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -150,7 +150,4 @@ async function main() {
   }
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+runBench(main);

@@ -17,7 +17,7 @@ import { createWebhookService } from '../src/domains/webhooks/service';
 import { createQueueHub } from '../src/queue/hub';
 import { frontEvent, helpscoutConversation, rawOf, signedHeaders, zendeskEvent, type WebhookProvider } from '../test/helpers/webhooks';
 import { benchEnv, freshDatabase, redisCalls, start, stop, type Env } from './processes';
-import { createReport } from './report';
+import { createReport, runBench } from './report';
 
 const DELIVERIES = Number(process.env.BENCH_DELIVERIES ?? 20_000);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 128);
@@ -163,10 +163,4 @@ async function main() {
   await database.drop();
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -22,7 +22,7 @@ import { Client } from 'pg';
 import { newId } from '../src/lib/ids';
 import { openBenchApp } from './lib';
 import { redisCalls } from './processes';
-import { createReport, quantile, type Load } from './report';
+import { createReport, quantile, runBench, type Load } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -239,10 +239,4 @@ async function main() {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runBench(main);

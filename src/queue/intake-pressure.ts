@@ -31,6 +31,25 @@ function hostCpu(): { busy: number; total: number } {
   return { busy, total };
 }
 
+/**
+ * The host's CPU busy share over the last WINDOW_MS: each `read()` takes a reading of the kernel's counters
+ * and answers the share since the oldest reading still in the window (the one just before it, at first).
+ */
+function busyWindow(cpu: () => { busy: number; total: number }) {
+  let readings = [{ at: Date.now(), ...cpu() }];
+  return {
+    read(): number {
+      const now = Date.now();
+      readings.push({ at: now, ...cpu() });
+      const from = readings.findLastIndex((r) => now - r.at >= WINDOW_MS);
+      if (from > 0) readings = readings.slice(from);
+      const [oldest, latest] = [readings[0]!, readings.at(-1)!];
+      const total = latest.total - oldest.total;
+      return total > 0 ? (latest.busy - oldest.busy) / total : 0;
+    },
+  };
+}
+
 export interface IntakePressure {
   /** True while live intake is in flight and the host's CPUs have no idle time to spare. */
   saturated(): Promise<boolean>;
@@ -54,19 +73,12 @@ export function createIntakePressure(queues: QueueHub, shards: number, read: { c
   let last = { at: 0, saturated: false };
   /** When a sample last found intake saturated. */
   let saturatedAt = -Infinity;
-  /** CPU readings of the last WINDOW_MS and the one just before it, oldest first. */
-  let readings = [{ at: Date.now(), ...read.cpu() }];
+  const window = busyWindow(read.cpu);
   let pending: Promise<boolean> | null = null;
 
   async function sample(): Promise<boolean> {
     const now = Date.now();
-    const cpu = { at: now, ...read.cpu() };
-    readings.push(cpu);
-    const from = readings.findLastIndex((r) => now - r.at >= WINDOW_MS);
-    if (from > 0) readings = readings.slice(from);
-    const oldest = readings[0]!;
-    const total = cpu.total - oldest.total;
-    const busyShare = total > 0 ? (cpu.busy - oldest.busy) / total : 0;
+    const busyShare = window.read();
     let inFlight = 0;
     if (busyShare >= BUSY_SHARE) {
       const counts = await Promise.all(intakeQueues.map((q) => queues.queue(q).getJobCounts('active', 'waiting', 'prioritized')));
@@ -122,22 +134,16 @@ export const bulkWork =
  * and in memory: it is asked on the request path.
  */
 export function createHostSaturation(read: { cpu: () => { busy: number; total: number } } = { cpu: hostCpu }) {
-  let readings: { at: number; busy: number; total: number }[] = [];
+  let window: ReturnType<typeof busyWindow> | null = null;
   let saturatedAt = -Infinity;
   let timer: NodeJS.Timeout | null = null;
   const sample = () => {
-    const now = Date.now();
-    readings.push({ at: now, ...read.cpu() });
-    const from = readings.findLastIndex((r) => now - r.at >= WINDOW_MS);
-    if (from > 0) readings = readings.slice(from);
-    const [oldest, latest] = [readings[0]!, readings.at(-1)!];
-    const total = latest.total - oldest.total;
-    if (total > 0 && (latest.busy - oldest.busy) / total >= BUSY_SHARE) saturatedAt = now;
+    if (window!.read() >= BUSY_SHARE) saturatedAt = Date.now();
   };
   return {
     saturated(): boolean {
       if (!timer) {
-        sample();
+        window = busyWindow(read.cpu);
         timer = setInterval(sample, SAMPLE_MS).unref();
       }
       return Date.now() - saturatedAt < CALM_MS;

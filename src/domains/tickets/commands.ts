@@ -98,6 +98,8 @@ export const eventFor = (by: EventActor, ticketId: string, kind: string, body: s
 /** A ticket's two due times: what its SLA timers are set for. */
 type DueTimes = Pick<TicketRow, 'first_response_due' | 'resolution_due'>;
 const pickDue = (t: DueTimes): DueTimes => ({ first_response_due: t.first_response_due, resolution_due: t.resolution_due });
+/** The timeline's option for the detail row an UPDATE just returned (its events are presented from it). */
+const freshly = (row: store.TicketDetailRow | undefined) => ({ fresh: row ? [row] : [] });
 
 /** How many merges an inbound message follows to reach the live ticket (merge chains are short). */
 const MAX_MERGE_HOPS = 16;
@@ -230,7 +232,7 @@ export function createTicketCommands(deps: {
     const now = new Date();
     const fresh = await store.updateTicketDetail(tx, tenantId, t.id, { status: 'open', reopened_at: now, ...(await sla.restartedClock(tx, tenantId, t, now)) });
     const reopenEvent = eventFor(by, t.id, 'reopen', '', { from: t.status });
-    await timeline(tx, tenantId, [reopenEvent, eventFor(by, t.id, 'status_changed', '', { from: t.status, to: 'open' })], { fresh: fresh ? [fresh] : [] });
+    await timeline(tx, tenantId, [reopenEvent, eventFor(by, t.id, 'status_changed', '', { from: t.status, to: 'open' })], freshly(fresh));
     return reopenEvent.id;
   }
 
@@ -259,7 +261,7 @@ export function createTicketCommands(deps: {
     const fresh = await store.updateTicketDetail(tx, tenantId, t.id, firstResponse ? { first_responded_at: new Date() } : {});
     const sendsEmail = kind === 'reply' && t.source === 'email' && outbound !== undefined;
     const event = eventFor(by, t.id, kind, body, kind === 'reply' ? { first_response: firstResponse, ...(sendsEmail ? { email_delivery: 'queued' } : {}) } : {});
-    await timeline(tx, tenantId, [event], { fresh: fresh ? [fresh] : [] });
+    await timeline(tx, tenantId, [event], freshly(fresh));
     const queued = sendsEmail ? await outbound!.record(tx, tenantId, t, event.id) : false;
     if (kind === 'reply' && t.assignee_id) {
       await notifications.notify(tx, tenantId, [t.assignee_id], by.actor_user_id, { kind: 'reply_on_assigned', ticketId: t.id, body: t.subject });
@@ -327,7 +329,7 @@ export function createTicketCommands(deps: {
     }
     if (Object.keys(changes).length > 0) events.push(eventFor(by, t.id, 'fields_changed', '', { changes }));
     const fresh = Object.keys(update).length > 0 ? await store.updateTicketDetail(tx, tenantId, t.id, update) : undefined;
-    await timeline(tx, tenantId, events, { fresh: fresh ? [fresh] : [] });
+    await timeline(tx, tenantId, events, freshly(fresh));
     const dueMoved = update.first_response_due !== undefined || update.resolution_due !== undefined;
     // The new due times, for the timers after commit (no read of the ticket again).
     return { dueMoved, ...(dueMoved && fresh ? { due: pickDue(fresh) } : {}), lastEventId: events.at(-1)?.id };
@@ -338,7 +340,7 @@ export function createTicketCommands(deps: {
     refuseMerged(t);
     const fresh = await store.updateTicketDetail(tx, tenantId, t.id, { team_id: teamId, assignee_id: userId });
     const event = eventFor(by, t.id, 'assigned', '', { team_id: teamId, assignee_id: userId, from_assignee_id: t.assignee_id, ...meta });
-    await timeline(tx, tenantId, [event], { fresh: fresh ? [fresh] : [] });
+    await timeline(tx, tenantId, [event], freshly(fresh));
     await notifications.notify(tx, tenantId, [userId], by.actor_user_id, { kind: 'assigned', ticketId: t.id, body: t.subject, meta: { team_id: teamId } });
     return event.id;
   }

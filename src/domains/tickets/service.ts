@@ -16,6 +16,7 @@ import type { EventSink } from '../events/types';
 import type { CreateTicketInput, ListTicketsQuery, PatchTicketInput } from './schemas';
 import { createTicketSla } from './sla';
 import * as store from './store';
+import type { TicketDetailRow } from './store';
 
 /**
  * The tickets' own use cases (the operations of the tickets routes), each one transaction over the commands,
@@ -38,29 +39,25 @@ export function createTicketService(deps: {
 }) {
   const { db, customers, notifications } = deps;
   const queries = createTicketQueries(deps);
-  type Presented = Awaited<ReturnType<typeof queries.withoutTimeline>>;
   /**
-   * What each transaction's timeline wrote and the tickets as the outbound events presented them after it: a
-   * write answers with exactly these, so its answer costs no read of its own when the events already made one.
+   * What each transaction's timeline wrote: the event rows, and the detail rows the UPDATEs before them
+   * returned. A write answers with exactly these, so its answer reads neither the ticket nor its timeline.
    */
-  const written = new WeakMap<Executor, { rows: TicketEventRow[]; presented: Map<string, Presented> }>();
-  const writtenIn = (tx: Executor) => {
-    let w = written.get(tx);
-    if (!w) written.set(tx, (w = { rows: [], presented: new Map() }));
-    return w;
-  };
+  const written = new WeakMap<Executor, { rows: TicketEventRow[]; fresh: Map<string, TicketDetailRow> }>();
   const emitting = createTicketTimeline({
     ...(deps.events ? { events: deps.events } : {}),
     present: async (exec, tenantId, ids, fresh) => {
       const tickets = await queries.manyWithoutTimeline(exec, tenantId, ids, fresh);
-      for (const [id, t] of tickets) writtenIn(exec).presented.set(id, t);
       // The version is the ETag, not a field of the ticket.
       return new Map([...tickets].map(([id, { version: _internal, ...ticket }]) => [id, ticket]));
     },
   });
   const timeline: TicketTimeline = async (tx, tenantId, events, opts) => {
     const rows = await emitting(tx, tenantId, events, opts);
-    writtenIn(tx).rows.push(...rows);
+    let w = written.get(tx);
+    if (!w) written.set(tx, (w = { rows: [], fresh: new Map() }));
+    w.rows.push(...rows);
+    for (const t of opts?.fresh ?? []) w.fresh.set(t.id, t);
     return rows;
   };
 
@@ -70,7 +67,9 @@ export function createTicketService(deps: {
    */
   async function answerOf(tx: Executor, tenantId: string, id: string) {
     const w = written.get(tx);
-    const ticket = w?.presented.get(id) ?? (await queries.withoutTimeline(tx, tenantId, id));
+    const fresh = w?.fresh.get(id);
+    const ticket = (await queries.manyWithoutTimeline(tx, tenantId, [id], fresh ? [fresh] : [])).get(id);
+    if (!ticket) throw notFound('ticket');
     return { ...ticket, new_events: (w?.rows ?? []).filter((r) => r.ticket_id === id).map(presentEvent) };
   }
   const sla = createTicketSla({ ...deps, timeline });
