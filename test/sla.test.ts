@@ -133,6 +133,8 @@ describe('SLA policies, timers and breaches (no worker running)', () => {
         expect(ms(t.first_response_due)).toBe(ms(t.created_at) + target.first_response_minutes * MIN);
         expect(ms(t.resolution_due)).toBe(ms(t.created_at) + target.resolution_minutes * MIN);
 
+        // Timers are enqueued after the answer (services.later): wait for that work before looking.
+        await ctx.services.later.settle();
         const queue = ctx.runtime.queues.queue('maintenance');
         for (const due of [t.first_response_due, t.resolution_due]) {
           const job = await Job.fromId(queue, `sla-${t.id}-${ms(due)}`);

@@ -95,6 +95,8 @@ export function helpers(get: () => TestContext) {
     },
     /** Every macros.trigger job (any state) in the maintenance queue for a ticket. */
     async triggerJobs(ticketId: string): Promise<Job[]> {
+      // Trigger jobs are enqueued after the answer (services.later): wait for that work before looking.
+      await get().services.later.settle();
       const q = get().runtime.queues.queue('maintenance');
       const jobs = await q.getJobs(['wait', 'waiting', 'active', 'delayed', 'prioritized', 'waiting-children', 'completed', 'failed']);
       const seen = new Set<string>();
