@@ -150,6 +150,15 @@ export function cpuSample(components: Record<string, ChildProcess>): Record<stri
   return totals;
 }
 
+/**
+ * CPU used so far by this process's main thread (the event loop that serves an in-process app; a load
+ * generator in a worker thread is not counted) as `api`, with every PostgreSQL process and Redis server.
+ */
+export function cpuSampleHere(): Record<string, number> {
+  const main = procCpu(`${process.pid}/task/${process.pid}`);
+  return { ...cpuSample({}), api: main?.ms ?? NaN };
+}
+
 /** CPU milliseconds per unit of work for each component between two samples. */
 export const cpuPer = (before: Record<string, number>, after: Record<string, number>, units: number) =>
   Object.fromEntries(Object.keys(after).map((k) => [k, units > 0 ? (after[k]! - (before[k] ?? 0)) / units : NaN]));

@@ -7,7 +7,9 @@
  * PATCH /v1/tickets/{id}, POST …/replies, POST …/notes, GET /v1/tickets/{id} (50 events), GET /v1/tickets
  * (first page), POST /v1/teams/{id}/assign, and PATCH on one ticket with 5,000 events against PATCH on one new
  * ticket. For each it prints the rate as a ratio to its baseline, and the database round trips and Redis
- * commands per request (every statement the pool sends, BEGIN and COMMIT included).
+ * commands per request (every statement the pool sends, BEGIN and COMMIT included), and CPU-ms per request
+ * by component: this process's main thread (the app and the baselines; the load generator runs in a thread
+ * of its own and is not counted), PostgreSQL and Redis, from /proc.
  * Targets: every write ≥ 0.5× the write baseline; GET ticket ≥ 0.7× the read baseline; PATCH on the
  * 5,000-event ticket within 10 % of a new ticket.
  *   npm run bench:writes     BENCH_SECONDS, BENCH_CONNECTIONS, BENCH_TICKETS, BENCH_CASES (a comma list of
@@ -21,7 +23,7 @@ import { sql } from 'kysely';
 import { Client } from 'pg';
 import { newId } from '../src/lib/ids';
 import { openBenchApp } from './lib';
-import { redisCalls } from './processes';
+import { cpuPer, cpuSampleHere, redisCalls } from './processes';
 import { createReport, quantile, runBench, type Load } from './report';
 
 const DURATION = Number(process.env.BENCH_SECONDS ?? 5);
@@ -80,6 +82,12 @@ async function caller(deadline) {
   parentPort.postMessage({ latencies, ok, failed, failures, elapsedMs: performance.now() - start });
 })();
 `;
+
+/** CPU-ms per request: this process's main thread, PostgreSQL, Redis. */
+type Cpu = { api: number; postgres: number; redis: number };
+type Case = Load & { trips: number; cmds: number; cpu: Cpu };
+const cpuTotal = (c: Cpu) => c.api + c.postgres + c.redis;
+const cpuText = (c: Cpu) => `api ${c.api.toFixed(2)} pg ${c.postgres.toFixed(2)} redis ${c.redis.toFixed(2)} = ${cpuTotal(c).toFixed(2)}`;
 
 interface Plan {
   method: 'GET' | 'POST' | 'PATCH';
@@ -171,7 +179,7 @@ async function main() {
     await sql`VACUUM ANALYZE`.execute(db);
 
     const run = async (title: string, plan: Plan, base = url, durationMs = DURATION * 1000) => {
-      const [s0, r0] = [statements, await redisCalls(redis)];
+      const [s0, r0, c0] = [statements, await redisCalls(redis), cpuSampleHere()];
       const r = await new Promise<LoadResult>((resolve, reject) => {
         const w = new Worker(LOADER, { eval: true, workerData: { base, key, method: plan.method, path: plan.path, body: plan.body, ids: plan.ids, callers: CONNECTIONS, durationMs } });
         w.once('message', (m: LoadResult) => {
@@ -180,12 +188,14 @@ async function main() {
         });
         w.once('error', reject);
       });
+      const c1 = cpuSampleHere();
       const requests = r.ok + r.failed;
       const trips = (statements - s0) / requests;
       const cmds = ((await redisCalls(redis)) - r0 - 1) / requests;
-      const load: Load & { trips: number; cmds: number } = { rate: r.ok / (r.elapsedMs / 1000), p50: quantile(r.latencies, 0.5), p99: quantile(r.latencies, 0.99), errors: r.failed, trips, cmds };
+      const cpu = cpuPer(c0, c1, requests) as Cpu;
+      const load: Case = { rate: r.ok / (r.elapsedMs / 1000), p50: quantile(r.latencies, 0.5), p99: quantile(r.latencies, 0.99), errors: r.failed, trips, cmds, cpu };
       const fails = r.failed ? `   failures ${JSON.stringify(r.failures)}` : '';
-      console.log(`${title.padEnd(44)} ${load.rate.toFixed(0).padStart(6)} /s   p50 ${load.p50.toFixed(1).padStart(6)} ms   p99 ${load.p99.toFixed(1).padStart(6)} ms   ${trips.toFixed(1).padStart(5)} db trips   ${cmds.toFixed(1).padStart(5)} Redis cmds${fails}`);
+      console.log(`${title.padEnd(44)} ${load.rate.toFixed(0).padStart(6)} /s   p50 ${load.p50.toFixed(1).padStart(6)} ms   p99 ${load.p99.toFixed(1).padStart(6)} ms   ${trips.toFixed(1).padStart(5)} db trips   ${cmds.toFixed(1).padStart(5)} Redis cmds   CPU-ms/req ${cpuText(cpu)}${fails}`);
       return load;
     };
 
@@ -206,13 +216,15 @@ async function main() {
       { name: 'GET /v1/tickets/{id} (50 events)', plan: { method: 'GET', path: '/v1/tickets/{id}', ids: [withFifty!] }, against: 'read', target: 0.7 },
       { name: 'GET /v1/tickets (first page)', plan: { method: 'GET', path: '/v1/tickets', ids: ['-'] }, against: 'read' },
     ];
-    const cases: { name: string; load: Load & { trips: number; cmds: number }; against: 'write' | 'read' | null; target?: number }[] = [];
+    const cases: { name: string; load: Case; against: 'write' | 'read' | null; target?: number }[] = [];
     for (const c of plans.filter((p) => wanted(p.name))) cases.push({ ...c, load: await run(c.name, c.plan) });
     const longTicket = wanted('5,000') ? { fresh: await run('PATCH one new ticket', { method: 'PATCH', path: '/v1/tickets/{id}', body: 'patch', ids: [fresh!] }), long: await run('PATCH one ticket with 5,000 events', { method: 'PATCH', path: '/v1/tickets/{id}', body: 'patch', ids: [withHistory!] }) } : null;
 
     report.figure({ name: 'baseline: lock, update, insert (no auth)', value: writeBase.rate, unit: 'req/s' });
     report.figure({ name: 'baseline: lock, update, insert: db round trips per request', value: writeBase.trips, unit: 'round trips' });
+    report.figure({ name: 'baseline: lock, update, insert: CPU-ms per request', value: cpuText(writeBase.cpu) });
     report.figure({ name: 'baseline: read one row (no auth)', value: readBase.rate, unit: 'req/s' });
+    report.figure({ name: 'baseline: read one row: CPU-ms per request', value: cpuText(readBase.cpu) });
     for (const c of cases) {
       const base = c.against === 'write' ? writeBase : readBase;
       const ratio = c.load.rate / base.rate;
@@ -225,6 +237,8 @@ async function main() {
       });
       report.figure({ name: `${c.name}: p99`, value: c.load.p99, unit: 'ms', baseline: base.p99 });
       report.figure({ name: `${c.name}: db round trips and Redis commands per request`, value: `${c.load.trips.toFixed(1)} round trips, ${c.load.cmds.toFixed(1)} Redis commands` });
+      // Cost per request, less noisy than a rate on a shared machine: the baseline's CPU-ms over this case's.
+      report.figure({ name: `${c.name}: CPU-ms per request (${cpuText(c.load.cpu)})`, value: cpuTotal(c.load.cpu), unit: 'ms', baseline: cpuTotal(base.cpu), ratio: cpuTotal(base.cpu) / cpuTotal(c.load.cpu), ratioKind: 'baseline/value' });
       if (c.target) console.log(`${ratio >= c.target ? 'PASS' : 'MISS'}: ${c.name} ${ratio.toFixed(2)}× the ${c.against} baseline (target ≥ ${c.target}×)`);
     }
     if (longTicket) {

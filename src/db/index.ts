@@ -3,6 +3,7 @@ import { Pool, types } from 'pg';
 import type { Config } from '../config';
 import type { Database } from './types';
 import { migrationProvider } from './migrations';
+import { namedStatementPool } from './named-statements';
 
 // int8 counts fit comfortably in a JS number for every count this service reports.
 types.setTypeParser(types.builtins.INT8, (v) => Number(v));
@@ -39,7 +40,10 @@ export function createDb(
   // and the pool discards it on release because it is no longer queryable.
   pool.on('error', onError);
   pool.on('connect', (client) => client.on('error', onError));
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  // Hot queries of fixed shape go as named prepared statements, except behind a transaction-mode pooler, where
+  // a statement prepared on one server connection is unknown on the next (src/db/named-statements.ts).
+  const dialectPool = config.DATABASE_POOL_MODE === 'transaction' ? pool : namedStatementPool(pool);
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: dialectPool }) });
   return {
     db,
     pool,

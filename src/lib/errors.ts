@@ -154,6 +154,15 @@ const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNRE
  * Recognises a lost PostgreSQL or Redis so the caller gets a 503 with Retry-After instead of a 500.
  * Transactions roll back on these errors, so nothing is half-written.
  */
+/**
+ * A prepared statement whose tables changed shape under it (a migration added a column to a table it reads
+ * with `*`, during a rolling deploy) fails with this once per connection: PostgreSQL re-plans it after DDL but
+ * refuses a different row type. src/db/named-statements.ts prepares it afresh; a transaction it broke is
+ * answered 503, worth a retry.
+ */
+export const isStalePreparedStatement = (err: unknown): boolean =>
+  (err as { code?: unknown })?.code === '0A000' && String((err as Error)?.message).includes('cached plan must not change result type');
+
 export function asDependencyError(err: unknown): DomainError | null {
   // isNativeError also recognises errors made in another realm (Node's own, seen from a vm context such as jest's).
   if (!(err instanceof Error) && !types.isNativeError(err)) return null;
@@ -162,6 +171,7 @@ export function asDependencyError(err: unknown): DomainError | null {
   if (typeof code === 'string' && (PG_UNAVAILABLE_CODES.has(code) || NET_CODES.has(code))) {
     return dependencyUnavailable('A backing service');
   }
+  if (isStalePreparedStatement(err)) return dependencyUnavailable('PostgreSQL', 1);
   if (
     /timeout exceeded when trying to connect|Connection terminated|Client has encountered a connection error/i.test(message)
   ) {

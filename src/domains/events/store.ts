@@ -1,4 +1,5 @@
 import type { Executor } from '../../db';
+import { named } from '../../db/prepared';
 import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
 import type { Cursor } from '../../lib/paging';
 
@@ -12,10 +13,8 @@ export interface EventInsert {
 /** Inserted in the caller's transaction; `position` is set at its commit (the deferred trigger of 0023). */
 export async function insertEvents(db: Executor, tenantId: string, events: EventInsert[]): Promise<void> {
   if (events.length === 0) return;
-  await db
-    .insertInto('events')
-    .values(events.map((e) => ({ ...e, tenant_id: tenantId })))
-    .execute();
+  // Every write that changes a ticket runs this; one shape per row count and columns given.
+  await named(db, db.insertInto('events').values(events.map((e) => ({ ...e, tenant_id: tenantId }))), { rows: events.length });
 }
 
 const LOG_PAGES: Keyset = { key: 'position', kind: 'sequence', direction: 'asc' };

@@ -1,11 +1,11 @@
-import { sql, type SelectQueryBuilder } from 'kysely';
+import { sql, type Compilable, type SelectQueryBuilder } from 'kysely';
 import type { Executor } from '../../db';
 import type { Database, NewTicket, NewTicketEvent, TicketEventRow, TicketRow } from '../../db/types';
 import { SLA_LIVE } from './status';
 import type { TicketFilters, TicketSort } from './schemas';
 import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
 import type { Cursor } from '../../lib/paging';
-import { prepared } from '../../db/prepared';
+import { named, prepared, preparedShapes } from '../../db/prepared';
 
 /** Rows come back in the order given (RETURNING's order is not promised, so they are matched by id). */
 export async function insertTickets(db: Executor, tenantId: string, ts: (Omit<NewTicket, 'tenant_id'> & { id: string })[]): Promise<TicketRow[]> {
@@ -70,17 +70,21 @@ export type TicketUpdate = Partial<
   >
 > & { metadataPatch?: Record<string, unknown> };
 
+/** The columns an UPDATE of one ticket sets; the metadata merge patch already JSON text. */
+type UpdateColumns = Omit<TicketUpdate, 'metadataPatch'> & { metadata_patch_json?: string };
+
+const columnsOf = ({ metadataPatch, ...columns }: TicketUpdate): UpdateColumns =>
+  metadataPatch ? { ...columns, metadata_patch_json: JSON.stringify(metadataPatch) } : columns;
+
 /** The UPDATE of one ticket (updated_at moves; the row trigger moves the version). */
-function updateOne(db: Executor, tenantId: string, id: string, patch: TicketUpdate) {
-  const { metadataPatch, ...columns } = patch;
+function updateOne(db: Executor, tenantId: string, id: string, update: UpdateColumns) {
+  const { metadata_patch_json: metadataJson, ...columns } = update;
   return db
     .updateTable('tickets')
     .set({
       ...columns,
       // JSON merge patch in SQL: keys sent are set, keys sent as null are removed, the rest are kept.
-      ...(metadataPatch
-        ? { metadata: sql`jsonb_strip_nulls(metadata || ${JSON.stringify(metadataPatch)}::jsonb)` as unknown as string }
-        : {}),
+      ...(metadataJson !== undefined ? { metadata: sql`jsonb_strip_nulls(metadata || ${metadataJson}::jsonb)` as unknown as string } : {}),
       updated_at: sql`now()`,
     })
     .where('tenant_id', '=', tenantId)
@@ -88,7 +92,7 @@ function updateOne(db: Executor, tenantId: string, id: string, patch: TicketUpda
 }
 
 export async function updateTicket(db: Executor, tenantId: string, id: string, patch: TicketUpdate): Promise<void> {
-  await updateOne(db, tenantId, id, patch).execute();
+  await updateOne(db, tenantId, id, columnsOf(patch)).execute();
 }
 
 /**
@@ -97,9 +101,14 @@ export async function updateTicket(db: Executor, tenantId: string, id: string, p
  * which it changes). The write's answer and its outbound events then need no read of their own.
  */
 export async function updateTicketDetail(db: Executor, tenantId: string, id: string, patch: TicketUpdate): Promise<TicketDetailRow | undefined> {
-  const updated = db.with('t', () => updateOne(db, tenantId, id, patch).returningAll()).selectFrom('t');
-  return withDetail(updated as unknown as DetailBase, tenantId).executeTakeFirst();
+  return (await updateWithDetail(db, columnsOf(patch), tenantId, id))[0];
 }
+
+// Every write on one ticket runs this: compiled once per set of columns written (src/db/prepared.ts).
+const updateWithDetail = preparedShapes<[string, string], UpdateColumns, TicketDetailRow>(2, (db: Executor, columns: UpdateColumns, tenantId: string, id: string) => {
+  const updated = db.with('t', () => updateOne(db, tenantId, id, columns).returningAll()).selectFrom('t');
+  return withDetail(updated as unknown as DetailBase, tenantId) as unknown as Compilable<TicketDetailRow>;
+});
 
 export interface TicketDetailRow extends TicketRow {
   customer_name: string;
@@ -212,11 +221,8 @@ export async function listEvents(db: Executor, tenantId: string, ticketId: strin
 /** The rows as written (their created_at and seq are the database's). */
 export async function insertEvents(db: Executor, tenantId: string, events: Omit<NewTicketEvent, 'tenant_id'>[]): Promise<TicketEventRow[]> {
   if (events.length === 0) return [];
-  return db
-    .insertInto('ticket_events')
-    .values(events.map((e) => ({ ...e, tenant_id: tenantId })))
-    .returningAll()
-    .execute();
+  // Every write on a ticket runs this; one shape per row count and columns given.
+  return named(db, db.insertInto('ticket_events').values(events.map((e) => ({ ...e, tenant_id: tenantId }))).returningAll(), { rows: events.length });
 }
 
 function applyFilters<O>(q: SelectQueryBuilder<Database, 'tickets', O>, f: TicketFilters) {
