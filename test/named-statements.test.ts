@@ -104,6 +104,8 @@ test('one template per set of fields: each shape binds its own values, undefined
     // No field set: a shape of its own (an UPDATE that sets nothing is refused by the builder, as before).
     await expect(update(ctx.db, { label: undefined }, '2')).rejects.toThrow();
     expect((await sql<{ label: string }>`SELECT label FROM named_probe WHERE id = 2`.execute(ctx.db)).rows[0]!.label).toBe('dos');
+    // A field holding SQL instead of a value is refused, not sent as a value.
+    await expect(update(ctx.db, { label: sql<string>`upper(label)` as unknown as string }, '2')).rejects.toThrow(/SQL expression/);
   } finally {
     await sql`UPDATE named_probe SET label = CASE id WHEN 1 THEN 'one' ELSE 'two' END`.execute(ctx.db);
     await sql`ALTER TABLE named_probe ALTER COLUMN label SET NOT NULL`.execute(ctx.db);

@@ -53,7 +53,7 @@ const MAX_SHAPES = 64;
 /**
  * Like `prepared`, for a query whose SQL depends only on which fields an object argument holds (an UPDATE of
  * the columns a patch names): one template per set of field names, each field's value one bound parameter as
- * it is. A field whose value is undefined is absent.
+ * it is (never an SQL expression). A field whose value is undefined is absent.
  */
 export function preparedShapes<A extends string[], F extends object, R>(arity: A['length'], build: (exec: Executor, fields: F, ...args: A) => Compilable<R>) {
   const shapes = new Map<string, { keys: string[]; t: Template }>();
@@ -71,7 +71,10 @@ export function preparedShapes<A extends string[], F extends object, R>(arity: A
       if (shapes.size < MAX_SHAPES) shapes.set(shape, s);
     }
     const { keys: order, t } = s;
-    return run<R>(exec, t, [...args, ...order.map((k) => (fields as Record<string, unknown>)[k])]);
+    const values = order.map((k) => (fields as Record<string, unknown>)[k]);
+    // A field holding SQL (`sql\`now()\``) would be sent as a value: refuse it instead of misrunning.
+    for (const v of values) if (typeof (v as { toOperationNode?: unknown })?.toOperationNode === 'function') throw new Error('prepared query: a field holds an SQL expression, not a value');
+    return run<R>(exec, t, [...args, ...values]);
   };
 }
 

@@ -1,5 +1,5 @@
 import type { Executor } from '../../db';
-import { named } from '../../db/prepared';
+import { named, preparedShapes } from '../../db/prepared';
 import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
 import type { Cursor } from '../../lib/paging';
 
@@ -13,9 +13,16 @@ export interface EventInsert {
 /** Inserted in the caller's transaction; `position` is set at its commit (the deferred trigger of 0023). */
 export async function insertEvents(db: Executor, tenantId: string, events: EventInsert[]): Promise<void> {
   if (events.length === 0) return;
-  // Every write that changes a ticket runs this; one shape per row count and columns given.
+  if (events.length === 1) {
+    await insertOne(db, events[0]!, tenantId);
+    return;
+  }
+  // Several at once; one named shape per row count and columns given.
   await named(db, db.insertInto('events').values(events.map((e) => ({ ...e, tenant_id: tenantId }))), { rows: events.length });
 }
+
+// Every write that changes a ticket inserts one: compiled once per set of columns given (src/db/prepared.ts).
+const insertOne = preparedShapes<[string], EventInsert, unknown>(1, (db: Executor, event, tenantId: string) => db.insertInto('events').values({ ...event, tenant_id: tenantId }));
 
 const LOG_PAGES: Keyset = { key: 'position', kind: 'sequence', direction: 'asc' };
 

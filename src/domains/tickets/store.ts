@@ -221,9 +221,15 @@ export async function listEvents(db: Executor, tenantId: string, ticketId: strin
 /** The rows as written (their created_at and seq are the database's). */
 export async function insertEvents(db: Executor, tenantId: string, events: Omit<NewTicketEvent, 'tenant_id'>[]): Promise<TicketEventRow[]> {
   if (events.length === 0) return [];
-  // Every write on a ticket runs this; one shape per row count and columns given.
+  if (events.length === 1) return insertOneEvent(db, events[0]!, tenantId);
+  // A write of several events; one named shape per row count and columns given.
   return named(db, db.insertInto('ticket_events').values(events.map((e) => ({ ...e, tenant_id: tenantId }))).returningAll(), { rows: events.length });
 }
+
+// Most writes on a ticket insert one event: compiled once per set of columns given (src/db/prepared.ts).
+const insertOneEvent = preparedShapes<[string], Omit<NewTicketEvent, 'tenant_id'>, TicketEventRow>(1, (db: Executor, event, tenantId: string) =>
+  db.insertInto('ticket_events').values({ ...event, tenant_id: tenantId }).returningAll(),
+);
 
 function applyFilters<O>(q: SelectQueryBuilder<Database, 'tickets', O>, f: TicketFilters) {
   if (f.status) q = q.where('status', 'in', f.status as TicketRow['status'][]);
