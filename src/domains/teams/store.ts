@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
+import { prepared } from '../../db/prepared';
 import type { MemberStatus, Presence } from '../../db/types';
 
 export async function insertTeam(db: Executor, tenantId: string, t: { id: string; name: string }) {
@@ -24,18 +25,23 @@ export async function listTeamMembers(db: Executor, tenantId: string, teamIds: s
 
 /** The team row lock is what serialises turns: one assignment per team at a time. */
 export async function lockTeam(db: Executor, tenantId: string, teamId: string) {
-  return db
-    .selectFrom('teams')
-    .select(['id', 'rr_last_position'])
-    .where('tenant_id', '=', tenantId)
-    .where('id', '=', teamId)
-    .forUpdate()
-    .executeTakeFirst();
+  return (await lockOne(db, tenantId, teamId))[0];
 }
 
+// Every assignment runs this under its team's turn (as are the rotation read and the cursor move): compiled
+// once and prepared by name (src/db/prepared.ts), so the statements other callers of the team wait behind
+// are not parsed and planned each time.
+const lockOne = prepared(2, (db: Executor, tenantId: string, teamId: string) =>
+  db.selectFrom('teams').select(['id', 'rr_last_position']).where('tenant_id', '=', tenantId).where('id', '=', teamId).forUpdate(),
+);
+
 export async function setCursor(db: Executor, tenantId: string, teamId: string, position: number) {
-  await db.updateTable('teams').set({ rr_last_position: position }).where('tenant_id', '=', tenantId).where('id', '=', teamId).execute();
+  await moveCursor(db, tenantId, teamId, String(position));
 }
+
+const moveCursor = prepared(3, (db: Executor, tenantId: string, teamId: string, position: string) =>
+  db.updateTable('teams').set({ rr_last_position: position as unknown as number }).where('tenant_id', '=', tenantId).where('id', '=', teamId),
+);
 
 export async function appendMember(db: Executor, tenantId: string, teamId: string, userId: string): Promise<boolean> {
   const result = await db
@@ -82,7 +88,11 @@ export interface RotationEntry {
  * judged at this statement, not at the transaction's start, so time spent waiting for the team lock counts.
  */
 export async function rotation(db: Executor, tenantId: string, teamId: string, presenceTtlSeconds: number): Promise<RotationEntry[]> {
-  return db
+  return rotationOf(db, tenantId, teamId, String(presenceTtlSeconds));
+}
+
+const rotationOf = prepared(3, (db: Executor, tenantId: string, teamId: string, presenceTtlSeconds: string) =>
+  db
     .selectFrom('team_members as tm')
     .innerJoin('users as u', 'u.id', 'tm.user_id')
     .leftJoin('memberships as m', (j) => j.onRef('m.tenant_id', '=', 'tm.tenant_id').onRef('m.user_id', '=', 'tm.user_id'))
@@ -92,14 +102,13 @@ export async function rotation(db: Executor, tenantId: string, teamId: string, p
       'u.name',
       'm.status',
       'm.presence',
-      sql<boolean>`coalesce(m.presence_at > statement_timestamp() - make_interval(secs => ${presenceTtlSeconds}), false)`.as('presence_fresh'),
+      sql<boolean>`coalesce(m.presence_at > statement_timestamp() - make_interval(secs => ${presenceTtlSeconds}::int), false)`.as('presence_fresh'),
       'm.helpdesk_unavailable',
     ])
     .where('tm.tenant_id', '=', tenantId)
     .where('tm.team_id', '=', teamId)
-    .orderBy('tm.position')
-    .execute();
-}
+    .orderBy('tm.position'),
+);
 
 /** A person leaving the workspace leaves every rotation with it. */
 export async function removeUserEverywhere(db: Executor, tenantId: string, userId: string): Promise<void> {
