@@ -3,7 +3,7 @@
  * quiet workspace's message is queued at once and answered while the loud one's backlog is still deep; the
  * lanes' own rules (a share queued at a time, a bounded wait, 429 past it) hold exactly.
  */
-import { createFairShare } from '../src/intake/fair-share';
+import { createFairShare, SHARE_RAMP_MS } from '../src/intake/fair-share';
 import { createHostSaturation } from '../src/queue/intake-pressure';
 import { DomainError } from '../src/lib/errors';
 import { startTestApp, type TestContext } from './helpers/context';
@@ -58,12 +58,45 @@ describe('lanes per workspace', () => {
     const shared = entered('loud', 3);
     await tick();
     expect(shared).toHaveLength(1);
-    // CPU to spare again: the next answer lets its lane fill to its whole share.
+    // CPU to spare again: its share grows back, doubling once a ramp step has passed.
     saturated = false;
+    await new Promise((r) => setTimeout(r, SHARE_RAMP_MS + 20));
     shared.splice(0)[0]!();
     await tick();
     expect(shared).toHaveLength(2);
     for (const r of shared) r();
+  });
+
+  test('after saturation a burst\'s share doubles back step by step while others send, not all at once, and drops at the next saturation', async () => {
+    let saturated = true;
+    const fair = createFairShare({ perWorkspace: 8, maxWaiting: 100, sharedQueued: 1, contended: () => saturated });
+    const inFlight: (() => void)[] = [];
+    const burst = () => void fair.enter('loud', 1).then((e) => inFlight.push(e.release));
+    await fair.enter('quiet', 1).then((e) => e.release());
+    for (let i = 0; i < 30; i++) burst();
+    await tick();
+    expect(inFlight).toHaveLength(1);
+    saturated = false;
+    // Each step: answer everything in flight; the lane lets in what the share allows now.
+    const step = async () => {
+      await fair.enter('quiet', 1).then((e) => e.release());
+      await new Promise((r) => setTimeout(r, SHARE_RAMP_MS + 20));
+      const done = inFlight.splice(0);
+      for (const r of done) r();
+      await tick();
+      return inFlight.length;
+    };
+    expect(await step()).toBe(2);
+    expect(await step()).toBe(4);
+    expect(await step()).toBe(8);
+    expect(await step()).toBe(8);
+    // Saturated again: back to the shared share at once.
+    saturated = true;
+    const done = inFlight.splice(0);
+    for (const r of done) r();
+    await tick();
+    expect(inFlight).toHaveLength(1);
+    for (const r of inFlight.splice(0)) r();
   });
 
   test('host saturation: on after a busy window, held a second after the last busy sample, off when calm', async () => {

@@ -4,6 +4,11 @@ import { DomainError } from '../lib/errors';
 const RETRY_AFTER_SECONDS = 1;
 /** How long a workspace counts as sending intake after its last request (for `sharedQueued`). */
 const OTHERS_RECENT_MS = 1000;
+/**
+ * Once the host has CPU to spare again while others send, a burst's share grows back by doubling at most
+ * this often, instead of jumping from `sharedQueued` to `perWorkspace` at once (see `capOf`).
+ */
+export const SHARE_RAMP_MS = 500;
 
 interface Waiter {
   n: number;
@@ -40,8 +45,8 @@ interface Lane {
  * - While the host's CPUs are saturated (`contended`) and another workspace sent intake within the last
  *   second, a workspace may have only `sharedQueued` items queued. Its further requests wait in its lane,
  *   which costs nothing while they wait; the burst is slowed to what leaves the host room for the others'
- *   messages, instead of taking every core and making each of theirs wait its turn for one. Alone, or with
- *   CPU to spare, a burst gets `perWorkspace` again.
+ *   messages, instead of taking every core and making each of theirs wait its turn for one. With CPU to
+ *   spare its share doubles back every SHARE_RAMP_MS; alone, a burst gets `perWorkspace` at once.
  * - Counting is in memory, with no round trip on the hot path. With several API processes behind a balancer,
  *   each keeps its own lanes; the bound is then `perWorkspace` per process.
  */
@@ -60,9 +65,32 @@ export function createFairShare(o: { perWorkspace: number; maxWaiting: number; s
     return others;
   }
 
+  /**
+   * The share a workspace gets while others send: `sharedQueued` while the host is saturated; once it is
+   * not, doubled every SHARE_RAMP_MS up to `perWorkspace`. Jumping straight back to the whole share let a
+   * flood's parked requests (a hundred connections) in all at once the moment the host looked calm; the
+   * burst resaturated the cores, and every quiet message in flight meanwhile waited about 100 ms, every few
+   * seconds. One allowance per process: saturation is the host's, not a workspace's.
+   */
+  let allowance = o.sharedQueued ?? o.perWorkspace;
+  let allowanceAt = 0;
+  function sharedAllowance(now: number): number {
+    if (o.contended?.()) {
+      allowance = o.sharedQueued!;
+      allowanceAt = now;
+    } else if (allowance < o.perWorkspace && now - allowanceAt >= SHARE_RAMP_MS) {
+      allowance = Math.min(o.perWorkspace, allowance * 2);
+      allowanceAt = now;
+    }
+    return allowance;
+  }
+
   /** How many items the workspace may have queued right now. */
-  const capOf = (tenantId: string) =>
-    o.sharedQueued !== undefined && o.sharedQueued < o.perWorkspace && o.contended?.() && othersActive(tenantId, Date.now()) ? o.sharedQueued : o.perWorkspace;
+  function capOf(tenantId: string): number {
+    if (o.sharedQueued === undefined || o.sharedQueued >= o.perWorkspace) return o.perWorkspace;
+    const now = Date.now();
+    return othersActive(tenantId, now) ? sharedAllowance(now) : o.perWorkspace;
+  }
 
   function wake(tenantId: string, lane: Lane) {
     const cap = lane.waiters.length > 0 ? capOf(tenantId) : o.perWorkspace;
