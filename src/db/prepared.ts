@@ -36,9 +36,10 @@ async function run<R>(exec: Executor, t: Template, args: readonly unknown[]): Pr
  * arguments, as a named server-side prepared statement in session pooling (parsed and planned once per
  * connection, src/db/named-statements.ts). Only for queries whose SQL does not depend on their arguments:
  * each argument must reach the query as one bound parameter, as it is (no branching on it, no list of
- * varying length, no transformation).
+ * varying length, no transformation). `build` gets a placeholder in each argument's place, whatever the
+ * argument's type; the value itself is bound at each call.
  */
-export function prepared<A extends string[], R>(arity: A['length'], build: (exec: Executor, ...args: A) => Compilable<R>) {
+export function prepared<A extends unknown[], R>(arity: A['length'], build: (exec: Executor, ...args: A) => Compilable<R>) {
   const marks = Array.from({ length: arity }, (_, i) => mark(i));
   let compiled: Template | null = null;
   return async (exec: Executor, ...args: A): Promise<R[]> => {
@@ -55,7 +56,7 @@ const MAX_SHAPES = 64;
  * the columns a patch names): one template per set of field names, each field's value one bound parameter as
  * it is (never an SQL expression). A field whose value is undefined is absent.
  */
-export function preparedShapes<A extends string[], F extends object, R>(arity: A['length'], build: (exec: Executor, fields: F, ...args: A) => Compilable<R>) {
+export function preparedShapes<A extends unknown[], F extends object, R>(arity: A['length'], build: (exec: Executor, fields: F, ...args: A) => Compilable<R>) {
   const shapes = new Map<string, { keys: string[]; t: Template }>();
   return async (exec: Executor, fields: F, ...args: A): Promise<R[]> => {
     const keys = Object.keys(fields)

@@ -36,11 +36,11 @@ const lockOne = prepared(2, (db: Executor, tenantId: string, teamId: string) =>
 );
 
 export async function setCursor(db: Executor, tenantId: string, teamId: string, position: number) {
-  await moveCursor(db, tenantId, teamId, String(position));
+  await moveCursor(db, tenantId, teamId, position);
 }
 
-const moveCursor = prepared(3, (db: Executor, tenantId: string, teamId: string, position: string) =>
-  db.updateTable('teams').set({ rr_last_position: position as unknown as number }).where('tenant_id', '=', tenantId).where('id', '=', teamId),
+const moveCursor = prepared(3, (db: Executor, tenantId: string, teamId: string, position: number) =>
+  db.updateTable('teams').set({ rr_last_position: position }).where('tenant_id', '=', tenantId).where('id', '=', teamId),
 );
 
 export async function appendMember(db: Executor, tenantId: string, teamId: string, userId: string): Promise<boolean> {
@@ -88,10 +88,10 @@ export interface RotationEntry {
  * judged at this statement, not at the transaction's start, so time spent waiting for the team lock counts.
  */
 export async function rotation(db: Executor, tenantId: string, teamId: string, presenceTtlSeconds: number): Promise<RotationEntry[]> {
-  return rotationOf(db, tenantId, teamId, String(presenceTtlSeconds));
+  return rotationOf(db, tenantId, teamId, presenceTtlSeconds);
 }
 
-const rotationOf = prepared(3, (db: Executor, tenantId: string, teamId: string, presenceTtlSeconds: string) =>
+const rotationOf = prepared(3, (db: Executor, tenantId: string, teamId: string, presenceTtlSeconds: number) =>
   db
     .selectFrom('team_members as tm')
     .innerJoin('users as u', 'u.id', 'tm.user_id')
