@@ -67,6 +67,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     outbound: createOutboundSink({ queues, logger }),
     events,
     threadWindowHours: config.THREAD_WINDOW_HOURS,
+    timelineCacheBytes: config.TICKET_TIMELINE_CACHE_MB * 1024 * 1024,
   });
   const helpCentre = createHelpCentreService({ db, config: section(config, 'helpCentre') });
   const rollups = createRollupService({ db, queues, logger, reads });

@@ -10,6 +10,12 @@ export interface HandlerResult {
   /** Versioned operations: the resource's version, sent as its strong ETag. */
   version?: string;
   /**
+   * Fields of the body already checked against the response schema and serialized (UTF-8 JSON), sent as they
+   * are after the rest of the body: a ticket's timeline, rendered once per version and kept, so a read does
+   * not parse, check and serialize fifty events again. `body` holds every other field.
+   */
+  rendered?: Record<string, Buffer>;
+  /**
    * A long-lived answer (Server-Sent Events): the router sends the headers, then hands the writer over until
    * it returns or the client goes away (`signal`), then ends the answer.
    */

@@ -86,6 +86,35 @@ export function parseIfMatch(header: string): VersionCondition {
 const ifNoneMatch = (header: string | undefined, tag: string) =>
   header !== undefined && (header.trim() === '*' || header.split(',').some((t) => t.trim().replace(/^W\//, '') === tag));
 
+/** A response schema without the fields a handler answered already rendered (one per operation and set of fields). */
+const partialSchemas = new WeakMap<z.ZodType, Map<string, z.ZodType>>();
+function withoutRendered(schema: z.ZodType | undefined, fields: string[]): z.ZodType {
+  if (!(schema instanceof z.ZodObject)) throw new Error('rendered fields need an object response schema');
+  let bySet = partialSchemas.get(schema);
+  if (!bySet) partialSchemas.set(schema, (bySet = new Map()));
+  const key = fields.join(',');
+  let partial = bySet.get(key);
+  if (!partial) {
+    partial = schema.omit(Object.fromEntries(fields.map((f) => [f, true])) as never);
+    bySet.set(key, partial);
+  }
+  return partial;
+}
+
+/** The answer's bytes: the checked rest of the body as JSON, each rendered field put in before its closing brace. */
+function splice(head: string, rendered: Record<string, Buffer>): Buffer {
+  const parts: Buffer[] = [];
+  let before = head.slice(0, -1);
+  let first = head === '{}';
+  for (const [field, json] of Object.entries(rendered)) {
+    parts.push(Buffer.from(`${before}${first ? '' : ','}${JSON.stringify(field)}:`), json);
+    before = '';
+    first = false;
+  }
+  parts.push(Buffer.from('}'));
+  return Buffer.concat(parts);
+}
+
 export function mountOperations<S extends RouterServices>(router: Router, ops: Operation<S>[], services: S, opts: { bodyLimit: number }): void {
   const json = express.json({ limit: opts.bodyLimit, strict: true, type: () => true, verify: scanJsonBody });
   const raw = express.raw({ limit: opts.bodyLimit, type: () => true });
@@ -227,6 +256,14 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
         // Express answers 304 by itself to any If-None-Match it thinks fresh (even `*` with no ETag sent): only
         // operations that declare an ETag may answer 304, so the others never see the header.
         if (!op.etag && !op.versioned) delete req.headers['if-none-match'];
+        // Rendered fields were checked when they were rendered: the rest is checked now, and they are appended.
+        if (result.rendered) {
+          // Reads only: an answer kept for replay or hashed into an ETag is built whole below.
+          if (idempotencyKey !== undefined || op.etag) throw new Error(`${op.id}: rendered fields are for reads without an etag`);
+          const head = JSON.stringify(withoutRendered(op.response.schema, Object.keys(result.rendered)).parse(result.body));
+          res.status(status).type('application/json').send(splice(head, result.rendered));
+          return;
+        }
         // The response schema is the allowlist of what leaves the service: unknown fields are stripped.
         const out = op.response.schema ? op.response.schema.parse(result.body) : result.body;
         if (idempotencyKey !== undefined) {

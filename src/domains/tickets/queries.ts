@@ -1,8 +1,10 @@
+import { LRUCache } from 'lru-cache';
+import { z } from 'zod';
 import type { Db, Executor } from '../../db';
 import type { TicketEventRow, TicketRow } from '../../db/types';
 import { notFound } from '../../lib/errors';
 import { iso } from '../../lib/time';
-import type { ListTicketsQuery } from './schemas';
+import { ticketEvent, type ListTicketsQuery } from './schemas';
 import { pageOf } from '../../lib/paging';
 import { legalNextStates } from './status';
 import * as store from './store';
@@ -40,15 +42,33 @@ export const presentSummary = (t: TicketRow) => ({
   updated_at: iso(t.updated_at),
 });
 
-export function createTicketQueries(deps: { db: Db }) {
+const timelineSchema = z.array(ticketEvent);
+
+/** A ticket's timeline as GET answers it, checked against the response schema and serialized, at one version. */
+interface RenderedTimeline {
+  version: string;
+  json: Buffer;
+}
+
+export function createTicketQueries(deps: { db: Db; timelineCacheBytes?: number }) {
   const { db } = deps;
+  /**
+   * Rendered timelines by workspace and ticket, this process's own (bounded by bytes, least recently read
+   * dropped first). An entry is only ever used for the version it was rendered at, and that is checked in
+   * the statement that reads the ticket, so it cannot be stale; only committed reads (outside any
+   * transaction) fill it, so a version a transaction then rolled back is never kept.
+   */
+  const timelines = deps.timelineCacheBytes
+    ? new LRUCache<string, RenderedTimeline>({ maxSize: deps.timelineCacheBytes, sizeCalculation: (t) => t.json.length + 128 })
+    : null;
 
   /** The whole ticket as its read shows it, read with `exec` (inside a writer's transaction), in one statement. */
   async function detailIn(exec: Executor, tenantId: string, id: string) {
     const row = await store.getTicketWithTimeline(exec, tenantId, id);
     if (!row) throw notFound('ticket');
     const { version, ...fields } = present(row);
-    return { ...fields, events: row.events.map(presentEvent), version };
+    // No version held: the statement always reads the timeline.
+    return { ...fields, events: (row.events ?? []).map(presentEvent), version };
   }
 
   /** The ticket as its read shows it, without the timeline. */
@@ -97,6 +117,26 @@ export function createTicketQueries(deps: { db: Db }) {
     // One statement is one snapshot: the row and its timeline cannot disagree (read as separate statements, a
     // change committing in between showed its event next to the fields from before it).
     detail: (tenantId: string, id: string) => detailIn(db, tenantId, id),
+
+    /**
+     * GET's read: the ticket without its timeline, and the timeline rendered (JSON bytes). The timeline is read,
+     * checked and serialized only when this process holds none at the ticket's current version; the version is
+     * compared in the same statement (one snapshot), which then leaves the timeline out.
+     */
+    async rendered(tenantId: string, id: string) {
+      const key = `${tenantId}/${id}`;
+      const held = timelines?.get(key);
+      const row = await store.getTicketWithTimeline(db, tenantId, id, held?.version ?? -1);
+      if (!row) {
+        timelines?.delete(key);
+        throw notFound('ticket');
+      }
+      const { version, ...ticket } = present(row);
+      if (held && row.events === null) return { ticket, events: held.json, version };
+      const json = Buffer.from(JSON.stringify(timelineSchema.parse((row.events ?? []).map(presentEvent))));
+      timelines?.set(key, { version, json });
+      return { ticket, events: json, version };
+    },
 
     async list(tenantId: string, query: ListTicketsQuery, from: Executor = db) {
       const { limit, after, sort, ...filters } = query;

@@ -51,8 +51,8 @@ export const ticketOperations = [
     response: detail('The ticket'),
     versioned: true,
     handler: async ({ principal, params }, s) => {
-      const t = await s.tickets.detail(principal, params.ticket_id);
-      return { body: t, version: t.version };
+      const t = await s.tickets.rendered(principal, params.ticket_id);
+      return { body: t.ticket, rendered: { events: t.events }, version: t.version };
     },
   }),
   defineOperation({

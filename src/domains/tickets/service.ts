@@ -36,6 +36,8 @@ export function createTicketService(deps: {
   events?: EventSink;
   threadWindowHours: number;
   later?: AfterAnswer;
+  /** Rendered timelines kept for GET, in bytes (0 or absent: none). */
+  timelineCacheBytes?: number;
 }) {
   const { db, customers, notifications } = deps;
   const queries = createTicketQueries(deps);
@@ -91,6 +93,8 @@ export function createTicketService(deps: {
     checkSla: sla.check,
     sweepSla: sla.sweepAllTenants,
     detail: (actor: Principal, id: string) => queries.detail(actor.tenantId, id),
+    /** GET's read: the timeline as JSON bytes, rendered once per version (see `queries.rendered`). */
+    rendered: (actor: Principal, id: string) => queries.rendered(actor.tenantId, id),
     list: async (actor: Principal, query: ListTicketsQuery) => queries.list(actor.tenantId, query, deps.reads ? await deps.reads.forReading(actor) : db),
 
     async create(actor: Principal, input: CreateTicketInput) {

@@ -187,22 +187,32 @@ export async function getTicketDetails(db: Executor, tenantId: string, ids: stri
  * The ticket with its whole timeline in one statement: one snapshot without a transaction, one round trip
  * whatever the timeline's length. Times are formatted as the rest of the API writes them (ISO 8601, UTC,
  * milliseconds; PostgreSQL's microseconds truncated, as the driver's dates truncate them).
+ *
+ * `unlessVersion`: the version whose timeline the caller already holds (-1 for none). When the ticket is still
+ * at it, `events` comes back null and the timeline is not read: a ticket's events only ever change with its
+ * version (they are append-only, and every append updates the row, whose trigger bumps the version), and both
+ * are decided in this one snapshot.
  */
-export async function getTicketWithTimeline(db: Executor, tenantId: string, id: string): Promise<(TicketDetailRow & { events: TimelineEventJson[] }) | undefined> {
-  return (await ticketWithTimeline(db, tenantId, id))[0];
+export async function getTicketWithTimeline(
+  db: Executor,
+  tenantId: string,
+  id: string,
+  unlessVersion: string | number = -1,
+): Promise<(TicketDetailRow & { events: TimelineEventJson[] | null }) | undefined> {
+  return (await ticketWithTimeline(db, tenantId, id, unlessVersion))[0];
 }
 
 // Every GET of a ticket runs this: compiled once (src/db/prepared.ts).
-const ticketWithTimeline = prepared(2, (db: Executor, tenantId: string, id: string) =>
+const ticketWithTimeline = prepared(3, (db: Executor, tenantId: string, id: string, unlessVersion: string | number) =>
   detailQuery(db, tenantId)
     .select(
-      sql<TimelineEventJson[]>`(
+      sql<TimelineEventJson[] | null>`CASE WHEN t.version = ${unlessVersion}::bigint THEN NULL ELSE (
         SELECT coalesce(json_agg(json_build_object(
           'id', e.id, 'kind', e.kind, 'body', e.body, 'meta', e.meta, 'actor_type', e.actor_type,
           'actor_user_id', e.actor_user_id, 'actor_name', e.actor_name,
           'created_at', to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
         ) ORDER BY e.created_at, e.seq), '[]'::json)
-        FROM ticket_events e WHERE e.tenant_id = t.tenant_id AND e.ticket_id = t.id)`.as('events'),
+        FROM ticket_events e WHERE e.tenant_id = t.tenant_id AND e.ticket_id = t.id) END`.as('events'),
     )
     .where('t.id', '=', id),
 );
