@@ -103,13 +103,11 @@ function withoutRendered(schema: z.ZodType | undefined, fields: string[]): z.Zod
 
 /** The answer's bytes: the checked rest of the body as JSON, each rendered field put in before its closing brace. */
 function splice(head: string, rendered: Record<string, Buffer>): Buffer {
-  const parts: Buffer[] = [];
-  let before = head.slice(0, -1);
-  let first = head === '{}';
+  const parts: Buffer[] = [Buffer.from(head.slice(0, -1))];
+  let separator = head === '{}' ? '' : ',';
   for (const [field, json] of Object.entries(rendered)) {
-    parts.push(Buffer.from(`${before}${first ? '' : ','}${JSON.stringify(field)}:`), json);
-    before = '';
-    first = false;
+    parts.push(Buffer.from(`${separator}${JSON.stringify(field)}:`), json);
+    separator = ',';
   }
   parts.push(Buffer.from('}'));
   return Buffer.concat(parts);

@@ -151,10 +151,6 @@ const PG_UNAVAILABLE_CODES = new Set(['57P01', '57P02', '57P03', '08000', '08001
 const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE']);
 
 /**
- * Recognises a lost PostgreSQL or Redis so the caller gets a 503 with Retry-After instead of a 500.
- * Transactions roll back on these errors, so nothing is half-written.
- */
-/**
  * A prepared statement whose tables changed shape under it (a migration added a column to a table it reads
  * with `*`, during a rolling deploy) fails with this once per connection: PostgreSQL re-plans it after DDL but
  * refuses a different row type. src/db/named-statements.ts prepares it afresh; a transaction it broke is
@@ -163,6 +159,10 @@ const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNRE
 export const isStalePreparedStatement = (err: unknown): boolean =>
   (err as { code?: unknown })?.code === '0A000' && String((err as Error)?.message).includes('cached plan must not change result type');
 
+/**
+ * Recognises a lost PostgreSQL or Redis so the caller gets a 503 with Retry-After instead of a 500.
+ * Transactions roll back on these errors, so nothing is half-written.
+ */
 export function asDependencyError(err: unknown): DomainError | null {
   // isNativeError also recognises errors made in another realm (Node's own, seen from a vm context such as jest's).
   if (!(err instanceof Error) && !types.isNativeError(err)) return null;
