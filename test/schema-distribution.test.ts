@@ -89,3 +89,15 @@ test('every foreign key from a tenant table to another tenant table carries tena
   const elsewhere = keys.filter((k) => k.kind === 'f' && tenant.has(k.table) && k.references !== null && !tenant.has(k.references) && !REFERENCE.includes(k.references));
   expect(elsewhere.map((k) => `${k.table}.${k.name} → ${k.references}`)).toEqual([]);
 });
+
+test('no table keeps two indexes on the same columns: every write would pay for both', async () => {
+  // Same table, columns, opclasses, predicate and expressions: one index answers everything the other does.
+  const twins = await sql<{ indexes: string[] }>`
+    SELECT array_agg(ic.relname::text ORDER BY ic.relname) AS indexes
+    FROM pg_index i
+    JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_namespace n ON n.oid = ic.relnamespace
+    WHERE n.nspname = 'public'
+    GROUP BY i.indrelid, ic.relam, i.indkey::text, i.indclass::text, i.indoption::text, coalesce(pg_get_expr(i.indpred, i.indrelid), ''), coalesce(pg_get_expr(i.indexprs, i.indrelid), '')
+    HAVING count(*) > 1`.execute(ctx.db);
+  expect(twins.rows.map((r) => r.indexes.join(' = '))).toEqual([]);
+});

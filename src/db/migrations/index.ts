@@ -29,6 +29,7 @@ import * as m0027 from './0027_customer_count_free_shard';
 import * as m0028 from './0028_tenant_keys';
 import * as m0029 from './0029_routes';
 import * as m0030 from './0030_macro_notify';
+import * as m0031 from './0031_duplicate_keys';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -62,6 +63,7 @@ const migrations: Record<string, Migration> = {
   '0028_tenant_keys': m0028,
   '0029_routes': m0029,
   '0030_macro_notify': m0030,
+  '0031_duplicate_keys': m0031,
 };
 
 export const migrationProvider: MigrationProvider = {
