@@ -5,7 +5,6 @@ import { newId } from '../../lib/ids';
 import { iso, isoOrNull } from '../../lib/time';
 import { pageOf, type Cursor } from '../../lib/paging';
 import { NOTIFICATION_SORT } from './schemas';
-import { activeMemberIds } from '../members/store';
 import * as store from './store';
 
 const present = (n: NotificationRow) => ({
@@ -39,11 +38,11 @@ export function createNotificationService(deps: { db: Db }) {
      */
     async notify(tx: Executor, tenantId: string, userIds: string[], actorUserId: string | null, draft: NotificationDraft) {
       const wanted = [...new Set(userIds)].filter((id) => id !== actorUserId);
-      const recipients = await activeMemberIds(tx, tenantId, wanted);
-      await store.insertNotifications(
+      await store.insertForActiveMembers(
         tx,
         tenantId,
-        recipients.map((user_id) => ({ id: newId(), user_id, kind: draft.kind, ticket_id: draft.ticketId, body: draft.body, meta: draft.meta ?? {} })),
+        { kind: draft.kind, ticket_id: draft.ticketId, body: draft.body, meta: draft.meta ?? {} },
+        wanted.map((user_id) => ({ id: newId(), user_id })),
       );
     },
 

@@ -3,16 +3,23 @@ import type { Executor } from '../../db';
 import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
 import type { Cursor } from '../../lib/paging';
 
-export async function insertNotifications(
+/**
+ * One notification per recipient who is an active member of the workspace, in one statement: the membership
+ * check is a join here rather than a read before the insert, so a write that notifies pays one round trip for
+ * it, not two. `recipients` pairs each user with the id their notification gets.
+ */
+export async function insertForActiveMembers(
   db: Executor,
   tenantId: string,
-  rows: { id: string; user_id: string; kind: string; ticket_id: string | null; body: string; meta: Record<string, unknown> }[],
+  n: { kind: string; ticket_id: string | null; body: string; meta: Record<string, unknown> },
+  recipients: { id: string; user_id: string }[],
 ): Promise<void> {
-  if (rows.length === 0) return;
-  await db
-    .insertInto('notifications')
-    .values(rows.map((r) => ({ ...r, tenant_id: tenantId, meta: JSON.stringify(r.meta) })))
-    .execute();
+  if (recipients.length === 0) return;
+  await sql`
+    INSERT INTO notifications (id, tenant_id, user_id, kind, ticket_id, body, meta)
+    SELECT r.id, m.tenant_id, m.user_id, ${n.kind}, ${n.ticket_id}::uuid, ${n.body}, ${JSON.stringify(n.meta)}::jsonb
+    FROM unnest(${recipients.map((r) => r.id)}::uuid[], ${recipients.map((r) => r.user_id)}::uuid[]) AS r (id, user_id)
+    JOIN memberships m ON m.tenant_id = ${tenantId}::uuid AND m.user_id = r.user_id AND m.status = 'active'`.execute(db);
 }
 
 const INBOX_PAGES: Keyset = { key: 'created_at', tie: 'id', kind: 'timestamp', direction: 'desc' };
