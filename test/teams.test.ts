@@ -259,6 +259,34 @@ describe('POST /v1/teams/{team_id}/assign (round robin)', () => {
     expect((await waitingA).status).toBe(200);
   });
 
+  test('a call that waited for its turn continues from where the turn before it left the cursor', async () => {
+    const { teamId, members } = await onlineTeam(ctx, ws, 3, 'Waited');
+    const t = await createTicket(ctx, ws);
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => (locked = r));
+    // A turn in flight that has chosen the first two members (positions 1 and 2) but not yet committed.
+    const holder = ctx.db.transaction().execute(async (tx) => {
+      await sql`SELECT 1 FROM teams WHERE tenant_id = ${ws.tenantId} AND id = ${teamId} FOR UPDATE`.execute(tx);
+      await sql`UPDATE teams SET rr_last_position = 2 WHERE tenant_id = ${ws.tenantId} AND id = ${teamId}`.execute(tx);
+      locked();
+      await released;
+    });
+    await isLocked;
+    // Sent now (a supertest request goes out when it is first awaited or then-ed).
+    const waiting = assign(ctx, ws, teamId, t.id).then((r) => r);
+    // Long enough for the call to be queued on the team row (it cannot finish before the release).
+    await new Promise((r) => setTimeout(r, 200));
+    release();
+    await holder;
+    const res = await waiting;
+    expect(res.status).toBe(200);
+    // Not the first member, which the cursor it could have read before waiting (0) would give.
+    expect(res.body.assignee_id).toBe(members[2]!.userId);
+    expect(await cursor(teamId)).toBe(3);
+  });
+
   test('members take strict turns across calls, in rotation order, wrapping around', async () => {
     const { teamId, members } = await onlineTeam(ctx, ws, 3, 'Strict');
     const ids = members.map((m) => m.userId);
