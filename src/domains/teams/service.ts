@@ -68,9 +68,10 @@ export function createTeamService(deps: { db: Db; config: ConfigSection<'tickets
         // assignment locks its ticket before its team, so two of them cannot deadlock.
         const by = await tickets.userActor(tx, actor);
         const ticket = await tickets.lockForChange(tx, actor.tenantId, ticketId);
-        const turn = await store.lockTurn(tx, actor.tenantId, teamId, config.PRESENCE_TTL_SECONDS);
-        if (!turn) throw notFound('team');
-        const { cursor, members } = turn;
+        const team = await store.lockTeam(tx, actor.tenantId, teamId);
+        if (!team) throw notFound('team');
+        const members = await store.rotation(tx, actor.tenantId, teamId, config.PRESENCE_TTL_SECONDS);
+        const cursor = Number(team.rr_last_position);
         const order = [...members.filter((m) => Number(m.position) > cursor), ...members.filter((m) => Number(m.position) <= cursor)];
         const skipped: { user_id: string; reason: SkipReason }[] = [];
         let chosen: store.RotationEntry | undefined;

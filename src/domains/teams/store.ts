@@ -23,10 +23,17 @@ export async function listTeamMembers(db: Executor, tenantId: string, teamIds: s
     .execute();
 }
 
-/** The team row lock: assignments (`lockTurn`) and appends take turns on it. */
+/** The team row lock is what serialises turns: one assignment per team at a time. */
 export async function lockTeam(db: Executor, tenantId: string, teamId: string) {
-  return db.selectFrom('teams').select(['id', 'rr_last_position']).where('tenant_id', '=', tenantId).where('id', '=', teamId).forUpdate().executeTakeFirst();
+  return (await lockOne(db, tenantId, teamId))[0];
 }
+
+// Every assignment runs this under its team's turn (as are the rotation read and the cursor move): compiled
+// once and prepared by name (src/db/prepared.ts), so the statements other callers of the team wait behind
+// are not parsed and planned each time.
+const lockOne = prepared(2, (db: Executor, tenantId: string, teamId: string) =>
+  db.selectFrom('teams').select(['id', 'rr_last_position']).where('tenant_id', '=', tenantId).where('id', '=', teamId).forUpdate(),
+);
 
 export async function setCursor(db: Executor, tenantId: string, teamId: string, position: number) {
   await moveCursor(db, tenantId, teamId, position);
@@ -77,31 +84,19 @@ export interface RotationEntry {
 }
 
 /**
- * An assignment's turn: the team row locked (as `lockTeam`), with the cursor as it stands once the lock is held
- * and everyone in the rotation with what eligibility needs, in one statement. The rotation is the one present
- * when the call started (its snapshot is taken before any wait for the lock; PostgreSQL returns the locked row
- * itself as the newest version), which is when the contract evaluates eligibility: a member added while this
- * call waited joins from the next call on. One round trip fewer while holding the lock every other caller of
- * the team queues on. Undefined when there is no such team; `members` is empty for a team without members.
+ * Everyone in the rotation with what eligibility needs, read inside the assigning transaction. Staleness is
+ * judged at this statement, not at the transaction's start, so time spent waiting for the team lock counts.
  */
-export async function lockTurn(db: Executor, tenantId: string, teamId: string, presenceTtlSeconds: number): Promise<{ cursor: number; members: RotationEntry[] } | undefined> {
-  const rows = await turnOf(db, tenantId, teamId, presenceTtlSeconds);
-  if (rows.length === 0) return undefined;
-  return { cursor: Number(rows[0]!.rr_last_position), members: rows.filter((r) => r.user_id !== null) as RotationEntry[] };
+export async function rotation(db: Executor, tenantId: string, teamId: string, presenceTtlSeconds: number): Promise<RotationEntry[]> {
+  return rotationOf(db, tenantId, teamId, presenceTtlSeconds);
 }
 
-// Every assignment runs this and the cursor move under its team's turn: compiled once and prepared by name
-// (src/db/prepared.ts), so the statements other callers of the team wait behind are not parsed and planned
-// each time.
-const turnOf = prepared(3, (db: Executor, tenantId: string, teamId: string, presenceTtlSeconds: number) =>
+const rotationOf = prepared(3, (db: Executor, tenantId: string, teamId: string, presenceTtlSeconds: number) =>
   db
-    .selectFrom('teams as t')
-    .leftJoin('team_members as tm', (j) => j.onRef('tm.tenant_id', '=', 't.tenant_id').onRef('tm.team_id', '=', 't.id'))
-    // Every team member is a user (a foreign key), so this outer join only carries the team row of an empty team.
-    .leftJoin('users as u', 'u.id', 'tm.user_id')
+    .selectFrom('team_members as tm')
+    .innerJoin('users as u', 'u.id', 'tm.user_id')
     .leftJoin('memberships as m', (j) => j.onRef('m.tenant_id', '=', 'tm.tenant_id').onRef('m.user_id', '=', 'tm.user_id'))
     .select([
-      't.rr_last_position',
       'tm.user_id',
       'tm.position',
       'u.name',
@@ -110,10 +105,9 @@ const turnOf = prepared(3, (db: Executor, tenantId: string, teamId: string, pres
       sql<boolean>`coalesce(m.presence_at > statement_timestamp() - make_interval(secs => ${presenceTtlSeconds}::int), false)`.as('presence_fresh'),
       'm.helpdesk_unavailable',
     ])
-    .where('t.tenant_id', '=', tenantId)
-    .where('t.id', '=', teamId)
-    .orderBy('tm.position')
-    .forUpdate('t'),
+    .where('tm.tenant_id', '=', tenantId)
+    .where('tm.team_id', '=', teamId)
+    .orderBy('tm.position'),
 );
 
 /** A person leaving the workspace leaves every rotation with it. */
