@@ -230,23 +230,38 @@ describe('PUT /v1/me/presence and PATCH /v1/me/preferences', () => {
   );
 });
 
+/**
+ * A turn of the team in flight, as an assignment's transaction holds it: the team row locked (and the cursor
+ * moved to `cursor`, when given) until `commit`.
+ */
+async function holdTurn(teamId: string, cursor?: number): Promise<{ commit: () => Promise<void> }> {
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  let locked!: () => void;
+  const isLocked = new Promise<void>((r) => (locked = r));
+  const holder = ctx.db.transaction().execute(async (tx) => {
+    await sql`SELECT 1 FROM teams WHERE tenant_id = ${ws.tenantId} AND id = ${teamId} FOR UPDATE`.execute(tx);
+    if (cursor !== undefined) await sql`UPDATE teams SET rr_last_position = ${cursor} WHERE tenant_id = ${ws.tenantId} AND id = ${teamId}`.execute(tx);
+    locked();
+    await released;
+  });
+  await isLocked;
+  return {
+    commit: async () => {
+      release();
+      await holder;
+    },
+  };
+}
+
 describe('POST /v1/teams/{team_id}/assign (round robin)', () => {
   test("turns serialise per team, never across teams: with one team's row held, another team assigns at once", async () => {
     const a = await onlineTeam(ctx, ws, 2, 'Held');
     const b = await onlineTeam(ctx, ws, 2, 'Free');
     const ta = await createTicket(ctx, ws);
     const tb = await createTicket(ctx, ws);
-    let release!: () => void;
-    const released = new Promise<void>((r) => (release = r));
-    let locked!: () => void;
-    const isLocked = new Promise<void>((r) => (locked = r));
     // Another assignment of team A in flight: its turn holds team A's row until it commits.
-    const holder = ctx.db.transaction().execute(async (tx) => {
-      await sql`SELECT 1 FROM teams WHERE tenant_id = ${ws.tenantId} AND id = ${a.teamId} FOR UPDATE`.execute(tx);
-      locked();
-      await released;
-    });
-    await isLocked;
+    const holder = await holdTurn(a.teamId);
     const waitingA = assign(ctx, ws, a.teamId, ta.id);
     let aDone = false;
     void waitingA.then(() => (aDone = true));
@@ -254,32 +269,20 @@ describe('POST /v1/teams/{team_id}/assign (round robin)', () => {
     expect(resB.status).toBe(200);
     // Team B's turn went through while team A's row was held; team A's own turn is still waiting for it.
     expect(aDone).toBe(false);
-    release();
-    await holder;
+    await holder.commit();
     expect((await waitingA).status).toBe(200);
   });
 
   test('a call that waited for its turn continues from where the turn before it left the cursor', async () => {
     const { teamId, members } = await onlineTeam(ctx, ws, 3, 'Waited');
     const t = await createTicket(ctx, ws);
-    let release!: () => void;
-    const released = new Promise<void>((r) => (release = r));
-    let locked!: () => void;
-    const isLocked = new Promise<void>((r) => (locked = r));
     // A turn in flight that has chosen the first two members (positions 1 and 2) but not yet committed.
-    const holder = ctx.db.transaction().execute(async (tx) => {
-      await sql`SELECT 1 FROM teams WHERE tenant_id = ${ws.tenantId} AND id = ${teamId} FOR UPDATE`.execute(tx);
-      await sql`UPDATE teams SET rr_last_position = 2 WHERE tenant_id = ${ws.tenantId} AND id = ${teamId}`.execute(tx);
-      locked();
-      await released;
-    });
-    await isLocked;
+    const holder = await holdTurn(teamId, 2);
     // Sent now (a supertest request goes out when it is first awaited or then-ed).
     const waiting = assign(ctx, ws, teamId, t.id).then((r) => r);
     // Long enough for the call to be queued on the team row (it cannot finish before the release).
     await new Promise((r) => setTimeout(r, 200));
-    release();
-    await holder;
+    await holder.commit();
     const res = await waiting;
     expect(res.status).toBe(200);
     // Not the first member, which the cursor it could have read before waiting (0) would give.
