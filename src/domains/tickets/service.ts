@@ -92,7 +92,6 @@ export function createTicketService(deps: {
     queries,
     checkSla: sla.check,
     sweepSla: sla.sweepAllTenants,
-    detail: (actor: Principal, id: string) => queries.detail(actor.tenantId, id),
     /** GET's read: the timeline as JSON bytes, rendered once per version (see `queries.rendered`). */
     rendered: (actor: Principal, id: string) => queries.rendered(actor.tenantId, id),
     list: async (actor: Principal, query: ListTicketsQuery) => queries.list(actor.tenantId, query, deps.reads ? await deps.reads.forReading(actor) : db),
