@@ -100,6 +100,8 @@ const schema = z
     EVENT_STREAM_POLL_MS: int(50, 60_000).default(500),
     EVENT_STREAM_HEARTBEAT_SECONDS: int(1, 300).default(15),
     PRESENCE_TTL_SECONDS: int(1, 86400).default(300),
+    // How often overdue SLA targets are marked breached (one set-based sweep for every ticket; no per-ticket timers).
+    SLA_SWEEP_SECONDS: int(1, 3600).default(10),
     THREAD_WINDOW_HOURS: int(1, 24 * 365).default(72),
     // Rendered ticket timelines kept per process for GET /v1/tickets/{id}, in MiB (0: none kept).
     TICKET_TIMELINE_CACHE_MB: int(0, 4096).default(32),
@@ -227,7 +229,7 @@ export const CONFIG_SECTIONS = {
     'AUTH_FAILURE_RATE_POINTS',
     'AUTH_FAILURE_WINDOW_SECONDS',
   ],
-  workers: ['WORKER_CONCURRENCY', 'INTAKE_WRITE_SLOTS', 'INTAKE_WRITE_MAX_ITEMS', 'BACKGROUND_INTAKE_YIELD_MS', 'WORKER_METRICS_PUSH_MS', 'AUDIT_RETENTION_DAYS'],
+  workers: ['SLA_SWEEP_SECONDS', 'WORKER_CONCURRENCY', 'INTAKE_WRITE_SLOTS', 'INTAKE_WRITE_MAX_ITEMS', 'BACKGROUND_INTAKE_YIELD_MS', 'WORKER_METRICS_PUSH_MS', 'AUDIT_RETENTION_DAYS'],
   tickets: ['PRESENCE_TTL_SECONDS', 'THREAD_WINDOW_HOURS', 'TICKET_TIMELINE_CACHE_MB'],
   events: ['EVENT_RETENTION_DAYS', 'EVENT_STREAM_POLL_MS', 'EVENT_STREAM_HEARTBEAT_SECONDS'],
   intake: [

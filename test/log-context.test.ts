@@ -32,17 +32,22 @@ test('a line logged inside a context carries its request id and workspace; outsi
 });
 
 test('a service warning written while serving a request names the request and the caller\'s workspace', async () => {
-  // The SLA timers cannot be queued: the tickets service logs a warning deep inside POST /v1/tickets.
+  const ticket = await ctx.http
+    .post('/v1/tickets')
+    .set(bearer(ws.ownerKey))
+    .send({ subject: 'Log context', description: 'Whose line is it?', customer_email: 'log-context@example.test' });
+  expect(ticket.status).toBe(201);
+  // The rollup fold cannot be queued: the rollups service logs a warning deep inside POST …/time-entries.
   const enqueue = jest.spyOn(ctx.runtime.queues, 'enqueue').mockRejectedValue(new Error('Redis is away'));
   try {
     ctx.logs.clear();
     const requestId = randomUUID();
     const res = await ctx.http
-      .post('/v1/tickets')
+      .post(`/v1/tickets/${ticket.body.id as string}/time-entries`)
       .set({ ...bearer(ws.ownerKey), 'X-Request-Id': requestId })
-      .send({ subject: 'Log context', description: 'Whose line is it?', customer_email: 'log-context@example.test' });
+      .send({ minutes: 5 });
     expect(res.status).toBe(201);
-    const warning = ctx.logs.parsed().find((l) => l.msg === 'SLA timer not scheduled; the sweep will catch it');
+    const warning = ctx.logs.parsed().find((l) => l.msg === 'rollup fold not queued; the sweep will fold');
     expect(warning).toMatchObject({ request_id: requestId, tenant_id: ws.tenantId });
   } finally {
     enqueue.mockRestore();

@@ -123,7 +123,7 @@ describe('bulk work in the worker', () => {
     return Date.now() - started;
   };
 
-  test('rollup folds and sweeps, the SLA sweep and prunes wait out BACKGROUND_INTAKE_YIELD_MS while intake saturates; an SLA timer does not', async () => {
+  test('rollup folds and sweeps, the SLA sweep and prunes wait out BACKGROUND_INTAKE_YIELD_MS while intake saturates; an SLA check an earlier version queued does not', async () => {
     const registry = buildRegistry(defaultProcessorGroups(ctx.services, ctx.config, ctx.runtime.redis));
     const w = await createWorkspace(ctx);
     const spy = jest.spyOn(ctx.services.intakePressure, 'saturated').mockResolvedValue(true);

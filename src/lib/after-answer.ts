@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 
 /**
- * Work a request causes that its caller does not wait for (after commit: SLA timers, triggered macros): it
+ * Work a request causes that its caller does not wait for (after commit: the triggered macros lookup): it
  * starts at once, the answer goes out without it, and a failure is logged, never answered. Shutdown waits
  * for what is still running (`settle`), so stopping a process does not drop a trigger that was committed.
  */

@@ -60,6 +60,7 @@ export interface JobSettings {
   OUTBOUND_ATTEMPTS: number;
   MAILBOX_REFRESH_SECONDS: number;
   WEBHOOK_SWEEP_MS: number;
+  SLA_SWEEP_SECONDS: number;
 }
 
 interface JobRow {
@@ -127,7 +128,11 @@ export const JOBS = {
     data: z.object({}),
     schedule: { id: 'idempotency-prune', everyMs: () => 3600 * 1000 },
   },
-  /** Fired at a ticket's due time; re-checks the ticket, so a stale job (target met, due moved) does nothing. */
+  /**
+   * One ticket's SLA check. Nothing enqueues it any more (the sweep below marks every breach); it stays so that
+   * timers an earlier version left delayed in Redis, up to the longest resolution target ahead, still run
+   * after an upgrade. Stale or repeated, it finds nothing to mark.
+   */
   'sla.check': {
     queue: 'maintenance',
     data: z.object({ tenant_id: z.uuid(), ticket_id: z.uuid() }),
@@ -145,11 +150,14 @@ export const JOBS = {
     }),
     jobId: (d: { event_id: string }) => `macro-${d.event_id}`,
   },
-  /** Safety net for timers whose job was never enqueued (Redis down at the time) or was lost. */
+  /**
+   * Marks every overdue SLA target breached, every SLA_SWEEP_SECONDS: a range scan of the due indexes finds the
+   * workspaces with something due (see docs/decisions.md, "SLA breaches are found by the sweep alone").
+   */
   'sla.sweep': {
     queue: 'maintenance',
     data: z.object({}),
-    schedule: { id: 'sla-sweep', everyMs: () => 60 * 1000 },
+    schedule: { id: 'sla-sweep', everyMs: (c: JobSettings) => c.SLA_SWEEP_SECONDS * 1000 },
   },
   /** Asks the mail provider what the workspace's grant allows now and stores the checks. */
   'mailbox.refresh': {
@@ -250,7 +258,7 @@ export interface EnqueueOptions {
   priority?: number;
 }
 
-const DEFAULT_SETTINGS: JobSettings = { OUTBOUND_ATTEMPTS: 5, MAILBOX_REFRESH_SECONDS: 900, WEBHOOK_SWEEP_MS: 30000 };
+const DEFAULT_SETTINGS: JobSettings = { OUTBOUND_ATTEMPTS: 5, MAILBOX_REFRESH_SECONDS: 900, WEBHOOK_SWEEP_MS: 30000, SLA_SWEEP_SECONDS: 10 };
 
 const delayOf = (o: EnqueueOptions) => o.delayMs ?? (o.dueAt !== undefined ? o.dueAt - Date.now() : 0);
 

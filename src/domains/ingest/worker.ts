@@ -211,13 +211,12 @@ export function createIngestWorker(deps: {
     }
   }
 
-  // New tickets' SLA timers are breached by the per-minute sweep: two delayed jobs per ingested ticket would
-  // cost more Redis work than the whole intake path.
+  // New tickets' SLA targets need nothing here: the SLA sweep reads their due times where they are stored.
   async function afterCommit(items: IngestItem[], outcomes: Map<string, Outcome>) {
     const memo = new Map<string, boolean>();
     for (const item of items) {
       const o = outcomes.get(item.id)!;
-      if (o.trigger) await t.afterCommit(item.tenant_id, o.result.ticket_id, { dueMoved: false, trigger: o.trigger, memo });
+      if (o.trigger) await t.afterCommit(item.tenant_id, o.result.ticket_id, { trigger: o.trigger, memo });
     }
   }
 

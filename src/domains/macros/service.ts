@@ -133,7 +133,6 @@ export function createMacroService(deps: {
     const patch: PatchTicketInput = {};
     const notes: string[] = [];
     let current = ticket;
-    let dueMoved = false;
     let changed = false;
     let tags = [...ticket.tags];
     for (const a of actions) {
@@ -143,7 +142,7 @@ export function createMacroService(deps: {
           if (to === current.status) break;
           // Each step is judged where the earlier steps left the ticket, and applied at once.
           if (canTransition(current.status, to)) {
-            dueMoved = (await t.applyChanges(tx, tenantId, by, current, { status: to })).dueMoved || dueMoved;
+            await t.applyChanges(tx, tenantId, by, current, { status: to });
             current = await t.lock(tx, tenantId, ticket.id);
             changed = true;
           } else skipped.push({ action: a, reason: `a ${current.status} ticket cannot move to ${to}` });
@@ -178,7 +177,6 @@ export function createMacroService(deps: {
     }
     if (Object.keys(patch).length > 0) {
       const applied = await t.applyChanges(tx, tenantId, by, current, patch);
-      dueMoved = applied.dueMoved || dueMoved;
       changed = changed || applied.lastEventId !== undefined;
     }
     for (const body of notes) await t.addMessage(tx, tenantId, by, current, 'internal_note', body);
@@ -188,7 +186,7 @@ export function createMacroService(deps: {
       eventFor(by, ticket.id, 'macro_applied', '', { macro_id: macro.id, name: macro.name, skipped: skipped.length }),
     ];
     await t.recordEvents(tx, tenantId, events);
-    return { dueMoved, changed, skipped, lastEventId: events.at(-1)!.id };
+    return { changed, skipped, lastEventId: events.at(-1)!.id };
   }
 
   return {
@@ -225,7 +223,6 @@ export function createMacroService(deps: {
         return { ...result, ticket: await deps.queries.detailIn(tx, actor.tenantId, ticketId) };
       });
       await t.afterCommit(actor.tenantId, ticketId, {
-        dueMoved: outcome.dueMoved,
         trigger: outcome.changed ? { event: 'ticket.updated', eventId: outcome.lastEventId } : undefined,
       });
       return { ticket: outcome.ticket, skipped: outcome.skipped.map((s) => ({ action: s.action, reason: s.reason })) };
@@ -250,10 +247,7 @@ export function createMacroService(deps: {
           const by: EventActor = { actor_type: 'system', actor_user_id: null, actor_name: `Macro: ${macro.name}` };
           return run(tx, data.tenant_id, by, macro, ticket);
         });
-        if (outcome) {
-          applied += 1;
-          await t.afterCommit(data.tenant_id, data.ticket_id, { dueMoved: outcome.dueMoved });
-        }
+        if (outcome) applied += 1;
       }
       return { applied };
     },

@@ -92,7 +92,7 @@ export function createTeamService(deps: { db: Db; config: ConfigSection<'tickets
         const eventId = await tickets.assign(tx, actor.tenantId, by, ticket, teamId, chosen.user_id, { via: 'round_robin', skipped });
         return { result: { assignee_id: chosen.user_id, assignee_name: chosen.name, ticket_id: ticketId, team_id: teamId, skipped }, eventId };
       });
-      await tickets.afterAnswer(actor.tenantId, ticketId, { dueMoved: false, trigger: { event: 'ticket.updated', eventId: outcome.eventId } });
+      await tickets.afterAnswer(actor.tenantId, ticketId, { trigger: { event: 'ticket.updated', eventId: outcome.eventId } });
       return outcome.result;
     },
   };

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { AfterAnswer } from '../../lib/after-answer';
-import type { Db, Executor } from '../../db';
+import type { Executor } from '../../db';
 import type { NewTicketEvent, TicketRow } from '../../db/types';
 import { notFound, refuse, ticketMerged } from '../../lib/errors';
 import { isUuid, newId } from '../../lib/ids';
@@ -95,9 +95,6 @@ export const eventFor = (by: EventActor, ticketId: string, kind: string, body: s
   ...by,
 });
 
-/** A ticket's two due times: what its SLA timers are set for. */
-type DueTimes = Pick<TicketRow, 'first_response_due' | 'resolution_due'>;
-const pickDue = (t: DueTimes): DueTimes => ({ first_response_due: t.first_response_due, resolution_due: t.resolution_due });
 /** The timeline's option for the detail row an UPDATE just returned (its events are presented from it). */
 const freshly = (row: store.TicketDetailRow | undefined) => ({ fresh: row ? [row] : [] });
 
@@ -105,7 +102,6 @@ const freshly = (row: store.TicketDetailRow | undefined) => ({ fresh: row ? [row
 const MAX_MERGE_HOPS = 16;
 
 export function createTicketCommands(deps: {
-  db: Db;
   notifications: NotificationService;
   logger: Logger;
   sla: TicketSla;
@@ -117,7 +113,7 @@ export function createTicketCommands(deps: {
   /** Where a request's after-commit work runs once its answer is on its way (see `afterAnswer`). */
   later?: AfterAnswer;
 }) {
-  const { db, notifications, logger, sla, triggers, outbound, timeline } = deps;
+  const { notifications, logger, sla, triggers, outbound, timeline } = deps;
 
   /** A merged ticket is terminal: every change refuses it here, with the one merged error. */
   const refuseMerged = (t: TicketRow): void => {
@@ -330,9 +326,7 @@ export function createTicketCommands(deps: {
     if (Object.keys(changes).length > 0) events.push(eventFor(by, t.id, 'fields_changed', '', { changes }));
     const fresh = Object.keys(update).length > 0 ? await store.updateTicketDetail(tx, tenantId, t.id, update) : undefined;
     await timeline(tx, tenantId, events, freshly(fresh));
-    const dueMoved = update.first_response_due !== undefined || update.resolution_due !== undefined;
-    // The new due times, for the timers after commit (no read of the ticket again).
-    return { dueMoved, ...(dueMoved && fresh ? { due: pickDue(fresh) } : {}), lastEventId: events.at(-1)?.id };
+    return { lastEventId: events.at(-1)?.id };
   }
 
   /** Round robin's write: team and assignee set, one `assigned` event, the assignee notified. */
@@ -355,18 +349,10 @@ export function createTicketCommands(deps: {
   }
 
   /**
-   * After commit: timers for moved due times, and triggered macros for the event (never for system changes).
-   * `due` is what the write left them at, when it knows; else the ticket is read for them.
+   * After commit: triggered macros for the event (never for system changes). A due time a write moved needs
+   * nothing here: the SLA sweep reads the due times themselves.
    */
-  async function afterCommit(
-    tenantId: string,
-    ticketId: string,
-    o: { dueMoved: boolean; due?: DueTimes; trigger?: { event: TicketTrigger; eventId: string }; memo?: Map<string, boolean> },
-  ) {
-    if (o.dueMoved) {
-      const row = o.due ? { id: ticketId, ...o.due } : await store.getTicket(db, tenantId, ticketId);
-      if (row) await sla.schedule(tenantId, row);
-    }
+  async function afterCommit(tenantId: string, ticketId: string, o: { trigger?: { event: TicketTrigger; eventId: string }; memo?: Map<string, boolean> }) {
     if (o.trigger) {
       try {
         await triggers.publish(tenantId, ticketId, o.trigger.event, o.trigger.eventId, o.memo);
@@ -377,9 +363,8 @@ export function createTicketCommands(deps: {
   }
 
   /**
-   * `afterCommit` for a request: its caller gets the answer without waiting for the timers and the trigger
-   * lookup (the write is committed; timers lost to a crash are the SLA sweep's to catch). Awaited where there
-   * is no `later` (workers run it inside their job).
+   * `afterCommit` for a request: its caller gets the answer without waiting for the trigger lookup (the write
+   * is committed; the enqueue is best effort). Awaited where there is no `later` (workers run it inside their job).
    */
   async function afterAnswer(tenantId: string, ticketId: string, o: Parameters<typeof afterCommit>[2]) {
     if (!deps.later) return afterCommit(tenantId, ticketId, o);

@@ -129,8 +129,7 @@ export function createTicketService(deps: {
         }
         return { ...row, createdEventId: eventId };
       });
-      await sla.schedule(actor.tenantId, created);
-      await commands.afterAnswer(actor.tenantId, created.id, { dueMoved: false, trigger: { event: 'ticket.created', eventId: created.createdEventId } });
+      await commands.afterAnswer(actor.tenantId, created.id, { trigger: { event: 'ticket.created', eventId: created.createdEventId } });
       return queries.detail(actor.tenantId, created.id);
     },
 
@@ -143,8 +142,6 @@ export function createTicketService(deps: {
         return { result: await answerOf(tx, actor.tenantId, id), applied };
       });
       await commands.afterAnswer(actor.tenantId, id, {
-        dueMoved: applied.dueMoved,
-        ...(applied.due ? { due: applied.due } : {}),
         trigger: applied.lastEventId ? { event: 'ticket.updated', eventId: applied.lastEventId } : undefined,
       });
       return result;
@@ -159,7 +156,7 @@ export function createTicketService(deps: {
         const eventId = await commands.reopen(tx, actor.tenantId, await commands.userActor(tx, actor), t);
         return { detail: await queries.detailIn(tx, actor.tenantId, id), eventId };
       });
-      await commands.afterAnswer(actor.tenantId, id, { dueMoved: true, trigger: { event: 'ticket.reopened', eventId: result.eventId } });
+      await commands.afterAnswer(actor.tenantId, id, { trigger: { event: 'ticket.reopened', eventId: result.eventId } });
       return result.detail;
     },
 

@@ -1,10 +1,8 @@
 import { LRUCache } from 'lru-cache';
-import type { Logger } from 'pino';
 import type { Db, Executor } from '../../db';
 import type { NewTicketEvent, SlaPolicyRow, TicketRow } from '../../db/types';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
-import type { QueueHub } from '../../queue/hub';
 import { dueTimes, DEFAULT_SLA_TARGETS, type Priority } from '../sla/targets';
 import * as slaStore from '../sla/store';
 import { lockTenant } from '../workspaces/store';
@@ -12,11 +10,12 @@ import type { TicketTimeline } from './timeline';
 import * as store from './store';
 
 /**
- * The ticket's SLA clock: which policy it runs under, when its targets are due, the delayed jobs that
- * check them, and the check itself (per ticket, and the per-minute sweep that backs the timers up).
+ * The ticket's SLA clock: which policy it runs under, when its targets are due, and the check that marks
+ * what is overdue (per ticket, and the sweep that runs it every SLA_SWEEP_SECONDS for every workspace with
+ * something due). There are no per-ticket timers: a due time is read where it is stored.
  */
-export function createTicketSla(deps: { db: Db; queues: QueueHub; logger: Logger; timeline: TicketTimeline }) {
-  const { db, queues, logger, timeline } = deps;
+export function createTicketSla(deps: { db: Db; timeline: TicketTimeline }) {
+  const { db, timeline } = deps;
 
   // Within one transaction the default policy cannot change under us (a new default takes the workspace
   // lock), so a batch of ingested tickets reads it once.
@@ -64,19 +63,7 @@ export function createTicketSla(deps: { db: Db; queues: QueueHub; logger: Logger
     };
   }
 
-  /**
-   * Delayed jobs at each due time. Enqueued after commit; if Redis is unreachable the ticket is still
-   * written and the per-minute sweep catches the breach instead.
-   */
-  async function schedule(tenantId: string, t: Pick<TicketRow, 'id' | 'first_response_due' | 'resolution_due'>) {
-    try {
-      await Promise.all([t.first_response_due, t.resolution_due].map((due) => queues.enqueue('sla.check', { tenant_id: tenantId, ticket_id: t.id }, { dueAt: due.getTime() })));
-    } catch (err) {
-      logger.warn({ ticket_id: t.id, err: (err as Error).message }, 'SLA timer not scheduled; the sweep will catch it');
-    }
-  }
-
-  /** The sla.check job: marks what is overdue, appending one sla_breached event per ticket and target. */
+  /** Marks what is overdue in a workspace (one ticket, or all), appending one sla_breached event per ticket and target. */
   async function check(tenantId: string, ticketId?: string): Promise<number> {
     return db.transaction().execute(async (tx) => {
       const events: Omit<NewTicketEvent, 'tenant_id'>[] = [];
@@ -100,8 +87,8 @@ export function createTicketSla(deps: { db: Db; queues: QueueHub; logger: Logger
   }
 
   /**
-   * The sla.sweep job (it backs up lost timers): the workspaces with something due, read from the due indexes
-   * in one statement, each checked in a transaction of its own. Workspaces with nothing due cost nothing.
+   * The sla.sweep job, the one way breaches are found: the workspaces with something due, read from the due
+   * indexes in one statement, each checked in a transaction of its own. Workspaces with nothing due cost nothing.
    */
   async function sweepAllTenants(): Promise<{ breached: number; workspaces: number }> {
     let breached = 0;
@@ -110,7 +97,7 @@ export function createTicketSla(deps: { db: Db; queues: QueueHub; logger: Logger
     return { breached, workspaces: due.length };
   }
 
-  return { policyFor, clockFrom, restartedClock, schedule, check, sweepAllTenants };
+  return { policyFor, clockFrom, restartedClock, check, sweepAllTenants };
 }
 
 export type TicketSla = ReturnType<typeof createTicketSla>;
