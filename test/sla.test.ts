@@ -546,15 +546,36 @@ describe('SLA policies, timers and breaches (no worker running)', () => {
   });
 });
 
-describe('SLA breaches with the workers running', () => {
+/** An app with its workers running and the SLA sweep every `sweepSeconds`, for the describe block it is called in. */
+function withWorkers(sweepSeconds: number): () => TestContext {
   let ctx: TestContext;
-  const h = helpers(() => ctx);
   beforeAll(async () => {
-    ctx = await startTestApp({ env: { SLA_SWEEP_SECONDS: '1' } });
+    ctx = await startTestApp({ env: { SLA_SWEEP_SECONDS: String(sweepSeconds) } });
     await ctx.startWorkers();
   });
   afterAll(async () => {
     await ctx.close();
+  });
+  return () => ctx;
+}
+
+/** Waits until the ticket reads as breached, and returns that read. */
+const breachedRead = (h: ReturnType<typeof helpers>, ws: Workspace, id: string) =>
+  eventually(
+    async () => {
+      const v = await h.ticket(ws, id);
+      return v.sla_breached ? v : undefined;
+    },
+    10_000,
+    'the ticket to be breached',
+  );
+
+describe('SLA breaches with the workers running', () => {
+  const get = withWorkers(1);
+  let ctx: TestContext;
+  const h = helpers(get);
+  beforeAll(() => {
+    ctx = get();
   });
 
   test('the worker registers the sla-sweep scheduler on the maintenance queue, every SLA_SWEEP_SECONDS (10 s unless set)', async () => {
@@ -574,14 +595,7 @@ describe('SLA breaches with the workers running', () => {
     const due = (await h.row(t.id)).first_response_due;
     expect((await h.ticket(ws, t.id)).sla_breached).toBe(false);
 
-    const breached = await eventually(
-      async () => {
-        const v = await h.ticket(ws, t.id);
-        return v.sla_breached ? v : undefined;
-      },
-      10_000,
-      'the ticket to be breached',
-    );
+    const breached = await breachedRead(h, ws, t.id);
     const row = await h.row(t.id);
     expect(row.first_response_breached_at!.getTime()).toBeGreaterThanOrEqual(due.getTime());
     // Within a few sweeps of the due time (one a second here), not at the next minute.
@@ -599,15 +613,12 @@ describe('SLA breaches with the workers running', () => {
 });
 
 describe('SLA checks an earlier version queued', () => {
+  // The sweep runs once at start (nothing is due then) and not again during the test: what breaches is the job.
+  const get = withWorkers(3600);
   let ctx: TestContext;
-  const h = helpers(() => ctx);
-  beforeAll(async () => {
-    // The sweep runs once at start (nothing is due then) and not again during the test: what breaches is the job.
-    ctx = await startTestApp({ env: { SLA_SWEEP_SECONDS: '3600' } });
-    await ctx.startWorkers();
-  });
-  afterAll(async () => {
-    await ctx.close();
+  const h = helpers(get);
+  beforeAll(() => {
+    ctx = get();
   });
 
   test('a delayed sla.check left in Redis still fires at its due time after an upgrade and breaches the ticket exactly once', async () => {
@@ -621,14 +632,7 @@ describe('SLA checks an earlier version queued', () => {
     expect(await (await Job.fromId(queue, jobId))!.getState()).toBe('delayed');
     expect((await h.ticket(ws, t.id)).sla_breached).toBe(false);
 
-    const breached = await eventually(
-      async () => {
-        const v = await h.ticket(ws, t.id);
-        return v.sla_breached ? v : undefined;
-      },
-      10_000,
-      'the ticket to be breached',
-    );
+    const breached = await breachedRead(h, ws, t.id);
     const events = breachEvents(breached);
     expect(events).toHaveLength(1);
     expect(events[0]!.actor_type).toBe('system');
