@@ -572,14 +572,10 @@ const breachedRead = (h: ReturnType<typeof helpers>, ws: Workspace, id: string) 
 
 describe('SLA breaches with the workers running', () => {
   const get = withWorkers(1);
-  let ctx: TestContext;
   const h = helpers(get);
-  beforeAll(() => {
-    ctx = get();
-  });
 
   test('the worker registers the sla-sweep scheduler on the maintenance queue, every SLA_SWEEP_SECONDS (10 s unless set)', async () => {
-    const schedulers = await ctx.runtime.queues.queue('maintenance').getJobSchedulers();
+    const schedulers = await get().runtime.queues.queue('maintenance').getJobSchedulers();
     const sweep = schedulers.find((s) => s.key === 'sla-sweep');
     expect(sweep).toBeDefined();
     expect(sweep!.name).toBe('sla.sweep');
@@ -588,7 +584,7 @@ describe('SLA breaches with the workers running', () => {
   });
 
   test('a ticket created and re-prioritised through the API is breached by the sweep soon after its due time, once', async () => {
-    const ws = await createWorkspace(ctx);
+    const ws = await createWorkspace(get());
     const t = await h.createTicket(ws, 'normal');
     await h.patch(ws, t.id, { priority: 'high' });
     await h.setDues(t.id, { first_response: 2 });
@@ -615,20 +611,16 @@ describe('SLA breaches with the workers running', () => {
 describe('SLA checks an earlier version queued', () => {
   // The sweep runs once at start (nothing is due then) and not again during the test: what breaches is the job.
   const get = withWorkers(3600);
-  let ctx: TestContext;
   const h = helpers(get);
-  beforeAll(() => {
-    ctx = get();
-  });
 
   test('a delayed sla.check left in Redis still fires at its due time after an upgrade and breaches the ticket exactly once', async () => {
-    const ws = await createWorkspace(ctx);
+    const ws = await createWorkspace(get());
     const t = await h.createTicket(ws, 'normal');
     await h.setDues(t.id, { first_response: 1 });
     const due = (await h.row(t.id)).first_response_due;
 
-    const jobId = await ctx.runtime.queues.enqueue('sla.check', { tenant_id: ws.tenantId, ticket_id: t.id }, { delayMs: 1000 });
-    const queue = ctx.runtime.queues.queue('maintenance');
+    const jobId = await get().runtime.queues.enqueue('sla.check', { tenant_id: ws.tenantId, ticket_id: t.id }, { delayMs: 1000 });
+    const queue = get().runtime.queues.queue('maintenance');
     expect(await (await Job.fromId(queue, jobId))!.getState()).toBe('delayed');
     expect((await h.ticket(ws, t.id)).sla_breached).toBe(false);
 
@@ -653,7 +645,7 @@ describe('SLA checks an earlier version queued', () => {
     expect(job.returnvalue).toEqual({ breached: 1 });
 
     // A repeat of the same check (a stale or duplicate job) finds nothing more.
-    await ctx.runtime.queues.enqueue('sla.check', { tenant_id: ws.tenantId, ticket_id: t.id });
+    await get().runtime.queues.enqueue('sla.check', { tenant_id: ws.tenantId, ticket_id: t.id });
     await new Promise((r) => setTimeout(r, 500));
     expect(breachEvents(await h.ticket(ws, t.id))).toHaveLength(1);
   });
