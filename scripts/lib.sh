@@ -11,6 +11,28 @@ ensure_dependencies() {
     npm install --no-audit --no-fund --loglevel=error
     touch node_modules/.helpdesk-installed
   fi
+  use_project_node
+}
+
+# The service runs on Node 24 LTS. The `node` dev dependency installs the npm registry's Node 24 binary as
+# node_modules/.bin/node; put it first on PATH (as `npm run` does, but also when a script is run with bash
+# directly) and forget any `node` bash looked up before the install, so every later node, npx, tsx, tsc and
+# jest runs on it rather than on an older system Node.
+use_project_node() {
+  if [ -x "$PWD/node_modules/.bin/node" ]; then
+    case ":$PATH:" in
+      "$PWD/node_modules/.bin:"*) ;;
+      *) export PATH="$PWD/node_modules/.bin:$PATH" ;;
+    esac
+  fi
+  hash -r
+  local major
+  major=$(node -p 'process.versions.node.split(".")[0]')
+  if [ "$major" -lt 24 ]; then
+    say "node $(node --version) is older than the Node 24 this service needs, and node_modules/.bin/node is missing: run npm install"
+    exit 1
+  fi
+  say "node $(node --version) ($(command -v node))"
 }
 
 # The browser check (test/browser.test.ts) drives Debian's chromium through playwright-core. Install it when it is
