@@ -1,5 +1,7 @@
 # One image for every role (api, worker, migrate); docker-compose.yml picks the command.
-FROM node:20-bookworm-slim
+# Node 24 LTS, as package.json's engines says. The image brings its own Node, so the `node` dev dependency (the
+# npm registry's Node 24 binary, for `npm run up` and `npm test` on machines with an older Node) stays out of it.
+FROM node:24-bookworm-slim
 
 WORKDIR /app
 ENV NODE_ENV=production
