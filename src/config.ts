@@ -99,6 +99,15 @@ const schema = z
     EVENT_RETENTION_DAYS: int(1, 3650).default(30),
     EVENT_STREAM_POLL_MS: int(50, 60_000).default(500),
     EVENT_STREAM_HEARTBEAT_SECONDS: int(1, 300).default(15),
+    // Live streams are bounded (issue 32): open streams per caller (API key, or user of an access token), per
+    // workspace and per API process; how long a client may stay behind before its stream ends; how often an
+    // idle stream checks its credential again; the largest event a frame carries (larger ones are references).
+    EVENT_STREAMS_PER_CALLER: int(1, 100_000).default(10),
+    EVENT_STREAMS_PER_WORKSPACE: int(1, 1_000_000).default(100),
+    EVENT_STREAMS_PER_PROCESS: int(1, 1_000_000).default(1000),
+    EVENT_STREAM_STALL_SECONDS: int(1, 3600).default(30),
+    EVENT_STREAM_RECHECK_SECONDS: int(1, 300).default(5),
+    EVENT_STREAM_MAX_EVENT_BYTES: int(1024, 16 * 1024 * 1024).default(64 * 1024),
     PRESENCE_TTL_SECONDS: int(1, 86400).default(300),
     // How often overdue SLA targets are marked breached (one set-based sweep for every ticket; no per-ticket timers).
     SLA_SWEEP_SECONDS: int(1, 3600).default(10),
@@ -231,7 +240,17 @@ export const CONFIG_SECTIONS = {
   ],
   workers: ['SLA_SWEEP_SECONDS', 'WORKER_CONCURRENCY', 'INTAKE_WRITE_SLOTS', 'INTAKE_WRITE_MAX_ITEMS', 'BACKGROUND_INTAKE_YIELD_MS', 'WORKER_METRICS_PUSH_MS', 'AUDIT_RETENTION_DAYS'],
   tickets: ['PRESENCE_TTL_SECONDS', 'THREAD_WINDOW_HOURS', 'TICKET_TIMELINE_CACHE_MB'],
-  events: ['EVENT_RETENTION_DAYS', 'EVENT_STREAM_POLL_MS', 'EVENT_STREAM_HEARTBEAT_SECONDS'],
+  events: [
+    'EVENT_RETENTION_DAYS',
+    'EVENT_STREAM_POLL_MS',
+    'EVENT_STREAM_HEARTBEAT_SECONDS',
+    'EVENT_STREAMS_PER_CALLER',
+    'EVENT_STREAMS_PER_WORKSPACE',
+    'EVENT_STREAMS_PER_PROCESS',
+    'EVENT_STREAM_STALL_SECONDS',
+    'EVENT_STREAM_RECHECK_SECONDS',
+    'EVENT_STREAM_MAX_EVENT_BYTES',
+  ],
   intake: [
     'INGEST_RATE_POINTS',
     'INGEST_RATE_WINDOW_SECONDS',

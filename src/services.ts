@@ -45,7 +45,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   const { db, config, queues, logger, redis, bus } = deps;
   const reads = createReadRouting({ primary: db, replica: deps.readDb ?? null, redis, config, logger });
   const audit = createAuditService({ db });
-  const events = createEventService({ db, config: section(config, 'events') });
+  const events = createEventService({ db, config: section(config, 'events', 'redis'), redis, logger });
   const apiKeys = createApiKeyService({ db, config: section(config, 'secrets'), audit });
   const customers = createCustomerService({ db, events, reads });
   const notifications = createNotificationService({ db });

@@ -44,6 +44,7 @@ test('every store function takes the tenant id second, or says in its name that 
     'crossTenantDueForPoll',
     'crossTenantDueForRefresh',
     'crossTenantEndpointsDue',
+    'crossTenantHeads',
     'crossTenantIntegrationForIntake',
     'crossTenantKeyByPrefix',
     'crossTenantListIds',

@@ -457,6 +457,8 @@ export interface EventsTable {
   occurred_at: CreatedAt;
   ticket_id: string | null;
   data: ColumnType<unknown, string, string>;
+  /** UTF-8 bytes of `data` as JSON, written at insert (0032); null on rows written before. */
+  data_bytes: ColumnType<number | null, number | undefined, never>;
 }
 
 export interface WebhookEndpointsTable {

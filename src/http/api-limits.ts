@@ -1,7 +1,7 @@
 import type { RedisClient } from '../queue/connection';
 import type { Logger } from 'pino';
 import type { ConfigSection } from '../config';
-import type { Principal } from '../domains/identity/principal';
+import { callerOf, type Principal } from '../domains/identity/principal';
 import { DomainError } from '../lib/errors';
 
 /** One policy's state after a request: what is left and when the window resets. */
@@ -57,7 +57,7 @@ export function createApiLimits(deps: { redis: RedisClient; config: ConfigSectio
   const policy = `"caller";q=${config.API_RATE_POINTS};w=${window}, "workspace";q=${config.WORKSPACE_RATE_POINTS};w=${window}`;
   const keyOf = (p: Principal) => {
     const tag = `${config.REDIS_PREFIX}:throttle:api:{${p.tenantId}}`;
-    return { caller: `${tag}:${p.apiKeyId ? `key:${p.apiKeyId}` : `user:${p.userId}`}`, workspace: `${tag}:workspace` };
+    return { caller: `${tag}:${callerOf(p)}`, workspace: `${tag}:workspace` };
   };
   const stateOf = (name: string, points: number, count: number, msLeft: number): PolicyState => ({
     name,

@@ -25,6 +25,12 @@ export interface OperationInput<P, Q, B> {
   requestId: string;
   /** Event streams: the Last-Event-ID the (re)connecting client sent, if any. */
   lastEventId?: string;
+  /**
+   * Event streams: checks the request's credential again, live (revoked, removed, demoted, expired), and the
+   * operation's floor and scope; resolves the caller as they are now, or throws the refusal a new request
+   * would get. A stream outlives the check its request passed, so it asks again.
+   */
+  reauthorize?: () => Promise<Principal>;
   /** Versioned operations: the If-Match the request sent, if any. */
   ifMatch?: VersionCondition;
   /** Operations with `rawBody`: the bytes exactly as sent (decompressed) and the request headers. */

@@ -22,9 +22,16 @@ export interface HandlerResult {
   stream?: (out: StreamWriter) => Promise<void>;
 }
 
-/** Where a streaming handler writes; `write` waits while the client is slow to read (backpressure). */
+/**
+ * Where a streaming handler writes. Backpressure is the handler's to honour: `write` says whether the client's
+ * buffer is still below the high-water mark, and `drained` waits until it is, or says the client stayed behind.
+ */
 export interface StreamWriter {
-  write(chunk: string): Promise<void>;
+  /** Queues a chunk; false when the client's buffer is now at or above the high-water mark (or the client is gone). */
+  write(chunk: string): boolean;
+  /** True once the buffer is below the high-water mark; false when it is still above it after `ms`, or the client left. */
+  drained(ms: number): Promise<boolean>;
+  /** Aborted when the client goes away. */
   signal: AbortSignal;
 }
 

@@ -199,6 +199,15 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
               ...(rawInput ? { raw: rawInput } : {}),
               ...(op.versioned && req.get('if-match') !== undefined ? { ifMatch: parseIfMatch(req.get('if-match')!) } : {}),
               ...(op.eventStream && req.get('last-event-id') !== undefined ? { lastEventId: req.get('last-event-id')! } : {}),
+              ...(op.eventStream && op.access !== 'public'
+                ? {
+                    reauthorize: async () => {
+                      const now = await services.identity.authenticate(req.headers.authorization);
+                      authorize(op as Parameters<typeof authorize>[0], now);
+                      return now;
+                    },
+                  }
+                : {}),
             },
             services,
           );
@@ -228,20 +237,32 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
           res.flushHeaders();
           const gone = new AbortController();
           res.once('close', () => gone.abort());
-          const write = (chunk: string) =>
-            new Promise<void>((resolve) => {
-              if (gone.signal.aborted || res.write(chunk)) return resolve();
-              const done = () => {
-                res.off('drain', done);
-                res.off('close', done);
-                resolve();
+          const write = (chunk: string) => !gone.signal.aborted && res.write(chunk) && !res.writableNeedDrain;
+          const drained = (ms: number) =>
+            new Promise<boolean>((resolve) => {
+              if (gone.signal.aborted) return resolve(false);
+              if (!res.writableNeedDrain) return resolve(true);
+              const done = (ok: boolean) => () => {
+                clearTimeout(timer);
+                res.off('drain', onDrain);
+                res.off('close', onClose);
+                resolve(ok && !gone.signal.aborted);
               };
-              res.once('drain', done).once('close', done);
+              const onDrain = done(true);
+              const onClose = done(false);
+              const timer = setTimeout(done(false), ms);
+              res.once('drain', onDrain).once('close', onClose);
             });
           try {
-            await result.stream({ write, signal: gone.signal });
+            await result.stream({ write, drained, signal: gone.signal });
+          } catch (err) {
+            // The headers are sent: a stream that fails ends, and the client resumes with Last-Event-ID.
+            req.log.warn({ err_code: 'stream_failed', cause: (err as Error)?.message }, 'event stream ended by an error');
           } finally {
-            res.end();
+            // A client that stopped reading would keep its unsent frames (and its socket) here for as long as it
+            // likes: it is cut off instead. It lost no event: it resumes after the last whole one it read.
+            if (res.writableNeedDrain) res.destroy();
+            else res.end();
           }
           return;
         }

@@ -102,6 +102,8 @@ export const ERRORS = {
   endpoint_url_refused: ['unprocessable', 'The endpoint URL must be https://.'],
   endpoint_disabled: ['conflict', 'This endpoint is disabled; enable it (PATCH enabled: true) before replaying events to it.'],
   integration_limit_reached: ['conflict', 'A workspace can hold at most 20 integrations; delete one first.'],
+  endpoint_limit_reached: ['conflict', 'A workspace can hold at most 20 webhook endpoints; delete one first.'],
+  too_many_streams: ['throttled', 'This API key already has 10 event streams open, the most allowed; close one, or retry later.'],
   payload_too_large: ['too_large', 'The request body exceeds the size limit.'],
   unsupported_media_type: ['unsupported_media', 'Send the body as application/json.'],
   /** Answered by the operator dashboard (/admin/queues), not by an API operation. */

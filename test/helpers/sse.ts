@@ -17,6 +17,12 @@ export interface SseClient {
   contentType(): string;
   /** The response ended, closed or failed (the server went away, or close() was called). */
   ended(): boolean;
+  /** Starts reading a stream opened with `paused` (a client that stopped reading, until now). */
+  resume(): void;
+  /** The answer's headers (a refusal's Retry-After, say). */
+  headers(): Record<string, string | string[] | undefined>;
+  /** The whole text received (a refusal's problem body). */
+  text(): string;
   close(): void;
 }
 
@@ -24,13 +30,15 @@ export interface SseClient {
  * Opens the stream on `baseUrl` (e.g. http://127.0.0.1:1234). Only complete blocks (ended by a blank line)
  * are recorded, so a connection cut mid-block records nothing of that block, as EventSource would.
  */
-export function connectSse(baseUrl: string, token: string, opts: { query?: string; lastEventId?: string } = {}): SseClient {
+export function connectSse(baseUrl: string, token: string, opts: { query?: string; lastEventId?: string; paused?: boolean } = {}): SseClient {
   const { hostname, port } = new URL(baseUrl);
   const blocks: Sse[] = [];
   let status = 0;
   let contentType = '';
   let ended = false;
   let buffer = '';
+  let text = '';
+  let response: IncomingMessage | undefined;
   const req = request({
     host: hostname,
     port,
@@ -38,10 +46,13 @@ export function connectSse(baseUrl: string, token: string, opts: { query?: strin
     headers: { ...bearer(token), ...(opts.lastEventId ? { 'Last-Event-ID': opts.lastEventId } : {}) },
   });
   req.on('response', (res: IncomingMessage) => {
+    response = res;
     status = res.statusCode ?? 0;
     contentType = String(res.headers['content-type'] ?? '');
     res.setEncoding('utf8');
+    if (opts.paused) res.pause();
     res.on('data', (chunk: string) => {
+      if (status !== 200) text += chunk;
       buffer += chunk;
       let end: number;
       while ((end = buffer.indexOf('\n\n')) >= 0) {
@@ -70,6 +81,9 @@ export function connectSse(baseUrl: string, token: string, opts: { query?: strin
     status: () => status,
     contentType: () => contentType,
     ended: () => ended,
+    resume: () => response?.resume(),
+    headers: () => response?.headers ?? {},
+    text: () => text,
     close: () => req.destroy(),
   };
 }

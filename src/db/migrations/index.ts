@@ -30,6 +30,7 @@ import * as m0028 from './0028_tenant_keys';
 import * as m0029 from './0029_routes';
 import * as m0030 from './0030_macro_notify';
 import * as m0031 from './0031_duplicate_keys';
+import * as m0032 from './0032_event_sizes';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -64,6 +65,7 @@ const migrations: Record<string, Migration> = {
   '0029_routes': m0029,
   '0030_macro_notify': m0030,
   '0031_duplicate_keys': m0031,
+  '0032_event_sizes': m0032,
 };
 
 export const migrationProvider: MigrationProvider = {

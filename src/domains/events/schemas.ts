@@ -3,8 +3,13 @@ import { intParam } from '../../http/params';
 import { afterParam, listParam, pageSchema } from '../../lib/paging';
 import { EVENT_TYPES } from './types';
 
-/** The log reads in one order, commit order (its cursor names it). */
+/** The log reads in one order, commit order. Cursors given out before issue 32 name it and carry a log position. */
 export const EVENT_LOG_SORT = 'position';
+/**
+ * Cursors given out now: the same order, resumed after an event named by its id. The position is a sequence
+ * shared by every workspace, so a cursor that carried it let a workspace count everyone's events.
+ */
+export const EVENT_CURSOR_SORT = 'event';
 
 const eventType = z.enum(EVENT_TYPES);
 
@@ -22,7 +27,7 @@ export const event = z
 
 export const eventLogQuery = z.strictObject({
   limit: intParam(1, 500).default(100),
-  after: afterParam({ [EVENT_LOG_SORT]: 'sequence' }).optional(),
+  after: afterParam({ [EVENT_CURSOR_SORT]: 'sequence', [EVENT_LOG_SORT]: 'sequence' }).optional(),
   types: listParam(eventType, EVENT_TYPES.length).optional().meta({ examples: ['ticket.created,message.created'] }),
 });
 export type EventLogQuery = z.output<typeof eventLogQuery>;
@@ -36,3 +41,6 @@ export const eventLog = pageSchema('events', event).extend({
   next_cursor: z.string().nullable().meta({ description: 'Where to resume: pass it as `after`, now for the next page or later for what commits meanwhile. Null only for an empty log read from its start.' }),
   has_more: z.boolean().meta({ description: 'Whether more events are there now (keep paging) or this page reached the end of what has committed.' }),
 });
+
+export const eventParams = z.object({ event_id: z.uuid() });
+

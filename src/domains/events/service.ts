@@ -1,34 +1,43 @@
+import type { Logger } from 'pino';
 import type { Db, Executor } from '../../db';
-import { newId } from '../../lib/ids';
+import { newId, isUuid } from '../../lib/ids';
 import { encodeCursor, type Cursor } from '../../lib/paging';
 import type { ConfigSection } from '../../config';
-import { validationFailed } from '../../lib/errors';
-import { isUuid } from '../../lib/ids';
+import { notFound, validationFailed } from '../../lib/errors';
 import type { StreamWriter } from '../../http/result';
 import { iso } from '../../lib/time';
-import type { Principal } from '../identity/principal';
+import type { RedisClient } from '../../queue/connection';
+import { mayManageIntegrations, type Principal } from '../identity/principal';
 import { crossTenantListIds } from '../workspaces/store';
-import { EVENT_LOG_SORT, type EventLogQuery, type EventStreamQuery } from './schemas';
+import { EVENT_CURSOR_SORT, EVENT_LOG_SORT, type EventLogQuery, type EventStreamQuery } from './schemas';
+import { createLogTail, createStreamSlots } from './live';
 import * as store from './store';
 import type { EventSink, NewOutboundEvent } from './types';
 
 /** Events sent per read of the log while a stream catches up. */
-const STREAM_PAGE = 200;
+const STREAM_PAGE = 50;
+/** A page of GET /v1/events holds at most this many bytes of events (and always at least one event). */
+const LIST_PAGE_BYTES = 4 * 1024 * 1024;
+/** No event is too large for the list or GET /v1/events/{id}: they are where a stream's references point. */
+const WHOLE = 2 ** 31 - 1;
 
-/** Waits `ms`, or less when the stream closes. */
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const t = setTimeout(done, ms);
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
+/** The reader may not see integration ids (the webhook URL secret) unless they may manage integrations. */
+const hides = (p: Principal) => !mayManageIntegrations(p);
+
+/** Where a reader resumes after an event: its id only, so the log's position (a global sequence) stays ours. */
+const cursorAfter = (id: string): string => encodeCursor({ sort: EVENT_CURSOR_SORT, key: '0', id });
+
+export function createEventService(deps: { db: Db; config: ConfigSection<'events' | 'redis'>; redis: RedisClient; logger: Logger }) {
+  const { db, config, logger } = deps;
+  const tail = createLogTail({ db, pollMs: config.EVENT_STREAM_POLL_MS, logger });
+  const slots = createStreamSlots({
+    redis: deps.redis,
+    prefix: config.REDIS_PREFIX,
+    perCaller: config.EVENT_STREAMS_PER_CALLER,
+    perWorkspace: config.EVENT_STREAMS_PER_WORKSPACE,
+    perProcess: config.EVENT_STREAMS_PER_PROCESS,
+    logger,
   });
-
-export function createEventService(deps: { db: Db; config: ConfigSection<'events'> }) {
-  const { db, config } = deps;
 
   const present = (r: { id: string; type: string; occurred_at: Date; tenant_id: string; data: unknown }) => ({
     id: r.id,
@@ -38,13 +47,36 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
     data: r.data as Record<string, unknown>,
   });
 
+  /**
+   * An event too large for a stream frame, as a reference: what it is, and where to read it whole. A viewer
+   * who writes 380 KiB replies cannot make every stream carry (and every process hold) 380 KiB per event.
+   */
+  const reference = (r: store.LogRow) => ({
+    id: r.id,
+    type: r.type,
+    occurred_at: iso(r.occurred_at),
+    tenant_id: r.tenant_id,
+    data_ref: { url: `/v1/events/${r.id}`, bytes: r.bytes },
+  });
+
+  /** The log position a cursor or a Last-Event-ID names; undefined: the start of the log (or the event was pruned). */
+  async function positionAfter(tenantId: string, after: Cursor | undefined): Promise<string | undefined> {
+    if (after === undefined) return undefined;
+    // Cursors given out before issue 32 carry the position itself.
+    if (after.sort === EVENT_LOG_SORT) return after.key;
+    return store.positionOf(db, tenantId, after.id);
+  }
+
   const sink: EventSink = {
     /** In the caller's transaction: the events commit, or roll back, with the change that caused them. */
     async emit(tx: Executor, tenantId: string, events: NewOutboundEvent[]) {
       await store.insertEvents(
         tx,
         tenantId,
-        events.map((e) => ({ id: newId(), type: e.type, ticket_id: e.ticketId ?? null, data: JSON.stringify(e.data) })),
+        events.map((e) => {
+          const data = JSON.stringify(e.data);
+          return { id: newId(), type: e.type, ticket_id: e.ticketId ?? null, data, data_bytes: Buffer.byteLength(data) };
+        }),
       );
     },
   };
@@ -56,51 +88,133 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
     /**
      * A page of the log. Unlike a list, a log is tailed: `next_cursor` always says where to resume (past the
      * last event shown, or where the caller was when nothing new has committed), and `has_more` says
-     * whether more is there now. It is null only for an empty log read from its start.
+     * whether more is there now. It is null only for an empty log read from its start. A page holds at most
+     * LIST_PAGE_BYTES of events (at least one), so `limit=500` of large events is not one answer of 190 MB.
      */
     async list(actor: Principal, q: EventLogQuery) {
-      const rows = await store.listEvents(db, actor.tenantId, q);
-      const shown = rows.slice(0, q.limit);
-      const last = shown.at(-1);
-      const next = last ? encodeCursor({ sort: EVENT_LOG_SORT, key: last.page_key, id: last.id }) : q.after ? encodeCursor(q.after) : null;
-      return { events: shown.map(present), next_cursor: next, has_more: rows.length > q.limit };
+      const after = await positionAfter(actor.tenantId, q.after);
+      const { rows, more } = await store.readLog(db, actor.tenantId, {
+        limit: q.limit,
+        ...(after !== undefined ? { after } : {}),
+        ...(q.types ? { types: q.types } : {}),
+        maxBytes: LIST_PAGE_BYTES,
+        wholeBytes: WHOLE,
+        hideIntegrationIds: hides(actor),
+      });
+      const last = rows.at(-1);
+      const next = last ? cursorAfter(last.id) : q.after ? encodeCursor(q.after) : null;
+      return { events: rows.map(present), next_cursor: next, has_more: more };
+    },
+
+    /** One event whole: where a stream's reference to a large event points. */
+    async get(actor: Principal, id: string) {
+      const row = await store.getEvent(db, actor.tenantId, id, hides(actor));
+      if (!row) throw notFound('event');
+      return present(row);
     },
 
     /**
      * GET /v1/events/stream: the log tailed live as Server-Sent Events, `id:` the event's id, so a client that
      * reconnects with `Last-Event-ID` resumes right after the last event it got: no gap and no repeat, on
-     * this process or another (the position is in the database, not in the process). It polls the log every
-     * EVENT_STREAM_POLL_MS (one index range read) and sends a comment every EVENT_STREAM_HEARTBEAT_SECONDS
-     * while idle. An id the log no longer has (pruned) resumes from the oldest event kept.
+     * this process or another (the position is in the database, not in the process). Bounded (issue 32):
+     *
+     * - it reads the log only when its workspace's end moved (one shared poll per process, see live.ts), a
+     *   page of at most EVENT_STREAM_MAX_EVENT_BYTES at a time, and an event larger than that is sent as a
+     *   reference to GET /v1/events/{id};
+     * - it reads nothing while the client's buffer is above the high-water mark, and ends the stream when the
+     *   client stays behind for EVENT_STREAM_STALL_SECONDS (it resumes with Last-Event-ID, losing nothing);
+     * - it checks the credential again before every page it delivers (a credential revoked, or a member
+     *   removed, before those events committed never sees them) and at least every EVENT_STREAM_RECHECK_SECONDS
+     *   while idle, and ends when the credential expires;
+     * - streams are capped per caller, per workspace and per process (429 too_many_streams).
      */
-    async openStream(actor: Principal, q: EventStreamQuery, lastEventId: string | undefined): Promise<(w: StreamWriter) => Promise<void>> {
+    async openStream(
+      actor: Principal,
+      q: EventStreamQuery,
+      lastEventId: string | undefined,
+      reauthorize: () => Promise<Principal>,
+    ): Promise<(w: StreamWriter) => Promise<void>> {
       // Checked and resolved before the stream starts, so a bad id is a problem answer, not a broken stream.
       if (lastEventId !== undefined && !isUuid(lastEventId)) throw validationFailed([{ path: 'header.last-event-id', message: 'not an event id this stream gave out' }]);
-      let after: Cursor | undefined = q.after;
-      if (lastEventId !== undefined) {
-        const position = await store.positionOf(db, actor.tenantId, lastEventId);
-        after = position ? { sort: EVENT_LOG_SORT, key: position, id: lastEventId } : undefined;
-      }
+      let position = lastEventId !== undefined ? await store.positionOf(db, actor.tenantId, lastEventId) : await positionAfter(actor.tenantId, q.after);
+      const slot = await slots.acquire(actor);
+      const watch = tail.watch(actor.tenantId);
+      const stallMs = config.EVENT_STREAM_STALL_SECONDS * 1000;
+      const recheckMs = config.EVENT_STREAM_RECHECK_SECONDS * 1000;
+      const heartbeatMs = config.EVENT_STREAM_HEARTBEAT_SECONDS * 1000;
+      const frameBytes = config.EVENT_STREAM_MAX_EVENT_BYTES;
+
       return async (w: StreamWriter) => {
-        // The client's reconnection delay, then events as they commit.
-        await w.write('retry: 2000\n\n');
-        let idleSince = Date.now();
-        while (!w.signal.aborted) {
-          const rows = await store.listEvents(db, actor.tenantId, { limit: STREAM_PAGE, ...(after ? { after } : {}), ...(q.types ? { types: q.types } : {}) });
-          for (const r of rows.slice(0, STREAM_PAGE)) {
-            await w.write(`id: ${r.id}\nevent: ${r.type}\ndata: ${JSON.stringify(present(r))}\n\n`);
-            after = { sort: EVENT_LOG_SORT, key: r.page_key, id: r.id };
-            idleSince = Date.now();
+        let caller = actor;
+        let checkedAt = Date.now();
+        let wroteAt = Date.now();
+        /** The caller as they are now, or null when a new request would be refused (the stream then ends). */
+        const recheck = async (): Promise<boolean> => {
+          try {
+            caller = await reauthorize();
+            checkedAt = Date.now();
+            return true;
+          } catch {
+            return false;
           }
-          if (rows.length > STREAM_PAGE) continue;
-          if (Date.now() - idleSince >= config.EVENT_STREAM_HEARTBEAT_SECONDS * 1000) {
-            await w.write(': heartbeat\n\n');
-            idleSince = Date.now();
+        };
+        const expired = () => caller.expiresAt !== undefined && Date.now() >= caller.expiresAt;
+        /** Writes a frame; false when the client stayed behind past the stall deadline (or left). */
+        const send = async (chunk: string) => {
+          wroteAt = Date.now();
+          return w.write(chunk) || (await w.drained(stallMs));
+        };
+        try {
+          // The client's reconnection delay, then events as they commit.
+          if (!(await send('retry: 2000\n\n'))) return;
+          /** The workspace's log end as of the last read that caught up: nothing to read until it moves. */
+          let seen: bigint | undefined;
+          while (!w.signal.aborted) {
+            if (expired() || (Date.now() - checkedAt >= recheckMs && !(await recheck()))) return;
+            const head = watch.head();
+            if (head === undefined || seen === undefined || head > seen) {
+              for (;;) {
+                const hide = hides(caller);
+                const page = await store.readLog(db, actor.tenantId, {
+                  limit: STREAM_PAGE,
+                  ...(position !== undefined ? { after: position } : {}),
+                  ...(q.types ? { types: q.types } : {}),
+                  maxBytes: frameBytes,
+                  wholeBytes: frameBytes,
+                  hideIntegrationIds: hide,
+                });
+                if (page.rows.length === 0) break;
+                // Before delivering: the credential as it is now, checked after these events were read, so a
+                // revocation or a removal that committed before them is seen. A caller who lost the right to
+                // see integration ids meanwhile gets the page read again without them.
+                if (!(await recheck()) || expired()) return;
+                if (hides(caller) !== hide) continue;
+                for (const r of page.rows) {
+                  const json = JSON.stringify(r.data === null ? reference(r) : present(r));
+                  if (!(await send(`id: ${r.id}\nevent: ${r.type}\ndata: ${json}\n\n`))) return;
+                  position = r.page_key;
+                }
+                if (!page.more) break;
+              }
+              seen = head;
+            }
+            if (Date.now() - wroteAt >= heartbeatMs && !(await send(': heartbeat\n\n'))) return;
+            const untilCheck = checkedAt + recheckMs - Date.now();
+            const untilBeat = wroteAt + heartbeatMs - Date.now();
+            const untilExpiry = caller.expiresAt === undefined ? Infinity : caller.expiresAt - Date.now();
+            // The first read happens before the shared poll has answered: look again at the poll's pace.
+            const wait = head === undefined ? config.EVENT_STREAM_POLL_MS : Math.min(untilCheck, untilBeat, untilExpiry);
+            await watch.wait(Math.max(1, wait), w.signal);
           }
-          await sleep(config.EVENT_STREAM_POLL_MS, w.signal);
+        } finally {
+          watch.close();
+          slot.release();
         }
       };
     },
+
+    /** Streams open in this process (the per-process cap counts these). */
+    openStreams: () => slots.open(),
 
     /** Retention sweep (maintenance worker): each workspace pruned on its own. */
     async prune(retentionDays: number): Promise<{ deleted: number }> {

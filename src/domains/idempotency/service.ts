@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import { refuse } from '../../lib/errors';
-import type { Principal } from '../identity/principal';
+import { callerOf, type Principal } from '../identity/principal';
 import * as store from './store';
 
 /** The draft's key is an sf-string: printable ASCII, here 1 to 255 characters. */
@@ -31,7 +31,7 @@ function canonical(value: unknown): string {
  */
 export function createIdempotencyService(deps: { db: Db; config: ConfigSection<'http'> }) {
   const { db, config } = deps;
-  const scopeOf = (p: Principal) => (p.apiKeyId ? `key:${p.apiKeyId}` : `user:${p.userId}`);
+  const scopeOf = callerOf;
 
   return {
     /** Refuses a malformed key (400) before anything runs. */

@@ -66,6 +66,7 @@ export function createIdentityService(deps: { db: Db; config: ConfigSection<'ide
       scopes: row.scopes,
       agentIds: agentIdsOf(row.scopes),
       userName: row.creator_name,
+      ...(row.expires_at ? { expiresAt: row.expires_at.getTime() } : {}),
     };
   }
 
@@ -89,6 +90,8 @@ export function createIdentityService(deps: { db: Db; config: ConfigSection<'ide
         audience: config.REALM_AUDIENCE,
         algorithms: config.REALM_ALGORITHMS,
         clockTolerance: 5,
+        // A token without an expiry would be valid forever once leaked: the realm must say when it ends.
+        requiredClaims: ['exp'],
       };
       const result =
         typeof key === 'function' ? await jwtVerify(token, key, options) : await jwtVerify(token, key, options);
@@ -98,6 +101,7 @@ export function createIdentityService(deps: { db: Db; config: ConfigSection<'ide
         throw dependencyUnavailable('The identity realm');
       }
       if (err instanceof joseErrors.JWTExpired) throw unauthenticated('The access token has expired.');
+      if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === 'exp') throw unauthenticated('The access token has no expiry (exp claim); only tokens that expire are accepted.');
       if (err instanceof joseErrors.JOSEError) throw unauthenticated('The access token is not valid.');
       throw err;
     }
@@ -150,6 +154,8 @@ export function createIdentityService(deps: { db: Db; config: ConfigSection<'ide
       scopes: null,
       agentIds: [],
       ...(membership.name !== undefined ? { userName: membership.name } : {}),
+      // requiredClaims makes `exp` present; what outlives this request (a live stream) ends with the token.
+      expiresAt: (payload.exp ?? 0) * 1000,
     };
   }
 

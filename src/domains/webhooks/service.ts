@@ -2,14 +2,12 @@ import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import type { IntegrationRow } from '../../db/types';
 import { notFound, refuse } from '../../lib/errors';
-import type { Principal } from '../identity/principal';
+import { mayManageIntegrations, type Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import { pageOf, type Cursor } from '../../lib/paging';
 import { TRANSCRIPT_SORT } from './schemas';
 import type { AuditService } from '../audit/service';
-import { roleAtLeast } from '../identity/roles';
-import { scopesCover } from '../identity/scopes';
 import { lockTenant } from '../workspaces/store';
 import type { WebhookProviderId } from './providers';
 import { createSecrets } from './secrets';
@@ -23,7 +21,6 @@ function withoutTrailingSlashes(url: string): string {
   return url.slice(0, end);
 }
 
-const mayListIntegrations = (actor: Principal) => roleAtLeast(actor.role, 'admin') && (!actor.scopes || scopesCover(actor.scopes, 'admin-resources', 'read'));
 
 /**
  * The integrations that receive webhooks from other helpdesks (Zendesk, Front, Help Scout), and the
@@ -96,7 +93,7 @@ export function createWebhookService(deps: { db: Db; config: ConfigSection<'webh
         id: t.id,
         // The integration id selects the workspace on the public webhook route: only a caller who may list
         // integrations (admin, and a key scoped for admin-resources:read) sees it.
-        ...(mayListIntegrations(actor) ? { integration_id: t.integration_id } : {}),
+        ...(mayManageIntegrations(actor) ? { integration_id: t.integration_id } : {}),
         provider: t.provider,
         external_ticket_id: t.external_ticket_id,
         event_count: t.event_count,
