@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
@@ -6,6 +7,42 @@ const optionalString = z
   .string()
   .optional()
   .transform((v) => (v && v.trim() !== '' ? v : undefined));
+
+/** The proxy names Express's `trust proxy` knows (proxy-addr's): each stands for a set of ranges. */
+const PROXY_NAMES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** One address or CIDR (`10.0.0.0/8`, `fd00::/8`), checked without a regular expression over the value. */
+function addressOrCidr(entry: string): boolean {
+  const slash = entry.indexOf('/');
+  const address = slash < 0 ? entry : entry.slice(0, slash);
+  const family = isIP(address);
+  if (family === 0) return false;
+  if (slash < 0) return true;
+  const bits = entry.slice(slash + 1);
+  const n = Number(bits);
+  return bits.length > 0 && bits.length <= 3 && Number.isInteger(n) && n >= 0 && n <= (family === 4 ? 32 : 128);
+}
+
+/** TRUST_PROXY: `false`/`true`, a hop count, or a comma-separated list of addresses, CIDRs and proxy names. */
+const trustProxy = z
+  .string()
+  .max(4096)
+  .transform((v, ctx): boolean | number | string[] => {
+    const t = v.trim();
+    if (t === '' || t === 'false' || t === '0') return false;
+    if (t === 'true') return true;
+    if ([...t].every((c) => c >= '0' && c <= '9')) {
+      const hops = Number(t);
+      if (hops <= 64) return hops;
+    }
+    const entries = t.split(',').map((e) => e.trim()).filter((e) => e.length > 0);
+    const bad = entries.find((e) => !PROXY_NAMES.has(e) && !addressOrCidr(e));
+    if (entries.length === 0 || bad !== undefined) {
+      ctx.addIssue({ code: 'custom', message: `must be false, true, a hop count (1–64) or a comma-separated list of proxy addresses, CIDRs and the names loopback, linklocal, uniquelocal${bad ? `; "${bad.slice(0, 64)}" is none of these` : ''}` });
+      return z.NEVER;
+    }
+    return entries;
+  });
 
 // A development encryption key, for the same reason; production refuses it.
 const DEV_ENCRYPTION_KEYS = 'dev:ZGV2LW9ubHktZW5jcnlwdGlvbi1rZXktMzItYnl0ZXM=';
@@ -86,6 +123,8 @@ const schema = z
     API_RATE_WINDOW_SECONDS: int(1, 86400).default(60),
     // How long an Idempotency-Key's first answer is kept for replay (the draft suggests at least 24 hours).
     IDEMPOTENCY_TTL_SECONDS: int(1, 30 * 86400).default(86400),
+    // The largest answer kept whole for replay; a larger one is kept as a pointer to the resource it shows.
+    IDEMPOTENCY_MAX_STORED_BYTES: int(1024, 16 * 1024 * 1024).default(64 * 1024),
     WORKER_CONCURRENCY: int(1, 256).default(8),
     // Group commit of intake batches in a worker process (issue 20): transactions in flight per intake kind,
     // and the most messages one of them carries when queued batches are written together.
@@ -168,7 +207,10 @@ const schema = z
     MAILBOX_POLL_SECONDS: int(10, 86400).default(60),
     MAILBOX_DAILY_SEND_LIMIT: int(1, 1_000_000).default(2000),
     OUTBOUND_ATTEMPTS: int(1, 20).default(5),
-    TRUST_PROXY: bool.default(false),
+    // Which proxies' X-Forwarded-For to believe (Express's `trust proxy`): false, a hop count, or the proxies'
+    // addresses and CIDRs (and Express's names loopback, linklocal, uniquelocal). `true` believes every hop,
+    // so the left-most address, which a caller writes: refused in production.
+    TRUST_PROXY: trustProxy.default(false),
     // Outbound webhooks (issue 19). http:// endpoints are refused unless this is on and the host is loopback.
     WEBHOOK_ALLOW_HTTP_LOOPBACK: bool.default(false),
     // Outbound webhooks to private networks (10/8, 192.168/16, link-local, fc00::/7 …) are refused unless set.
@@ -207,6 +249,14 @@ const schema = z
     if (c.NODE_ENV === 'production' && (!c.OPS_USER || !c.OPS_PASSWORD)) {
       ctx.addIssue({ code: 'custom', path: [c.OPS_USER ? 'OPS_PASSWORD' : 'OPS_USER'], message: 'is required in production (the queue dashboard and /metrics login)' });
     }
+    // Settings that exist for a developer's machine and open a hole anywhere else: production names each one set.
+    const developmentOnly = [
+      ...(c.WEBHOOK_ALLOW_HTTP_LOOPBACK ? ['WEBHOOK_ALLOW_HTTP_LOOPBACK=true (webhook endpoints on http:// loopback, this host\'s own ports)'] : []),
+      ...(c.TRUST_PROXY === true ? ['TRUST_PROXY=true (believes every X-Forwarded-For hop, so the address a caller writes; set the hop count or the proxies\' addresses)'] : []),
+    ];
+    if (c.NODE_ENV === 'production' && developmentOnly.length > 0) {
+      ctx.addIssue({ code: 'custom', path: [developmentOnly[0]!.split('=')[0]!], message: `is a development-only setting, refused in production: ${developmentOnly.join('; ')}` });
+    }
     if (c.REALM_JWKS_URL && c.REALM_PUBLIC_KEY) {
       ctx.addIssue({ code: 'custom', path: ['REALM_PUBLIC_KEY'], message: 'set either REALM_JWKS_URL or REALM_PUBLIC_KEY, not both' });
     }
@@ -224,7 +274,7 @@ export const CONFIG_KEYS = Object.keys(schema.shape) as (keyof Config)[];
  */
 export const CONFIG_SECTIONS = {
   runtime: ['NODE_ENV', 'LOG_LEVEL', 'SHUTDOWN_GRACE_MS'],
-  http: ['PORT', 'HOST', 'PUBLIC_BASE_URL', 'BODY_LIMIT_BYTES', 'TRUST_PROXY', 'JOB_WAIT_MS', 'IDEMPOTENCY_TTL_SECONDS', 'API_RATE_POINTS', 'WORKSPACE_RATE_POINTS', 'API_RATE_WINDOW_SECONDS'],
+  http: ['PORT', 'HOST', 'PUBLIC_BASE_URL', 'BODY_LIMIT_BYTES', 'TRUST_PROXY', 'JOB_WAIT_MS', 'IDEMPOTENCY_TTL_SECONDS', 'IDEMPOTENCY_MAX_STORED_BYTES', 'API_RATE_POINTS', 'WORKSPACE_RATE_POINTS', 'API_RATE_WINDOW_SECONDS'],
   db: ['DATABASE_URL', 'PG_POOL_MAX', 'PG_CONNECT_TIMEOUT_MS', 'PG_STATEMENT_TIMEOUT_MS', 'DATABASE_POOL_MODE', 'DATABASE_LISTEN_URL', 'DATABASE_READ_URL', 'DATABASE_READ_MAX_LAG_MS'],
   redis: ['REDIS_URL', 'REDIS_PREFIX', 'REDIS_CLUSTER_NODES', 'INTAKE_QUEUE_SHARDS'],
   secrets: ['API_KEY_PEPPER', 'ENCRYPTION_KEYS'],

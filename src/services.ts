@@ -45,6 +45,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   const { db, config, queues, logger, redis, bus } = deps;
   const reads = createReadRouting({ primary: db, replica: deps.readDb ?? null, redis, config, logger });
   const audit = createAuditService({ db });
+  const identity = createIdentityService({ db, config: section(config, 'identity', 'secrets'), audit });
   const events = createEventService({ db, config: section(config, 'events', 'redis'), redis, logger });
   const apiKeys = createApiKeyService({ db, config: section(config, 'secrets'), audit });
   const customers = createCustomerService({ db, events, reads });
@@ -87,10 +88,10 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     macroTriggers,
     reads,
     intakePressure,
-    identity: createIdentityService({ db, config: section(config, 'identity', 'secrets'), audit }),
-    authThrottle: createAuthThrottle({ redis, config: section(config, 'identity', 'redis'), logger }),
+    identity,
+    authThrottle: createAuthThrottle({ redis, config: section(config, 'identity', 'redis'), logger, knownToken: identity.knownToken }),
     apiLimits: createApiLimits({ redis, config: section(config, 'http', 'redis'), logger }),
-    idempotency: createIdempotencyService({ db, config: section(config, 'http') }),
+    idempotency: createIdempotencyService({ db, config: section(config, 'http', 'secrets') }),
     intakeRefusals: createRefusalBudget({ redis, config: section(config, 'intake', 'redis'), logger }),
     audit,
     events,

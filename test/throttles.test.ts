@@ -12,7 +12,7 @@ import { statusOf } from '../src/http/errors';
 import { unauthenticated } from '../src/lib/errors';
 import type { Principal } from '../src/domains/identity/principal';
 import { createLogger } from '../src/lib/logger';
-import { LogCapture, startTestApp, type TestContext } from './helpers/context';
+import { createRealm, LogCapture, startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { connect, countRows } from './helpers/ingest';
 import { telegramUpdate, whatsappMessage, whatsappPayload } from './helpers/payloads';
@@ -220,16 +220,38 @@ describe('failed authentication is throttled per client address', () => {
     return token === undefined ? req : req.set(bearer(token));
   };
 
-  test('31 wrong keys from one address: 401 thirty times, then 429 with Retry-After; a valid key from that address is 429 too while blocked; another address is unaffected', async () => {
+  test('31 wrong keys from one address: 401 thirty times, then 429 with Retry-After; a valid key from that address is still served; another address is unaffected', async () => {
     const ws = await createWorkspace(ctx);
     const attacker = newAddress();
     for (let i = 0; i < AUTH_POINTS; i++) expect((await get(attacker, wrongKey())).status).toBe(401);
     expectRetryAfter(await get(attacker, wrongKey()));
-    // The credential is not even looked at: a valid one is refused the same way.
-    expectRetryAfter(await get(attacker, ws.ownerKey));
+    // An office behind one NAT address: its valid keys keep working while one client there fails.
+    expect((await get(attacker, ws.ownerKey)).status).toBe(200);
+    expectRetryAfter(await get(attacker, wrongKey()));
     const bystander = newAddress();
     expect((await get(bystander, ws.ownerKey)).status).toBe(200);
     expect((await get(bystander, wrongKey())).status).toBe(401);
+  });
+
+  test('past the budget, an access token already verified is served and a new valid one is verified within a bounded number of signature checks per address', async () => {
+    const ws = await createWorkspace(ctx);
+    const address = newAddress();
+    const seen = await ctx.realm.sign({ sub: ws.ownerSubject, tenant_id: ws.tenantId });
+    expect((await get(address, seen)).status).toBe(200);
+    for (let i = 0; i < AUTH_POINTS; i++) expect((await get(address, wrongKey())).status).toBe(401);
+    expectRetryAfter(await get(address, wrongKey()));
+    // Verified before the lockout: no signature work, served.
+    expect((await get(address, seen)).status).toBe(200);
+    // A fresh valid token: verified (the address still has signature checks this window), served.
+    expect((await get(address, await ctx.realm.sign({ sub: ws.ownerSubject, tenant_id: ws.tenantId, n: 1 }))).status).toBe(200);
+    // Tokens with a forged signature use up the address's signature checks: 429 from there on, unverified.
+    const forged = await ctx.realm.sign({ sub: ws.ownerSubject, tenant_id: ws.tenantId }, { privateKey: (await createRealm()).privateKey });
+    const answers: number[] = [];
+    for (let i = 0; i < AUTH_POINTS + 5; i++) answers.push((await get(address, `${forged}`.replace(/.$/, String(i % 10)))).status);
+    expect(answers.every((s) => s === 429)).toBe(true);
+    // Now even a new valid token waits (no signature work is left for this address), and the known one is served.
+    expectRetryAfter(await get(address, await ctx.realm.sign({ sub: ws.ownerSubject, tenant_id: ws.tenantId, n: 2 })));
+    expect((await get(address, seen)).status).toBe(200);
   });
 
   test('successful requests spend nothing: after 100 valid requests an address still has all 30 failures', async () => {

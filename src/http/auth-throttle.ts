@@ -1,8 +1,9 @@
 import type { RedisClient } from '../queue/connection';
 import type { Logger } from 'pino';
-import { RateLimiterRedis } from 'rate-limiter-flexible';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { ConfigSection } from '../config';
 import { DomainError } from '../lib/errors';
+import { API_KEY_MARK } from '../lib/secrets';
 import { problemOf } from './errors';
 import type { Principal } from '../domains/identity/principal';
 
@@ -10,57 +11,109 @@ import type { Principal } from '../domains/identity/principal';
 export const authFailuresThrottled = (retryAfterSeconds: number) =>
   new DomainError('throttled', 'Too many failed authentications from this address; retry later.', { retryAfterSeconds: Math.max(1, retryAfterSeconds) });
 
+type Checked = { principal: Principal } | { err: unknown };
+const settle = (p: Promise<Principal>): Promise<Checked> => p.then((principal) => ({ principal }), (err: unknown) => ({ err }));
+
+/** A bearer credential that is not an API key: an access token, whose check is a signature verification. */
+const isAccessToken = (authorization: string) => {
+  const token = authorization.trim().slice('bearer '.length).trim();
+  return /^bearer /i.test(authorization.trim()) && !token.startsWith(API_KEY_MARK);
+};
+
 /**
- * Failed authentication per client address. Every presented credential that fails (401, or the 404 of a
- * token without membership) spends a point; while an address has spent its budget, every request from it that
- * presents a credential is answered 429 whatever the credential was, so guessing learns nothing. The budget
- * is read while the credential is checked, not before: the two round trips overlap, so a request waits for
- * one of them instead of both in turn. Successes spend nothing. Redis unreachable: authentication goes on as without the throttle (logged), so an
+ * Failed authentication per client address (issue 32, finding 5). Every presented credential that fails (401,
+ * or the 404 of a token without membership) spends a point; past the budget an address's failing credentials
+ * are answered 429, whatever they were, so guessing learns nothing. A credential that verifies is served
+ * whatever its address's record: an office NAT or a shared proxy is not locked out by one misconfigured client
+ * or by a stranger sharing the address. What the budget bounds is the work failures cost:
+ *
+ * - an API key is checked by one indexed read and an HMAC, cheap either way, so it is always checked;
+ * - an access token this process has verified before is too (its signature is not verified again);
+ * - a token seen for the first time costs a signature verification: past the failure budget, an address gets
+ *   at most AUTH_FAILURE_RATE_POINTS of those per window, then 429 without verifying.
+ *
+ * Successes spend nothing. Redis unreachable: authentication goes on as without the throttle (logged), so an
  * outage of the counter never turns into refusals of valid keys.
  */
-export function createAuthThrottle(deps: { redis: RedisClient; config: ConfigSection<'identity' | 'redis'>; logger: Logger }) {
+export function createAuthThrottle(deps: {
+  redis: RedisClient;
+  config: ConfigSection<'identity' | 'redis'>;
+  logger: Logger;
+  /** Whether this process verified the token's signature before (its check is then a database read). */
+  knownToken?: (authorization: string) => boolean;
+}) {
   const { config, logger } = deps;
-  const limiter = new RateLimiterRedis({
+  const budget = config.AUTH_FAILURE_RATE_POINTS;
+  const failures = new RateLimiterRedis({
     storeClient: deps.redis,
     keyPrefix: `${config.REDIS_PREFIX}:throttle:auth-failures`,
-    points: config.AUTH_FAILURE_RATE_POINTS,
+    points: budget,
+    duration: config.AUTH_FAILURE_WINDOW_SECONDS,
+  });
+  // Signature verifications of unseen tokens from an address that is over its failure budget.
+  const verifications = new RateLimiterRedis({
+    storeClient: deps.redis,
+    keyPrefix: `${config.REDIS_PREFIX}:throttle:auth-verifications`,
+    points: budget,
     duration: config.AUTH_FAILURE_WINDOW_SECONDS,
   });
   const unavailable = (err: unknown) => logger.warn({ err_code: 'auth_throttle_unavailable', cause: (err as Error)?.message }, 'auth failure throttle unavailable; not applied');
+
+  /** Failures spent by the address this window (one GET; 0 when Redis does not answer). */
+  const spentBy = (key: string) =>
+    deps.redis.get(failures.getKey(key)).then(
+      (n) => Number(n ?? 0),
+      (err: unknown) => {
+        unavailable(err);
+        return 0;
+      },
+    );
+
+  async function throttled(key: string): Promise<DomainError> {
+    const left = await failures.get(key).catch(() => null);
+    return authFailuresThrottled(Math.ceil((left?.msBeforeNext ?? 1000) / 1000));
+  }
+
+  /** A failed check: spends a point, and past the budget the answer is 429 instead of what failed. */
+  async function failed(key: string, spent: number, err: unknown): Promise<never> {
+    const refused = problemOf(err);
+    if (!refused || (refused.status !== 401 && refused.status !== 404)) throw err;
+    let over = spent >= budget;
+    await failures.consume(key).catch((res: unknown) => {
+      // Rejections past the budget are expected here (concurrent failures); only an outage is worth a line.
+      if (res instanceof RateLimiterRes) over = true;
+      else unavailable(res);
+    });
+    if (over) throw await throttled(key);
+    throw err;
+  }
 
   return {
     async authenticate(address: string | undefined, authorization: string | undefined, check: (authorization: string | undefined) => Promise<Principal>): Promise<Principal> {
       // No credential: nothing to guess, and the 401 costs nothing to compute.
       if (!authorization) return check(authorization);
       const key = address ?? 'unknown';
-      const [spent, checked] = await Promise.all([
-        // One GET of the counter (the limiter's own read is a MULTI of two); the time left only when over.
-        deps.redis.get(limiter.getKey(key)).then(
-          (n) => Number(n ?? 0),
-          (err: unknown) => {
-            unavailable(err);
-            return 0;
+      if (!isAccessToken(authorization) || deps.knownToken?.(authorization)) {
+        // Cheap to check: the budget is read while the credential is checked, not before (one wait, not two).
+        const [spent, checked] = await Promise.all([spentBy(key), settle(check(authorization))]);
+        if ('principal' in checked) return checked.principal;
+        return failed(key, spent, checked.err);
+      }
+      const spent = await spentBy(key);
+      if (spent >= budget) {
+        const allowed = await verifications.consume(key).then(
+          () => true,
+          (res: unknown) => {
+            if (res instanceof RateLimiterRes) return false;
+            unavailable(res);
+            return true;
           },
-        ),
-        check(authorization).then(
-          (principal) => ({ principal }),
-          (err: unknown) => ({ err }),
-        ),
-      ]);
-      // Over the budget, the credential's outcome is never told: valid or not, the answer is 429.
-      if (spent >= config.AUTH_FAILURE_RATE_POINTS) {
-        const left = await limiter.get(key).catch(() => null);
-        throw authFailuresThrottled(Math.ceil((left?.msBeforeNext ?? 1000) / 1000));
+        );
+        if (!allowed) throw await throttled(key);
       }
+      const checked = await settle(check(authorization));
       if ('principal' in checked) return checked.principal;
-      const refused = problemOf(checked.err);
-      if (refused && (refused.status === 401 || refused.status === 404)) {
-        // Rejections past the budget are expected here (concurrent failures); only an outage is worth a line.
-        await limiter.consume(key).catch((res: unknown) => {
-          if (res instanceof Error) unavailable(res);
-        });
-      }
-      throw checked.err;
+      return failed(key, spent, checked.err);
     },
   };
 }

@@ -89,6 +89,14 @@ export interface Operation<
    * row's own schema (params/query per field); test/openapi.test.ts checks that.
    */
   example?: { request?: unknown; response?: unknown; params?: Record<string, string>; query?: Record<string, string> };
+  /**
+   * Replays of a large answer: an answer over IDEMPOTENCY_MAX_STORED_BYTES is not kept whole for an
+   * Idempotency-Key; the operation keeps `pointer(answer)` (small JSON naming the resource it showed), and a
+   * replay answers `read(pointer)`: the resource as it now stands, in the same schema. Operations without it
+   * keep their answer whole (their answers are bounded by their own request's limits).
+   */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the answer as the response schema parsed it
+  replay?: { pointer: (answer: any) => Record<string, unknown>; read: (input: { principal: Principal; pointer: any }, services: S) => Promise<HandlerResult> };
   /** Other success answers (e.g. 202 when the worker's answer did not come in time), in the same schema. */
   alsoAnswers?: { status: number; description: string; example: unknown }[];
   /** `services` is the service container the app mounts the table with (generic: src/http knows no domain). */

@@ -10,7 +10,7 @@ import { assertStorableJson, jsonTooComplex, unstorableText } from '../lib/json-
 import { bodyScannedClean, scanJsonBody, TOO_COMPLEX } from './input-guard';
 import type { ApiLimits } from './api-limits';
 import type { AuthThrottle } from './auth-throttle';
-import type { Operation } from './operation';
+import type { HandlerResult, Operation } from './operation';
 import type { RefusalBudget } from './throttle';
 import type { IdempotencyService } from '../domains/idempotency/service';
 import type { Principal } from '../domains/identity/principal';
@@ -64,7 +64,7 @@ export interface RouterServices {
   authThrottle: Pick<AuthThrottle, 'authenticate'>;
   identity: { authenticate(authorization: string | undefined): Promise<Principal> };
   intakeRefusals: Pick<RefusalBudget, 'charge'>;
-  idempotency: Pick<IdempotencyService, 'check' | 'fingerprint' | 'start' | 'finish' | 'release'>;
+  idempotency: Pick<IdempotencyService, 'check' | 'fingerprint' | 'start' | 'finish' | 'release' | 'maxStoredBytes'>;
   apiLimits: Pick<ApiLimits, 'take'>;
   reads: Pick<ReadRouting, 'wrote'>;
 }
@@ -99,6 +99,12 @@ function withoutRendered(schema: z.ZodType | undefined, fields: string[]): z.Zod
     bySet.set(key, partial);
   }
   return partial;
+}
+
+/** A read's answer as JSON bytes: checked against the schema, with its rendered fields (already checked) spliced in. */
+function readAnswer(schema: z.ZodType | undefined, result: HandlerResult): Buffer {
+  if (!result.rendered) return Buffer.from(JSON.stringify(schema ? schema.parse(result.body) : result.body));
+  return splice(JSON.stringify(withoutRendered(schema, Object.keys(result.rendered)).parse(result.body)), result.rendered);
 }
 
 /** The answer's bytes: the checked rest of the body as JSON, each rendered field put in before its closing brace. */
@@ -178,15 +184,19 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
           const start = await services.idempotency.start(principal, idempotencyKey, services.idempotency.fingerprint(req.method, req.path, sentBody));
           if (!start.run) {
             res.setHeader('Idempotent-Replayed', 'true');
-            if (start.body === null) res.status(start.status).end();
+            // A large first answer was kept as a pointer: the replay reads the resource it showed, as it now stands.
+            if (start.pointer) {
+              if (!op.replay) throw new Error(`${op.id}: a kept pointer, but the operation cannot read one`);
+              res.status(start.status).type('application/json').send(readAnswer(op.response.schema, await op.replay.read({ principal, pointer: start.pointer }, services)));
+            } else if (start.body === null) res.status(start.status).end();
             else res.status(start.status).type('application/json').send(start.body);
             return;
           }
         }
         // The answer is kept for replay. If that fails the answer still goes out (the work is done); the key
         // then stays in use until it expires, so a retry is refused (409) rather than run twice.
-        const keep = (key: string, status: number, sent: string | null) =>
-          services.idempotency.finish(principal, key, status, sent).catch((err: unknown) => req.log.warn({ err_code: 'idempotency_not_kept', cause: (err as Error)?.message }, 'idempotent answer not kept'));
+        const keep = (key: string, status: number, answer: { body: string | null } | { pointer: Record<string, unknown> }) =>
+          services.idempotency.finish(principal, key, status, answer).catch((err: unknown) => req.log.warn({ err_code: 'idempotency_not_kept', cause: (err as Error)?.message }, 'idempotent answer not kept'));
         let result;
         try {
           result = await op.handler(
@@ -268,7 +278,7 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
         }
         const status = result.status ?? op.response.status;
         if (status === 204 || result.body === undefined) {
-          if (idempotencyKey !== undefined) await keep(idempotencyKey, status, null);
+          if (idempotencyKey !== undefined) await keep(idempotencyKey, status, { body: null });
           res.status(status).end();
           return;
         }
@@ -279,15 +289,17 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
         if (result.rendered) {
           // Reads only: an answer kept for replay or hashed into an ETag is built whole below.
           if (idempotencyKey !== undefined || op.etag) throw new Error(`${op.id}: rendered fields are for reads without an etag`);
-          const head = JSON.stringify(withoutRendered(op.response.schema, Object.keys(result.rendered)).parse(result.body));
-          res.status(status).type('application/json').send(splice(head, result.rendered));
+          res.status(status).type('application/json').send(readAnswer(op.response.schema, result));
           return;
         }
         // The response schema is the allowlist of what leaves the service: unknown fields are stripped.
         const out = op.response.schema ? op.response.schema.parse(result.body) : result.body;
         if (idempotencyKey !== undefined) {
           const sent = JSON.stringify(out);
-          await keep(idempotencyKey, status, sent);
+          // A large answer is not kept whole (a reopen of a long ticket answered megabytes, kept a day per key):
+          // an operation that shows one resource keeps a pointer to it instead.
+          const large = op.replay !== undefined && Buffer.byteLength(sent) > services.idempotency.maxStoredBytes;
+          await keep(idempotencyKey, status, large ? { pointer: op.replay!.pointer(out) } : { body: sent });
           res.status(status).type('application/json').send(sent);
           return;
         }

@@ -38,6 +38,9 @@ export function createSealer(keys: EncryptionKey[]) {
       return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8');
     },
 
+    /** Whether a stored value is in the sealed form at all (values written before a field was sealed are not). */
+    isSealed: (value: string) => value.startsWith('v1.') && value.split('.').length === 5,
+
     /** Whether a value is sealed with an older key (a rotation job re-seals those). */
     isStale: (sealed: string) => sealed.split('.')[1] !== current.id,
   };

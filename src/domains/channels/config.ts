@@ -53,3 +53,25 @@ export function findMisplacedCredential(value: unknown, path = 'config'): string
   }
   return null;
 }
+
+/** How many origins one web chat connection may allow. */
+export const MAX_ALLOWED_ORIGINS = 50;
+
+/**
+ * A browser origin as `allowed_origins` holds it: `http(s)://host[:port]`, nothing else (no path, query,
+ * credentials), normalised as browsers send it (lower-case host, default port dropped). `null` (what sandboxed
+ * frames and file:// pages send, so anyone can), `*`, and other schemes are not origins a widget is served from.
+ * Null when `value` is not such an origin.
+ */
+export function normalOrigin(value: string): string | null {
+  if (value.length > 2048) return null;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return null;
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return null;
+  if (url.username || url.password || url.search || url.hash || (url.pathname !== '/' && url.pathname !== '')) return null;
+  return url.origin;
+}

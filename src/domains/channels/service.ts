@@ -2,11 +2,11 @@ import { randomBytes } from 'node:crypto';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import type { ChannelConnectionRow } from '../../db/types';
-import { DomainError, notFound } from '../../lib/errors';
+import { DomainError, notFound, refuse } from '../../lib/errors';
 import type { Principal } from '../identity/principal';
 import { hashApiKeySecret } from '../../lib/secrets';
 import { iso } from '../../lib/time';
-import { findMisplacedCredential, redactConfig } from './config';
+import { findMisplacedCredential, MAX_ALLOWED_ORIGINS, normalOrigin, redactConfig } from './config';
 import { CHANNELS, channelById, inboundPath, type ChannelDefinition } from './registry';
 import type { UpsertChannelInput } from './schemas';
 import * as store from './store';
@@ -22,6 +22,21 @@ const registryView = (c: ChannelDefinition) => ({
 });
 
 const newInboundToken = () => `itk_${randomBytes(24).toString('base64url')}`;
+
+/**
+ * `allowed_origins` as stored: each an origin (normalOrigin), at most MAX_ALLOWED_ORIGINS; anything else is
+ * refused naming the entry, never stored (a stored `null` let any sandboxed page post as the widget).
+ */
+function checkedOrigins(value: unknown): string[] {
+  const refuseAt = (path: string, message: string) => refuse('validation_failed', 'allowed_origins must list origins such as https://www.example.com[:port].', [{ path, message }]);
+  if (!Array.isArray(value)) throw refuseAt('body.config.allowed_origins', 'must be an array of origins');
+  if (value.length > MAX_ALLOWED_ORIGINS) throw refuseAt('body.config.allowed_origins', `at most ${MAX_ALLOWED_ORIGINS} origins`);
+  return value.map((o, i) => {
+    const origin = typeof o === 'string' ? normalOrigin(o.trim()) : null;
+    if (origin === null) throw refuseAt(`body.config.allowed_origins.${i}`, 'must be an http(s) origin: scheme, host and optional port, no path (not null, not *)');
+    return origin;
+  });
+}
 
 export function createChannelService(deps: { db: Db; config: ConfigSection<'secrets'> }) {
   const { db, config } = deps;
@@ -50,8 +65,9 @@ export function createChannelService(deps: { db: Db; config: ConfigSection<'secr
      * (exact scheme, host and port, compared case-insensitively). Unknown tokens allow nothing.
      */
     async webChatOriginAllowed(token: string, origin: string): Promise<boolean> {
-      const wanted = origin.toLowerCase();
-      return (await store.crossTenantWebChatOrigins(db, tokenHash(token))).some((o) => o.trim().toLowerCase().replace(/\/$/, '') === wanted);
+      const wanted = normalOrigin(origin);
+      // A value stored before origins were checked at write (`null`, `*`) matches nothing.
+      return wanted !== null && (await store.crossTenantWebChatOrigins(db, tokenHash(token))).some((o) => normalOrigin(o.trim()) === wanted);
     },
     tokenHash,
 
@@ -71,13 +87,14 @@ export function createChannelService(deps: { db: Db; config: ConfigSection<'secr
       if (misplaced) {
         throw new DomainError('channel_credential_misplaced', `An OAuth token does not belong in a channel config (found at ${misplaced}); connect the mailbox with POST /v1/channels/email/oauth/{mailprovider}/complete, which stores tokens encrypted.`, { errors: [{ path: `body.${misplaced}`, message: 'OAuth token' }] });
       }
+      const config = 'allowed_origins' in input.config ? { ...input.config, allowed_origins: checkedOrigins(input.config.allowed_origins) } : input.config;
       const token = newInboundToken();
       const row = await db.transaction().execute((tx) =>
         store.upsertConnection(tx, actor.tenantId, {
           channel: def.id,
           display_name: input.display_name ?? def.display_name,
           enabled: input.enabled,
-          config: input.config,
+          config,
           inbound_token_hash: tokenHash(token),
         }),
       );

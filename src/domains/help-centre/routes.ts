@@ -1,4 +1,6 @@
 import { defineOperation } from '../../define-operation';
+import type { Services } from '../../services';
+import type { Principal } from '../identity/principal';
 import {
   articleTranslation,
   brandBody,
@@ -14,6 +16,15 @@ import {
   syncBody,
   translationParams,
 } from './schemas';
+
+/**
+ * An article's answer holds its whole body (up to megabytes) however small the edit: over
+ * IDEMPOTENCY_MAX_STORED_BYTES an Idempotency-Key keeps the translation's id, and a replay reads it again.
+ */
+const replayArticle = {
+  pointer: (answer: { translation_id: string }) => ({ translation_id: answer.translation_id }),
+  read: async ({ principal, pointer }: { principal: Principal; pointer: { translation_id: string } }, s: Services) => ({ body: await s.articles.read(principal, pointer.translation_id) }),
+};
 
 export const helpCentreOperations = [
   defineOperation({
@@ -107,6 +118,7 @@ export const helpCentreOperations = [
     response: { status: 200, description: 'Article translation', schema: articleTranslation },
     errors: ['payload_too_complex', 'precondition_failed'],
     versioned: true,
+    replay: replayArticle,
     handler: async ({ principal, params, body, ifMatch }, s) => {
       const a = await s.articles.edit(principal, params.translation_id, body, ifMatch);
       return { body: a, version: a.version };
@@ -133,6 +145,7 @@ export const helpCentreOperations = [
     body: resolveBody,
     response: { status: 200, description: 'Article translation', schema: articleTranslation },
     errors: ['no_conflict'],
+    replay: replayArticle,
     handler: async ({ principal, params, body }, s) => ({ body: await s.articles.resolve(principal, params.translation_id, body.keep) }),
   }),
 ];

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
+import { createSealer } from '../../lib/crypto';
 import { refuse } from '../../lib/errors';
 import { callerOf, type Principal } from '../identity/principal';
 import * as store from './store';
@@ -8,7 +9,15 @@ import * as store from './store';
 /** The draft's key is an sf-string: printable ASCII, here 1 to 255 characters. */
 const KEY = /^[\x20-\x7e]{1,255}$/;
 
-export type IdempotencyStart = { run: true } | { run: false; status: number; body: string | null };
+/**
+ * What a repeat gets: the first answer's status and either its body as sent (`body`; null for an answer
+ * without one) or, for an answer larger than IDEMPOTENCY_MAX_STORED_BYTES, the operation's `pointer` to read it
+ * again from.
+ */
+export type IdempotencyStart = { run: true } | { run: false; status: number; body: string | null; pointer?: Record<string, unknown> };
+
+/** A kept answer, sealed: its bytes, or the operation's pointer to the resource it showed. */
+type Kept = { b: string } | { p: Record<string, unknown> };
 
 /** JSON with object keys sorted, so the same request body gives the same fingerprint however it was written. */
 function canonical(value: unknown): string {
@@ -29,9 +38,21 @@ function canonical(value: unknown): string {
  * repeat while the first still runs is refused (409). Keys are per workspace and caller (API key, or user
  * for an access token), so one caller cannot replay another's answer.
  */
-export function createIdempotencyService(deps: { db: Db; config: ConfigSection<'http'> }) {
+export function createIdempotencyService(deps: { db: Db; config: ConfigSection<'http' | 'secrets'> }) {
   const { db, config } = deps;
   const scopeOf = callerOf;
+  // Kept answers are sealed (AES-GCM under ENCRYPTION_KEYS), bound to their workspace, caller and key: an
+  // answer can hold a secret shown once (an API key's, a webhook endpoint's), or a customer's message, and the
+  // table holds it for a day. Only this service's replay opens it.
+  const sealer = createSealer(config.ENCRYPTION_KEYS);
+  const context = (p: Principal, key: string) => `idempotency:${p.tenantId}:${scopeOf(p)}:${key}`;
+  function open(p: Principal, key: string, stored: string | null): Pick<Extract<IdempotencyStart, { run: false }>, 'body' | 'pointer'> {
+    if (stored === null) return { body: null };
+    // Answers kept before issue 32 were stored as sent; they expire within IDEMPOTENCY_TTL_SECONDS.
+    if (!sealer.isSealed(stored)) return { body: stored };
+    const kept = JSON.parse(sealer.open(stored, context(p, key))) as Kept;
+    return 'p' in kept ? { body: null, pointer: kept.p } : { body: kept.b };
+  }
 
   return {
     /** Refuses a malformed key (400) before anything runs. */
@@ -55,11 +76,17 @@ export function createIdempotencyService(deps: { db: Db; config: ConfigSection<'
         throw refuse('idempotency_key_reused', 'This Idempotency-Key was used for a different request; use a new key for a new request.');
       }
       if (row.state === 'running') throw refuse('idempotency_key_in_use', 'A request with this Idempotency-Key is still being processed; retry after it answers.');
-      return { run: false, status: row.response_status!, body: row.response_body };
+      return { run: false, status: row.response_status!, ...open(p, key, row.response_body) };
     },
 
-    /** Keeps the answer for replay. */
-    finish: (p: Principal, key: string, status: number, body: string | null) => store.completeKey(db, p.tenantId, scopeOf(p), key, status, body),
+    /** The most bytes of an answer kept whole; a larger one is kept as the operation's pointer, if it has one. */
+    maxStoredBytes: config.IDEMPOTENCY_MAX_STORED_BYTES,
+
+    /** Keeps the answer for replay, sealed: its bytes, or (for a large answer) a pointer to read it again from. */
+    finish: (p: Principal, key: string, status: number, answer: { body: string | null } | { pointer: Record<string, unknown> }) => {
+      const kept: Kept | null = 'pointer' in answer ? { p: answer.pointer } : answer.body === null ? null : { b: answer.body };
+      return store.completeKey(db, p.tenantId, scopeOf(p), key, status, kept === null ? null : sealer.seal(JSON.stringify(kept), context(p, key)));
+    },
 
     /**
      * The request ended in a refusal or a failure: nothing it would have done was kept, so the key is freed

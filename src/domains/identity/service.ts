@@ -1,5 +1,7 @@
 import { createRemoteJWKSet, errors as joseErrors, importSPKI, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { createHash } from 'node:crypto';
 import { types } from 'node:util';
+import { LRUCache } from 'lru-cache';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import type { AuditService } from '../audit/service';
@@ -14,7 +16,15 @@ type KeySource = JWTVerifyGetKey | Awaited<ReturnType<typeof importSPKI>>;
 
 export interface IdentityService {
   authenticate(authorization: string | undefined): Promise<Principal>;
+  /** Whether this process verified this access token's signature already (it is then not verified again). */
+  knownToken(authorization: string): boolean;
 }
+
+/** Verified access tokens remembered per process, and for at most this long (or until they expire). */
+const VERIFIED_TOKENS = 10_000;
+const VERIFIED_FOR_MS = 5 * 60 * 1000;
+const tokenKey = (token: string) => createHash('sha256').update(token).digest('base64url');
+const bearerToken = (authorization: string | undefined) => /^Bearer ([^\s]+)$/i.exec(authorization?.trim() ?? '')?.[1];
 
 const isUniqueViolation = (err: unknown) => (err as { code?: string })?.code === '23505';
 
@@ -31,6 +41,10 @@ export function createIdentityService(deps: { db: Db; config: ConfigSection<'ide
   const touchedAt = new Map<string, number>();
   const touchIntervalMs = config.API_KEY_TOUCH_INTERVAL_SECONDS * 1000;
   let realmKey: Promise<KeySource> | null = null;
+  // A token's signature, issuer, audience and expiry are what they were when it was verified: remembered (by
+  // its hash) until it expires, or VERIFIED_FOR_MS, so a caller's next requests cost no signature work. Who the
+  // token's subject is in the workspace is still read live on every request.
+  const verified = new LRUCache<string, { payload: JWTPayload; until: number }>({ max: VERIFIED_TOKENS });
 
   function realmKeySource(): Promise<KeySource> | null {
     if (realmKey) return realmKey;
@@ -81,6 +95,14 @@ export function createIdentityService(deps: { db: Db; config: ConfigSection<'ide
   }
 
   async function verifyAccessToken(token: string): Promise<JWTPayload> {
+    const known = verified.get(tokenKey(token));
+    if (known && known.until > Date.now()) return known.payload;
+    const payload = await verifySignature(token);
+    verified.set(tokenKey(token), { payload, until: Math.min(Date.now() + VERIFIED_FOR_MS, (payload.exp ?? 0) * 1000) });
+    return payload;
+  }
+
+  async function verifySignature(token: string): Promise<JWTPayload> {
     const source = realmKeySource();
     if (!source) throw unauthenticated('This deployment accepts API keys only; no identity realm is configured.');
     try {
@@ -161,10 +183,14 @@ export function createIdentityService(deps: { db: Db; config: ConfigSection<'ide
 
   return {
     async authenticate(authorization) {
-      const match = /^Bearer ([^\s]+)$/i.exec(authorization?.trim() ?? '');
-      if (!match) throw unauthenticated();
-      const token = match[1]!;
+      const token = bearerToken(authorization);
+      if (!token) throw unauthenticated();
       return token.startsWith(API_KEY_MARK) ? fromApiKey(token) : fromAccessToken(token);
+    },
+    knownToken(authorization) {
+      const token = bearerToken(authorization);
+      const known = token === undefined ? undefined : verified.get(tokenKey(token));
+      return known !== undefined && known.until > Date.now();
     },
   };
 }

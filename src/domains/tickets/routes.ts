@@ -1,4 +1,6 @@
 import { defineOperation } from '../../define-operation';
+import type { Services } from '../../services';
+import type { Principal } from '../identity/principal';
 import { createTicketBody, EXAMPLE_TICKET, listTicketsQuery, mergeBody, messageBody, patchTicketBody, ticketDetail, ticketIdParams, ticketList, ticketWrite } from './schemas';
 
 const write = { floor: 'editor', tag: 'tickets', action: 'write' } as const;
@@ -6,6 +8,25 @@ const read = { floor: 'viewer', tag: 'tickets', action: 'read' } as const;
 const detail = (description: string, status = 200) => ({ status, description, schema: ticketDetail });
 /** A write on one ticket answers the ticket without its timeline, and the events the write appended. */
 const written = (description: string, status = 200) => ({ status, description, schema: ticketWrite });
+
+/**
+ * Idempotent replays of large answers (issue 32): a ticket's answer can hold its whole timeline (merge, reopen)
+ * or a 200 KB description on every small change, so one kept per Idempotency-Key could be megabytes for a day.
+ * Over IDEMPOTENCY_MAX_STORED_BYTES the ticket's id is kept instead, and the replay reads the ticket again.
+ */
+const replayDetail = {
+  pointer: (answer: { id: string }) => ({ ticket_id: answer.id }),
+  read: async ({ principal, pointer }: { principal: Principal; pointer: { ticket_id: string } }, s: Services) => {
+    const t = await s.tickets.rendered(principal, pointer.ticket_id);
+    return { body: t.ticket, rendered: { events: t.events } };
+  },
+};
+const replayWrite = {
+  pointer: (answer: { id: string; new_events: { id: string }[] }) => ({ ticket_id: answer.id, event_ids: answer.new_events.map((e) => e.id) }),
+  read: async ({ principal, pointer }: { principal: Principal; pointer: { ticket_id: string; event_ids: string[] } }, s: Services) => ({
+    body: await s.tickets.writeAnswerAgain(principal, pointer.ticket_id, pointer.event_ids),
+  }),
+};
 
 export const ticketOperations = [
   defineOperation({
@@ -29,6 +50,7 @@ export const ticketOperations = [
         metadata: { order_id: 'SO-10482' },
       },
     },
+    replay: replayDetail,
     handler: async ({ principal, body }, s) => ({ status: 201, body: await s.tickets.create(principal, body) }),
   }),
   defineOperation({
@@ -67,6 +89,7 @@ export const ticketOperations = [
     response: written('The ticket as it now stands (without its timeline) and the events this change appended'),
     errors: ['illegal_transition', 'ticket_merged', 'assignee_unknown', 'team_unknown', 'precondition_failed'],
     versioned: true,
+    replay: replayWrite,
     handler: async ({ principal, params, body, ifMatch }, s) => {
       const t = await s.tickets.patch(principal, params.ticket_id, body, ifMatch);
       return { body: t, version: t.version };
@@ -82,6 +105,7 @@ export const ticketOperations = [
     body: messageBody,
     response: written('The ticket (without its timeline) and the reply event', 201),
     errors: ['ticket_merged'],
+    replay: replayWrite,
     handler: async ({ principal, params, body }, s) => ({ status: 201, body: await s.tickets.reply(principal, params.ticket_id, body.body) }),
   }),
   defineOperation({
@@ -94,6 +118,7 @@ export const ticketOperations = [
     body: messageBody,
     response: written('The ticket (without its timeline) and the note event', 201),
     errors: ['ticket_merged'],
+    replay: replayWrite,
     handler: async ({ principal, params, body }, s) => ({ status: 201, body: await s.tickets.note(principal, params.ticket_id, body.body) }),
   }),
   defineOperation({
@@ -110,6 +135,7 @@ export const ticketOperations = [
     example: {
       response: { ...EXAMPLE_TICKET, status: 'merged', merged_into_id: 'e0e47e8c-f786-4369-9020-05530622d935', legal_next_states: [] },
     },
+    replay: replayDetail,
     handler: async ({ principal, params, body }, s) => ({ body: await s.tickets.merge(principal, params.ticket_id, body.target_ticket_id) }),
   }),
   defineOperation({
@@ -121,6 +147,7 @@ export const ticketOperations = [
     params: ticketIdParams,
     response: detail('The ticket, status open'),
     errors: ['reopen_not_allowed'],
+    replay: replayDetail,
     handler: async ({ principal, params }, s) => ({ body: await s.tickets.reopen(principal, params.ticket_id) }),
   }),
 ];

@@ -94,6 +94,14 @@ export function createTicketService(deps: {
     sweepSla: sla.sweepAllTenants,
     /** GET's read: the timeline as JSON bytes, rendered once per version (see `queries.rendered`). */
     rendered: (actor: Principal, id: string) => queries.rendered(actor.tenantId, id),
+    /**
+     * A write's answer read again (an idempotent replay of an answer too large to keep): the ticket as it now
+     * stands, and the events that write appended.
+     */
+    async writeAnswerAgain(actor: Principal, id: string, eventIds: string[]) {
+      const { version: _etag, ...ticket } = await queries.withoutTimeline(db, actor.tenantId, id);
+      return { ...ticket, new_events: (await store.eventsByIds(db, actor.tenantId, id, eventIds)).map(presentEvent) };
+    },
     list: async (actor: Principal, query: ListTicketsQuery) => queries.list(actor.tenantId, query, deps.reads ? await deps.reads.forReading(actor) : db),
 
     async create(actor: Principal, input: CreateTicketInput) {

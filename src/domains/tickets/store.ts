@@ -217,6 +217,20 @@ const ticketWithTimeline = prepared(3, (db: Executor, tenantId: string, id: stri
     .where('t.id', '=', id),
 );
 
+/** Some events of one ticket, by id, in timeline order (a replayed write's answer names the events it appended). */
+export async function eventsByIds(db: Executor, tenantId: string, ticketId: string, ids: string[]): Promise<TicketEventRow[]> {
+  if (ids.length === 0) return [];
+  return db
+    .selectFrom('ticket_events')
+    .selectAll()
+    .where('tenant_id', '=', tenantId)
+    .where('ticket_id', '=', ticketId)
+    .where('id', 'in', ids)
+    .orderBy('created_at')
+    .orderBy('seq')
+    .execute();
+}
+
 export async function listEvents(db: Executor, tenantId: string, ticketId: string): Promise<TicketEventRow[]> {
   return db
     .selectFrom('ticket_events')
