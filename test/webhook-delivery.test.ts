@@ -377,7 +377,7 @@ describe('the address guard (no loopback, no private networks: the default)', ()
       const r = await c.http.get(`/v1/webhook-endpoints/${res.body.id}/deliveries`).set(bearer(w.ownerKey));
       return (r.body.deliveries as Attempt[]).length > 0 ? (r.body.deliveries as Attempt[]) : undefined;
     }, 10_000, 'an attempt');
-    expect(list[list.length - 1]).toMatchObject({ status_code: null, error: 'the endpoint resolves to a private or loopback address, which this deployment does not allow' });
+    expect(list[list.length - 1]).toMatchObject({ status_code: null, error: 'refused by policy: the endpoint resolves to an address this deployment does not deliver to' });
     expect(rx.received).toHaveLength(0);
   });
 
@@ -390,5 +390,19 @@ describe('the address guard (no loopback, no private networks: the default)', ()
     expect(addressAllowed('127.0.0.1', { allowLoopback: true, allowPrivate: false })).toBe(true);
     expect(addressAllowed('10.0.0.1', { allowLoopback: true, allowPrivate: false })).toBe(false);
     expect(addressAllowed('10.0.0.1', { allowLoopback: false, allowPrivate: true })).toBe(true);
+  });
+
+  test('every IANA special-purpose range is refused, v4 and v6, whatever the deployment allows (issue 32)', () => {
+    const open = { allowLoopback: true, allowPrivate: true };
+    const special = [
+      '0.1.2.3', '169.254.169.254', '192.0.0.8', '192.0.2.1', '192.31.196.1', '192.52.193.1', '192.88.99.1', '192.175.48.1', '198.18.0.1', '198.19.255.254',
+      '198.51.100.7', '203.0.113.9', '224.0.0.1', '239.255.255.250', '240.0.0.1', '255.255.255.255',
+      '::', '::7f00:1', '::ffff:0:a00:1', '64:ff9b::7f00:1', '64:ff9b::a9fe:a9fe', '64:ff9b:1::1', '100::1', '100:0:0:1::1',
+      '2001::1', '2001:0:4136:e378:8000:63bf:3fff:fdd2', '2001:2::1', '2001:3::1', '2001:4:112::1', '2001:10::1', '2001:20::1', '2001:30::1', '2001:db8::1',
+      '2002:7f00:1::1', '2002:a9fe:a9fe::1', '2620:4f:8000::1', '3fff::1', '5f00::1', 'fe80::1', 'fec0::1', 'ff02::1', '::ffff:169.254.169.254',
+    ];
+    for (const a of special) expect([a, addressAllowed(a, open)]).toEqual([a, false]);
+    // Next to them, ordinary global addresses stay deliverable.
+    for (const a of ['192.0.3.1', '192.88.100.1', '198.20.0.1', '2001:200::1', '2003::1', '2600::1', '2620:4f:8001::1']) expect([a, addressAllowed(a, open)]).toEqual([a, true]);
   });
 });

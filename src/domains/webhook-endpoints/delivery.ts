@@ -43,7 +43,8 @@ function describe(err: unknown, timeoutMs: number): string {
   const e = err as { name?: string; code?: string; cause?: { code?: string } };
   if (e?.name === 'TimeoutError') return `no answer within ${timeoutMs} ms`;
   const code = e?.code ?? e?.cause?.code;
-  if (code === 'EADDRNOTALLOWED') return 'the endpoint resolves to a private or loopback address, which this deployment does not allow';
+  // Nothing about the address, a port or a connection: the deliveries list must not map this host's network.
+  if (code === 'EADDRNOTALLOWED') return 'refused by policy: the endpoint resolves to an address this deployment does not deliver to';
   if (code === 'ECONNREFUSED') return 'connection refused';
   if (code === 'ECONNRESET') return 'connection reset';
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host not found';

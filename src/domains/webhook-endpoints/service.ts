@@ -66,7 +66,7 @@ export function createWebhookEndpointService(deps: { db: Db; config: ConfigSecti
     }
     // Names are checked when they resolve, at every send (transport.ts); an IP literal can be judged now.
     if (literalRefused(url, { allowLoopback: config.WEBHOOK_ALLOW_HTTP_LOOPBACK, allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS })) {
-      throw refuse('endpoint_url_refused', 'The endpoint URL names a private, loopback or link-local address, which this deployment does not deliver to.');
+      throw refuse('endpoint_url_refused', 'The endpoint URL names an address this deployment does not deliver to (loopback, private or special-purpose).');
     }
     return raw;
   }

@@ -15,25 +15,56 @@ const LOOPBACK = new BlockList();
 LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
 LOOPBACK.addAddress('::1', 'ipv6');
 
-/** Private, link-local (cloud metadata), shared, unspecified, multicast and reserved ranges. */
-const INTERNAL = new BlockList();
+/** The private networks a deployment may deliver to when it says so (WEBHOOK_ALLOW_PRIVATE_NETWORKS). */
+const PRIVATE = new BlockList();
 for (const [net, prefix] of [
-  ['0.0.0.0', 8],
   ['10.0.0.0', 8],
-  ['100.64.0.0', 10],
-  ['169.254.0.0', 16],
+  ['100.64.0.0', 10], // shared address space (carrier-grade NAT)
   ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
   ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['224.0.0.0', 3],
-] as const) INTERNAL.addSubnet(net, prefix, 'ipv4');
+] as const) PRIVATE.addSubnet(net, prefix, 'ipv4');
+PRIVATE.addSubnet('fc00::', 7, 'ipv6'); // unique local
+
+/**
+ * Every other range of the IANA IPv4 and IPv6 Special-Purpose Address Registries (RFC 6890 and its updates,
+ * as of 2026), plus multicast and the deprecated site-local and IPv4-compatible forms: never a webhook
+ * receiver, whatever the deployment allows. Addresses that carry an IPv4 address inside (NAT64 64:ff9b::/96
+ * and 64:ff9b:1::/48, 6to4 2002::/16, Teredo 2001::/32) are refused whole, since the address they lead to
+ * is decided by a gateway this check cannot see. Link-local holds the clouds' metadata services.
+ */
+const SPECIAL = new BlockList();
 for (const [net, prefix] of [
-  ['::', 128],
-  ['fc00::', 7],
-  ['fe80::', 10],
-  ['ff00::', 8],
-] as const) INTERNAL.addSubnet(net, prefix, 'ipv6');
+  ['0.0.0.0', 8], // "this network"
+  ['169.254.0.0', 16], // link-local (cloud metadata)
+  ['192.0.0.0', 24], // IETF protocol assignments
+  ['192.0.2.0', 24], // TEST-NET-1
+  ['192.31.196.0', 24], // AS112-v4
+  ['192.52.193.0', 24], // AMT
+  ['192.88.99.0', 24], // deprecated 6to4 relay anycast
+  ['192.175.48.0', 24], // direct delegation AS112
+  ['198.18.0.0', 15], // benchmarking
+  ['198.51.100.0', 24], // TEST-NET-2
+  ['203.0.113.0', 24], // TEST-NET-3
+  ['224.0.0.0', 4], // multicast
+  ['240.0.0.0', 4], // reserved, and the limited broadcast 255.255.255.255
+] as const) SPECIAL.addSubnet(net, prefix, 'ipv4');
+for (const [net, prefix] of [
+  ['::', 96], // unspecified and the deprecated IPv4-compatible addresses (::1 is judged as loopback first)
+  ['::ffff:0:0:0', 96], // IPv4-translated (SIIT)
+  ['64:ff9b::', 96], // NAT64 well-known prefix
+  ['64:ff9b:1::', 48], // local-use NAT64
+  ['100::', 64], // discard-only
+  ['100:0:0:1::', 64], // dummy prefix
+  ['2001::', 23], // IETF protocol assignments: Teredo, benchmarking, AMT, AS112, ORCHID, drone remote ID
+  ['2001:db8::', 32], // documentation
+  ['2002::', 16], // 6to4
+  ['2620:4f:8000::', 48], // direct delegation AS112
+  ['3fff::', 20], // documentation
+  ['5f00::', 16], // segment routing (SRv6) SIDs
+  ['fe80::', 10], // link-local
+  ['fec0::', 10], // deprecated site-local
+  ['ff00::', 8], // multicast
+] as const) SPECIAL.addSubnet(net, prefix, 'ipv6');
 
 export interface AddressPolicy {
   /** Loopback addresses may be reached (development, tests). */
@@ -52,11 +83,11 @@ function unmapped(address: string): { address: string; family: 'ipv4' | 'ipv6' }
 export function addressAllowed(raw: string, policy: AddressPolicy): boolean {
   const { address, family } = unmapped(raw);
   if (LOOPBACK.check(address, family)) return policy.allowLoopback;
-  if (INTERNAL.check(address, family)) return policy.allowPrivate;
-  return true;
+  if (PRIVATE.check(address, family)) return policy.allowPrivate;
+  return !SPECIAL.check(address, family);
 }
 
-const refusedAddress = () => Object.assign(new Error('the endpoint resolves to an address that is not allowed'), { code: 'EADDRNOTALLOWED' });
+const refusedAddress = () => Object.assign(new Error('refused by policy'), { code: 'EADDRNOTALLOWED' });
 
 function guardedLookup(policy: AddressPolicy): LookupFunction {
   return (hostname, options, callback) => {
