@@ -222,6 +222,13 @@ const schema = z
     WEBHOOK_RETRY_BASE_MS: int(10, 3_600_000).default(5000),
     WEBHOOK_DISABLE_AFTER_FAILURES: int(1, 100_000).default(20),
     WEBHOOK_ENDPOINT_CONCURRENCY: int(1, 64).default(16),
+    // Fair sending across workspaces (issue 32): endpoints of one workspace sending at once (across worker
+    // processes), endpoints a workspace may hold, and each endpoint's circuit breaker (failed attempts in a row
+    // that open it, and the first wait before it is probed; doubling after each failed probe).
+    WEBHOOK_WORKSPACE_CONCURRENCY: int(1, 1024).default(4),
+    WEBHOOK_ENDPOINTS_PER_WORKSPACE: int(1, 100_000).default(20),
+    WEBHOOK_CIRCUIT_FAILURES: int(1, 10_000).default(5),
+    WEBHOOK_CIRCUIT_OPEN_SECONDS: z.coerce.number().min(0.1).max(86_400).default(30),
     WEBHOOK_DELIVERY_CONCURRENCY: int(1, 1024).default(32),
     WEBHOOK_SWEEP_MS: int(200, 3_600_000).default(30000),
     // The longest a sender waits before a round while live intake saturates the host's CPUs (0: never waits).
@@ -345,6 +352,10 @@ export const CONFIG_SECTIONS = {
     'WEBHOOK_RETRY_BASE_MS',
     'WEBHOOK_DISABLE_AFTER_FAILURES',
     'WEBHOOK_ENDPOINT_CONCURRENCY',
+    'WEBHOOK_WORKSPACE_CONCURRENCY',
+    'WEBHOOK_ENDPOINTS_PER_WORKSPACE',
+    'WEBHOOK_CIRCUIT_FAILURES',
+    'WEBHOOK_CIRCUIT_OPEN_SECONDS',
     'WEBHOOK_DELIVERY_CONCURRENCY',
     'WEBHOOK_SWEEP_MS',
     'WEBHOOK_INTAKE_YIELD_MS',

@@ -13,10 +13,12 @@ import { createTicket } from './helpers/tickets';
 import { eventually, sleep } from './helpers/wait';
 import { startReceiver, verify, type Received } from './helpers/webhook-receiver';
 
-/** Fast retries for tests: 50 ms first ceiling, a 20 s window, a 1 s request time-out, a sweep every 300 ms. */
+/** Fast retries for tests: 50 ms first ceiling, a 20 s window, a 1 s request time-out, a sweep every 300 ms, a short-lived breaker. */
 const FAST = {
   WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true',
   WEBHOOK_RETRY_BASE_MS: '50',
+  // The circuit breaker opens for 0.1 s (at most 1.6 s) here, so retries of a receiver that comes back are quick.
+  WEBHOOK_CIRCUIT_OPEN_SECONDS: '0.1',
   WEBHOOK_RETRY_HOURS: String(20 / 3600),
   WEBHOOK_DELIVERY_TIMEOUT_MS: '1000',
   WEBHOOK_SWEEP_MS: '300',

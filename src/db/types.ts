@@ -480,6 +480,12 @@ export interface WebhookEndpointsTable {
   sender_until: ColumnType<Date | null, Date | null | undefined, Date | null>;
   /** A wake-up found the lease held: its holder sends another round before letting go. */
   sender_wanted: ColumnType<boolean, boolean | undefined, boolean>;
+  /** The circuit breaker (0033): failed attempts in a row, how often it opened since a delivery, and until when it is open. */
+  circuit_failures: ColumnType<number, number | undefined, number>;
+  circuit_opens: ColumnType<number, number | undefined, number>;
+  circuit_open_until: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** Since when the endpoint waits for one of its workspace's sender slots (0033); null when it does not. */
+  slot_wanted_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   created_at: CreatedAt;
   updated_at: UpdatedAt;
 }

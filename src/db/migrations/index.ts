@@ -31,6 +31,7 @@ import * as m0029 from './0029_routes';
 import * as m0030 from './0030_macro_notify';
 import * as m0031 from './0031_duplicate_keys';
 import * as m0032 from './0032_event_sizes';
+import * as m0033 from './0033_delivery_fairness';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -66,6 +67,7 @@ const migrations: Record<string, Migration> = {
   '0030_macro_notify': m0030,
   '0031_duplicate_keys': m0031,
   '0032_event_sizes': m0032,
+  '0033_delivery_fairness': m0033,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -26,6 +26,8 @@ const MAX_BACKOFF_MS = 6 * 3600 * 1000;
 const MAX_ERROR_CHARS = 300;
 /** Commit notifications this close together wake a workspace's senders once. */
 const WAKE_FOLD_MS = 10;
+/** An endpoint's circuit stays open at most this many times its first wait (30 s → 8 minutes). */
+const MAX_OPEN_FACTOR = 16;
 
 type Present = (row: { id: string; type: string; occurred_at: Date; tenant_id: string; data: unknown }) => Record<string, unknown>;
 
@@ -167,11 +169,13 @@ export function createWebhookDelivery(deps: {
    * One round for the endpoint; false when there was nothing to do. Throws nothing a receiver can cause:
    * every answer, time-out or refusal is an attempt to record.
    */
-  async function round(ep: WebhookEndpointRow, token: string): Promise<{ sent: number; lost: boolean } | undefined> {
+  async function round(ep: WebhookEndpointRow, token: string): Promise<{ sent: number; lost: boolean; openUntil?: Date } | undefined> {
     const tenantId = ep.tenant_id;
-    const heads = await store.claimHeads(db, tenantId, ep.id, leaseMs, config.WEBHOOK_ENDPOINT_CONCURRENCY);
-    const scanned = await store.scanAfter(db, tenantId, ep.id, ep.sent_through, ep.event_types, SCAN_ROWS_PER_SLOT * config.WEBHOOK_ENDPOINT_CONCURRENCY);
-    const { chains, behind, to } = plan(ep, scanned, config.WEBHOOK_ENDPOINT_CONCURRENCY - heads.length);
+    // After its circuit was open, an endpoint is probed with one event; it gets its slots back once one is delivered.
+    const slots = ep.circuit_opens > 0 ? 1 : config.WEBHOOK_ENDPOINT_CONCURRENCY;
+    const heads = await store.claimHeads(db, tenantId, ep.id, leaseMs, slots);
+    const scanned = await store.scanAfter(db, tenantId, ep.id, ep.sent_through, ep.event_types, SCAN_ROWS_PER_SLOT * slots);
+    const { chains, behind, to } = plan(ep, scanned, slots - heads.length);
     if (heads.length === 0 && to === ep.sent_through) return undefined;
     const logged = new Map((await store.eventsByIds(db, tenantId, chains.flat().map((e) => e.id))).map((e) => [e.id, e]));
     const sendOne = (event: LoggedEvent | null | undefined): Promise<Outcome> => (event ? post(ep, present(event) as Record<string, unknown> & { id: string }) : Promise.resolve(PRUNED));
@@ -246,8 +250,34 @@ export function createWebhookDelivery(deps: {
     const { advanced, settled } = await store.settleRound(db, tenantId, ep.id, { token, from: ep.sent_through, to, settlements, parked, attempts });
     const failed = [...failures.heads].filter((id) => settled.has(id)).length + (advanced ? failures.fresh : 0);
     if (failed > 0) await countFailed(tenantId, ep.id, failed);
+    const openUntil = await trip(ep, attempts);
+    if (openUntil) {
+      // Held back by its own breaker: nothing is sent until it reopens, when one event probes it.
+      await wake(tenantId, ep.id, openUntil.getTime());
+      return { sent: attempts.length, lost: !advanced, openUntil };
+    }
     if (retries.length > 0) await wake(tenantId, ep.id, Math.min(...retries));
     return { sent: attempts.length, lost: !advanced };
+  }
+
+  /**
+   * The endpoint's circuit breaker after a round: WEBHOOK_CIRCUIT_FAILURES failed attempts in a row open it for
+   * WEBHOOK_CIRCUIT_OPEN_SECONDS, doubling each time it opens again before a delivery (at most 16 times that). A receiver that hangs costs its workspace one slot per probe, not a slot
+   * per event for every retry, and nobody else anything. A healthy endpoint's round writes nothing here.
+   */
+  async function trip(ep: WebhookEndpointRow, attempts: { outcome: AttemptInsert['outcome']; error: string | null }[]): Promise<Date | null> {
+    const delivered = attempts.some((a) => a.outcome === 'delivered');
+    // An event pruned before it was sent is not the receiver's failure.
+    const failed = attempts.filter((a) => a.outcome !== 'delivered' && a.error !== PRUNED.error).length;
+    if (failed === 0 && !(delivered && (ep.circuit_failures > 0 || ep.circuit_opens > 0))) return null;
+    const openMs = config.WEBHOOK_CIRCUIT_OPEN_SECONDS * 1000;
+    return store.recordCircuit(db, ep.tenant_id, ep.id, { delivered, failed, threshold: config.WEBHOOK_CIRCUIT_FAILURES, openMs, maxOpenMs: openMs * MAX_OPEN_FACTOR });
+  }
+
+  /** A workspace's sender slot is free: the endpoint that waited longest for one is woken. */
+  async function handOver(tenantId: string): Promise<void> {
+    const next = await store.handOverSlot(db, tenantId);
+    if (next) await wake(tenantId, next);
   }
 
   /** New events committed in the workspace: its running senders send another round, the idle ones are woken. */
@@ -280,27 +310,53 @@ export function createWebhookDelivery(deps: {
      */
     async deliver(tenantId: string, endpointId: string): Promise<{ sent: number }> {
       const token = newId();
-      if (!(await store.acquireSender(db, tenantId, endpointId, token, leaseMs))) return { sent: 0 };
+      // One of the workspace's WEBHOOK_WORKSPACE_CONCURRENCY sender slots, or a place in its queue for one.
+      const got = await db.transaction().execute(async (tx) => {
+        await store.lockSenders(tx, tenantId);
+        return store.acquireSender(tx, tenantId, endpointId, token, leaseMs, config.WEBHOOK_WORKSPACE_CONCURRENCY);
+      });
+      if (got !== 'acquired') return { sent: 0 };
       const stopKeeping = keepLease(tenantId, endpointId, token);
+      /** Lets go of the lease and, when it did, hands the workspace's slot to the endpoint waiting longest. */
+      const letGo = async (force = false) => {
+        const released = await store.releaseSender(db, tenantId, endpointId, token, force);
+        if (released) await handOver(tenantId);
+        return released;
+      };
       try {
         let sent = 0;
         for (;;) {
           if (sent >= SENDS_PER_JOB) {
             // Hand over to a fresh job at the queue's tail, so one busy endpoint cannot keep a slot forever.
-            await store.releaseSender(db, tenantId, endpointId, token, true);
+            await letGo(true);
             await wake(tenantId, endpointId);
             return { sent };
           }
           await makeWay();
           const ep = await store.renewSender(db, tenantId, endpointId, token, leaseMs);
-          if (!ep) return { sent };
+          if (!ep) {
+            await handOver(tenantId);
+            return { sent };
+          }
+          // Woken while its circuit is open (a retry's wake-up, say): it waits for its probe.
+          if (ep.circuit_open_until && ep.circuit_open_until.getTime() > Date.now()) {
+            await letGo(true);
+            return { sent };
+          }
           const done = await round(ep, token);
           if (!done) {
-            if (await store.releaseSender(db, tenantId, endpointId, token)) return { sent };
+            if (await letGo()) return { sent };
             continue;
           }
           sent += done.sent;
-          if (done.lost) return { sent };
+          if (done.openUntil) {
+            await letGo(true);
+            return { sent };
+          }
+          if (done.lost) {
+            await handOver(tenantId);
+            return { sent };
+          }
         }
       } finally {
         stopKeeping();

@@ -19,7 +19,8 @@ const CONTRACT = [
   '`webhook-id` (the event id: the same on every retry and replay, so receivers deduplicate by it), `webhook-timestamp` (unix seconds of this attempt) and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "id.timestamp.body">`, keyed by the base64-decoded part of the `whsec_` secret; after a rotation both secrets sign, space-separated, for WEBHOOK_SECRET_OVERLAP_SECONDS).',
   'A 2xx answer within WEBHOOK_DELIVERY_TIMEOUT_MS (default 10 s) is a delivery; anything else (redirects included) is retried with exponential backoff and full jitter for WEBHOOK_RETRY_HOURS (default 72 h), then the delivery is marked failed. After WEBHOOK_DISABLE_AFTER_FAILURES consecutive failed events the endpoint is disabled (audit entry `endpoint.disabled`).',
   'Ordering: one ticket\'s events reach an endpoint in the order they committed, one at a time (a later event waits while an earlier one is retried); other tickets\' events are not held up. Delivery is at least once with a stable id: a worker that dies mid-request sends the same event, same `webhook-id`, again.',
-  'The URL must be https:// (http:// only for loopback where the deployment sets WEBHOOK_ALLOW_HTTP_LOOPBACK). The endpoint receives events committed after its creation; `replay` reaches back.',
+  'A receiver that fails WEBHOOK_CIRCUIT_FAILURES attempts in a row (errors, time-outs) is held back by its own circuit breaker: nothing is sent to it for WEBHOOK_CIRCUIT_OPEN_SECONDS (doubling while it keeps failing, at most 16 times as long), then one event probes it; the events wait, in order, and are retried within the same window. At most WEBHOOK_WORKSPACE_CONCURRENCY endpoints of a workspace send at once, so a workspace\'s slow receivers never hold other workspaces\' deliveries.',
+  'The URL must be https:// (http:// only for loopback where the deployment sets WEBHOOK_ALLOW_HTTP_LOOPBACK). The endpoint receives events committed after its creation; `replay` reaches back. A workspace holds at most WEBHOOK_ENDPOINTS_PER_WORKSPACE endpoints (409 endpoint_limit_reached beyond).',
 ].join(' ');
 
 const EXAMPLE_ENDPOINT = {
@@ -31,6 +32,8 @@ const EXAMPLE_ENDPOINT = {
   disabled_reason: null,
   consecutive_failures: 0,
   previous_secret_expires_at: null,
+  circuit: 'closed',
+  circuit_open_until: null,
   created_at: '2025-03-14T09:26:53.412Z',
   updated_at: '2025-03-14T09:26:53.412Z',
 };
@@ -45,7 +48,7 @@ export const webhookEndpointOperations = [
     access: { floor: 'admin', tag: 'events', action: 'write' },
     body: createEndpointBody,
     response: { status: 201, description: 'The endpoint, with its signing secret (shown only here and on rotation)', schema: endpointWithSecret },
-    errors: ['event_type_unknown', 'endpoint_url_refused'],
+    errors: ['event_type_unknown', 'endpoint_url_refused', 'endpoint_limit_reached'],
     example: { response: { ...EXAMPLE_ENDPOINT, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } },
     handler: async ({ principal, body }, s) => ({ status: 201, body: await s.webhookEndpoints.create(principal, body) }),
   }),

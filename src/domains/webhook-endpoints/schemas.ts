@@ -40,6 +40,11 @@ const endpointFields = {
   disabled_reason: z.enum(['admin', 'failures']).nullable().meta({ description: '`failures`: disabled by the service after WEBHOOK_DISABLE_AFTER_FAILURES consecutive failed events.', examples: [null] }),
   consecutive_failures: z.number().int().meta({ examples: [0] }),
   previous_secret_expires_at: z.string().nullable().meta({ description: 'After a rotation: until when the previous secret still signs beside the new one.', examples: [null] }),
+  circuit: z.enum(['closed', 'open', 'probing']).meta({
+    description: '`open`: WEBHOOK_CIRCUIT_FAILURES attempts in a row failed, so nothing is sent until `circuit_open_until`; `probing`: one event at a time is sent until one is delivered; `closed`: sending normally.',
+    examples: ['closed'],
+  }),
+  circuit_open_until: z.string().nullable().meta({ examples: [null] }),
   created_at: at,
   updated_at: at,
 };

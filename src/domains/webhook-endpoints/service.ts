@@ -14,6 +14,7 @@ import { ATTEMPT_SORT, type CreateEndpointInput, type PatchEndpointInput } from 
 import { newSecret } from './signing';
 import { literalRefused } from './transport';
 import * as store from './store';
+import { lockTenant } from '../workspaces/store';
 
 const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
 const KNOWN_TYPES = new Set<string>(EVENT_TYPES);
@@ -32,6 +33,12 @@ export function createEndpointSecrets(config: ConfigSection<'secrets'>) {
   };
 }
 
+/** The endpoint's circuit breaker as its read shows it: open (nothing sent until), probing (one event at a time), or closed. */
+function circuitOf(e: WebhookEndpointRow) {
+  const open = e.circuit_open_until !== null && e.circuit_open_until.getTime() > Date.now();
+  return { circuit: open ? ('open' as const) : e.circuit_opens > 0 ? ('probing' as const) : ('closed' as const), circuit_open_until: open ? iso(e.circuit_open_until!) : null };
+}
+
 /** The read of an endpoint: never its secrets. */
 export const presentEndpoint = (e: WebhookEndpointRow) => ({
   id: e.id,
@@ -42,6 +49,7 @@ export const presentEndpoint = (e: WebhookEndpointRow) => ({
   disabled_reason: e.disabled_reason,
   consecutive_failures: e.consecutive_failures,
   previous_secret_expires_at: e.previous_secret_expires_at && e.previous_secret_expires_at.getTime() > Date.now() ? iso(e.previous_secret_expires_at) : null,
+  ...circuitOf(e),
   created_at: iso(e.created_at),
   updated_at: iso(e.updated_at),
 });
@@ -93,6 +101,11 @@ export function createWebhookEndpointService(deps: { db: Db; config: ConfigSecti
       const secret = newSecret();
       const enabled = input.enabled ?? true;
       const row = await db.transaction().execute(async (tx) => {
+        // Counted under the workspace's lock, so concurrent creations cannot pass the cap together.
+        await lockTenant(tx, actor.tenantId);
+        if ((await store.countEndpoints(tx, actor.tenantId)) >= config.WEBHOOK_ENDPOINTS_PER_WORKSPACE) {
+          throw refuse('endpoint_limit_reached', `A workspace can hold at most ${config.WEBHOOK_ENDPOINTS_PER_WORKSPACE} webhook endpoints; delete one first.`);
+        }
         const created = await store.insertEndpoint(tx, actor.tenantId, { id, url, description: input.description ?? '', event_types: types, enabled, secret_sealed: secrets.seal(actor.tenantId, id, secret) });
         await audit.record(tx, actor, 'endpoint.created', { type: 'webhook_endpoint', id }, { url, event_types: types, enabled });
         return created;

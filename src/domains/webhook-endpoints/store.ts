@@ -69,6 +69,12 @@ export async function deleteEndpoint(db: Executor, tenantId: string, id: string)
   return Number(r.numDeletedRows) > 0;
 }
 
+/** The workspace's endpoints (the cap, WEBHOOK_ENDPOINTS_PER_WORKSPACE, counts them under the workspace lock). */
+export async function countEndpoints(db: Executor, tenantId: string): Promise<number> {
+  const r = await db.selectFrom('webhook_endpoints').select((eb) => eb.fn.countAll<string>().as('n')).where('tenant_id', '=', tenantId).executeTakeFirstOrThrow();
+  return Number(r.n);
+}
+
 /** Failed events: `n` more in a row; returns the endpoint as it now stands. */
 export async function countFailures(db: Executor, tenantId: string, id: string, n: number): Promise<WebhookEndpointRow | undefined> {
   return db
@@ -191,15 +197,84 @@ export async function requeueSince(db: Executor, tenantId: string, endpointId: s
  * endpoint wanted so the holder sends another round before letting go. Returns whether this caller is now
  * its sender (never when the endpoint is gone or disabled).
  */
-export async function acquireSender(db: Executor, tenantId: string, endpointId: string, token: string, leaseMs: number): Promise<boolean> {
-  const r = await sql<{ acquired: boolean }>`
+/**
+ * Serialises the sender leases of one workspace for the rest of the transaction: counting them and taking
+ * one must not interleave with another worker doing the same (READ COMMITTED would let both see room).
+ */
+export async function lockSenders(db: Executor, tenantId: string): Promise<void> {
+  await sql`SELECT pg_advisory_xact_lock(hashtextextended('webhook-senders|' || ${tenantId}::text, 0))`.execute(db);
+}
+
+/**
+ * Takes the endpoint's sender lease when it is free and its workspace has fewer than `slots` live leases:
+ * 'acquired'. A lease held by another sender tells it to send another round before letting go: 'held'. A free
+ * lease in a workspace whose slots are all busy marks the endpoint waiting (since when, for the hand-over):
+ * 'waiting'. Disabled or gone: 'off'. Run under lockSenders.
+ */
+export async function acquireSender(db: Executor, tenantId: string, endpointId: string, token: string, leaseMs: number, slots: number): Promise<'acquired' | 'held' | 'waiting' | 'off'> {
+  const r = await sql<{ acquired: boolean; waiting: boolean }>`
+    WITH busy AS (
+      SELECT count(*)::int AS n FROM webhook_endpoints
+      WHERE tenant_id = ${tenantId} AND id <> ${endpointId} AND sender_until >= now()
+    ), e AS (
+      SELECT w.id, (w.sender_until IS NULL OR w.sender_until < now()) AS free, busy.n < ${slots} AS room
+      FROM webhook_endpoints w, busy
+      WHERE w.tenant_id = ${tenantId} AND w.id = ${endpointId} AND w.enabled
+    )
+    UPDATE webhook_endpoints w SET
+      sender_wanted = NOT e.free,
+      sender_token = CASE WHEN e.free AND e.room THEN ${token}::uuid ELSE w.sender_token END,
+      sender_until = CASE WHEN e.free AND e.room THEN now() + ${leaseMs} * interval '1 millisecond' ELSE w.sender_until END,
+      slot_wanted_at = CASE WHEN e.free AND e.room THEN NULL WHEN e.free THEN coalesce(w.slot_wanted_at, now()) ELSE w.slot_wanted_at END
+    FROM e
+    WHERE w.tenant_id = ${tenantId} AND w.id = e.id
+    RETURNING w.sender_token = ${token}::uuid AS acquired, w.slot_wanted_at IS NOT NULL AS waiting`.execute(db);
+  const row = r.rows[0];
+  return !row ? 'off' : row.acquired ? 'acquired' : row.waiting ? 'waiting' : 'held';
+}
+
+/**
+ * A sender let go: the endpoint of the workspace that has waited longest for a slot (and can send: enabled, no
+ * lease, circuit not open) stops waiting, to be woken by the caller. Undefined when none waits.
+ */
+export async function handOverSlot(db: Executor, tenantId: string): Promise<string | undefined> {
+  const r = await sql<{ id: string }>`
+    UPDATE webhook_endpoints SET slot_wanted_at = NULL
+    WHERE tenant_id = ${tenantId} AND id = (
+      SELECT id FROM webhook_endpoints
+      WHERE tenant_id = ${tenantId} AND slot_wanted_at IS NOT NULL AND enabled
+        AND (sender_until IS NULL OR sender_until < now()) AND (circuit_open_until IS NULL OR circuit_open_until <= now())
+      ORDER BY slot_wanted_at
+      LIMIT 1
+      FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id`.execute(db);
+  return r.rows[0]?.id;
+}
+
+/**
+ * A round's outcome for the endpoint's circuit breaker: a delivery closes it; `failed` attempts in a row (with
+ * earlier ones) reaching `threshold`, or any failure of the probe sent after it was open, open it for
+ * `openMs` × 2^(times opened since the last delivery), at most `maxOpenMs`. Returns until when it is open
+ * now (null when closed).
+ */
+export async function recordCircuit(
+  db: Executor,
+  tenantId: string,
+  endpointId: string,
+  round: { delivered: boolean; failed: number; threshold: number; openMs: number; maxOpenMs: number },
+): Promise<Date | null> {
+  const opening = sql`(NOT ${round.delivered} AND (circuit_opens > 0 OR circuit_failures + ${round.failed}::int >= ${round.threshold}::int))`;
+  const r = await sql<{ circuit_open_until: Date | null }>`
     UPDATE webhook_endpoints SET
-      sender_wanted = NOT (sender_until IS NULL OR sender_until < now()),
-      sender_token = CASE WHEN sender_until IS NULL OR sender_until < now() THEN ${token}::uuid ELSE sender_token END,
-      sender_until = CASE WHEN sender_until IS NULL OR sender_until < now() THEN now() + ${leaseMs} * interval '1 millisecond' ELSE sender_until END
-    WHERE tenant_id = ${tenantId} AND id = ${endpointId} AND enabled
-    RETURNING sender_token = ${token}::uuid AS acquired`.execute(db);
-  return r.rows[0]?.acquired === true;
+      circuit_open_until = CASE WHEN ${round.delivered} THEN NULL
+        WHEN ${opening} THEN now() + least(${round.openMs}::float8 * power(2, least(circuit_opens, 30)), ${round.maxOpenMs}::float8) * interval '1 millisecond'
+        ELSE circuit_open_until END,
+      circuit_opens = CASE WHEN ${round.delivered} THEN 0 WHEN ${opening} THEN circuit_opens + 1 ELSE circuit_opens END,
+      circuit_failures = CASE WHEN ${round.delivered} OR ${opening} THEN 0 ELSE circuit_failures + ${round.failed}::int END
+    WHERE tenant_id = ${tenantId} AND id = ${endpointId}
+    RETURNING circuit_open_until`.execute(db);
+  return r.rows[0]?.circuit_open_until ?? null;
 }
 
 /**
@@ -253,13 +328,15 @@ export async function releaseSender(db: Executor, tenantId: string, endpointId: 
  * returns the enabled endpoints with no sender, which need a wake-up.
  */
 export async function wantSenders(db: Executor, tenantId: string): Promise<string[]> {
+  // Endpoints waiting for a slot are woken by the hand-over, and open circuits when they reopen: not by commits.
   const r = await sql<{ id: string }>`
     WITH marked AS (
       UPDATE webhook_endpoints SET sender_wanted = true
       WHERE tenant_id = ${tenantId} AND enabled AND sender_until >= now() AND NOT sender_wanted
     )
     SELECT id FROM webhook_endpoints
-    WHERE tenant_id = ${tenantId} AND enabled AND (sender_until IS NULL OR sender_until < now())`.execute(db);
+    WHERE tenant_id = ${tenantId} AND enabled AND (sender_until IS NULL OR sender_until < now())
+      AND slot_wanted_at IS NULL AND (circuit_open_until IS NULL OR circuit_open_until <= now())`.execute(db);
   return r.rows.map((x) => x.id);
 }
 
@@ -420,7 +497,7 @@ export async function listAttempts(db: Executor, tenantId: string, endpointId: s
 export async function crossTenantEndpointsDue(db: Executor): Promise<{ tenant_id: string; endpoint_id: string }[]> {
   const r = await sql<{ tenant_id: string; endpoint_id: string }>`
     SELECT w.tenant_id, w.id AS endpoint_id FROM webhook_endpoints w
-    WHERE w.enabled AND (w.sender_until IS NULL OR w.sender_until < now()) AND (
+    WHERE w.enabled AND (w.sender_until IS NULL OR w.sender_until < now()) AND (w.circuit_open_until IS NULL OR w.circuit_open_until <= now()) AND (
       EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = w.tenant_id AND e.position > w.sent_through)
       OR EXISTS (
         SELECT 1 FROM event_deliveries d
