@@ -43,9 +43,10 @@ export async function dropBenchDatabase(url: URL): Promise<void> {
   }
 }
 
-export async function openBenchApp(opts: { database: string; redisPrefix: string; env?: Record<string, string> }): Promise<BenchApp> {
+/** `keep`: the database is another stage's of the same bench, with its data: neither dropped first nor after. */
+export async function openBenchApp(opts: { database: string; redisPrefix: string; env?: Record<string, string>; keep?: boolean }): Promise<BenchApp> {
   const url = benchDatabaseUrl(opts.database);
-  await dropBenchDatabase(url);
+  if (!opts.keep) await dropBenchDatabase(url);
   await ensureDatabase(url.toString());
   const config = loadConfig({
     PG_POOL_MAX: '16',
@@ -93,7 +94,7 @@ export async function openBenchApp(opts: { database: string; redisPrefix: string
         } while (cursor !== '0');
       }
       await runtime.close();
-      await dropBenchDatabase(url);
+      if (!opts.keep) await dropBenchDatabase(url);
     },
   };
 }

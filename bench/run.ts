@@ -50,6 +50,8 @@ const BENCHES: BenchDef[] = [
   { name: 'scale', file: 'scale.ts', issue: 20, ports: [18111, 18112, 18113, 18114] },
   { name: 'fairness', file: 'fairness.ts', issue: 21, ports: [18121] },
   { name: 'writes', file: 'writes.ts', issue: 21, ports: [] },
+  { name: 'streams', file: 'streams.ts', issue: 32, ports: [18131, 18132] },
+  { name: 'outbound-fairness', file: 'outbound-fairness.ts', issue: 32, ports: [18141] },
 ];
 /** Files in bench/ that are not benchmarks. */
 const HELPERS = new Set(['lib.ts', 'processes.ts', 'report.ts', 'run.ts', 'inline-ingest-server.ts']);

@@ -42,7 +42,7 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
   const operations = buildOperationTable();
   const openapi = buildOpenApi(operations, { version: '1.0.0', ...(config.PUBLIC_BASE_URL ? { serverUrl: config.PUBLIC_BASE_URL } : {}) });
 
-  const metrics = createOpsMetrics();
+  const metrics = createOpsMetrics({ openStreams: services.events.openStreams });
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', config.TRUST_PROXY);

@@ -28,9 +28,10 @@ export interface OperationInput<P, Q, B> {
   /**
    * Event streams: checks the request's credential again, live (revoked, removed, demoted, expired), and the
    * operation's floor and scope; resolves the caller as they are now, or throws the refusal a new request
-   * would get. A stream outlives the check its request passed, so it asks again.
+   * would get. A stream outlives the check its request passed, so it asks again. The check answered started
+   * after `notBefore` (performance.now() time); streams holding the same credential share one.
    */
-  reauthorize?: () => Promise<Principal>;
+  reauthorize?: (notBefore: number) => Promise<Principal>;
   /** Versioned operations: the If-Match the request sent, if any. */
   ifMatch?: VersionCondition;
   /** Operations with `rawBody`: the bytes exactly as sent (decompressed) and the request headers. */

@@ -17,9 +17,20 @@ import { queueNames } from '../queue/jobs';
 import type { RedisClient } from '../queue/connection';
 
 /** The API process's metrics; domains count throttle rejections and dedupe hits through `opsMetrics`. */
-export function createOpsMetrics() {
+export function createOpsMetrics(live: { openStreams?: () => number } = {}) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  const openStreams = live.openStreams;
+  if (openStreams) {
+    new Gauge({
+      name: 'helpdesk_event_streams_open',
+      help: 'Event streams (GET /v1/events/stream) open in this API process',
+      registers: [registry],
+      collect() {
+        this.set(openStreams());
+      },
+    });
+  }
   return {
     registry,
     requestDuration: new Histogram({

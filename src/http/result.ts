@@ -28,7 +28,7 @@ export interface HandlerResult {
  */
 export interface StreamWriter {
   /** Queues a chunk; false when the client's buffer is now at or above the high-water mark (or the client is gone). */
-  write(chunk: string): boolean;
+  write(chunk: string | Buffer): boolean;
   /** True once the buffer is below the high-water mark; false when it is still above it after `ms`, or the client left. */
   drained(ms: number): Promise<boolean>;
   /** Aborted when the client goes away. */

@@ -15,6 +15,7 @@ import type { RefusalBudget } from './throttle';
 import type { IdempotencyService } from '../domains/idempotency/service';
 import type { Principal } from '../domains/identity/principal';
 import type { ReadRouting } from '../db/reads';
+import { createRechecks } from './rechecks';
 
 const noQuery = z.strictObject({});
 
@@ -122,6 +123,8 @@ function splice(head: string, rendered: Record<string, Buffer>): Buffer {
 export function mountOperations<S extends RouterServices>(router: Router, ops: Operation<S>[], services: S, opts: { bodyLimit: number }): void {
   const json = express.json({ limit: opts.bodyLimit, strict: true, type: () => true, verify: scanJsonBody });
   const raw = express.raw({ limit: opts.bodyLimit, type: () => true });
+  // What outlives its request (an event stream) checks its credential again; streams of one credential share it.
+  const rechecks = createRechecks((authorization) => services.identity.authenticate(authorization));
 
   for (const op of ops) {
     router[op.method](expressPath(op.path), async (req: Request, res: Response, next: NextFunction) => {
@@ -211,8 +214,8 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
               ...(op.eventStream && req.get('last-event-id') !== undefined ? { lastEventId: req.get('last-event-id')! } : {}),
               ...(op.eventStream && op.access !== 'public'
                 ? {
-                    reauthorize: async () => {
-                      const now = await services.identity.authenticate(req.headers.authorization);
+                    reauthorize: async (notBefore: number) => {
+                      const now = await rechecks(req.headers.authorization, notBefore);
                       authorize(op as Parameters<typeof authorize>[0], now);
                       return now;
                     },
@@ -244,10 +247,15 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
           // No cache or proxy may hold events back (X-Accel-Buffering: nginx's buffering of upstream answers).
           res.setHeader('Cache-Control', 'no-cache, no-transform');
           res.setHeader('X-Accel-Buffering', 'no');
+          // The stream ends only with its connection, so its body is delimited by the close (RFC 9112 §6.3), not
+          // chunked: each write then goes to the socket as it is, where chunk framing made Node copy every
+          // write into a buffer of its own per socket (hundreds of streams writing the same page each held a copy).
+          res.useChunkedEncodingByDefault = false;
+          res.shouldKeepAlive = false;
           res.flushHeaders();
           const gone = new AbortController();
           res.once('close', () => gone.abort());
-          const write = (chunk: string) => !gone.signal.aborted && res.write(chunk) && !res.writableNeedDrain;
+          const write = (chunk: string | Buffer) => !gone.signal.aborted && res.write(chunk) && !res.writableNeedDrain;
           const drained = (ms: number) =>
             new Promise<boolean>((resolve) => {
               if (gone.signal.aborted) return resolve(false);

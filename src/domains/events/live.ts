@@ -29,6 +29,8 @@ function nap(ms: number, signal: AbortSignal, waiters: Set<() => void>): Promise
 export interface LogWatch {
   /** The workspace's last committed log position as of the last poll; undefined before the first one answered. */
   head(): bigint | undefined;
+  /** When that poll answered (performance.now() time): a read issued after it sees at least that head. */
+  at(): number;
   /** Waits up to `ms` for the position to move (or the stream to end). */
   wait(ms: number, signal: AbortSignal): Promise<void>;
   close(): void;
@@ -43,7 +45,7 @@ export interface LogWatch {
  */
 export function createLogTail(deps: { db: Db; pollMs: number; logger: Logger }) {
   const { db, pollMs, logger } = deps;
-  const tenants = new Map<string, { head: bigint | undefined; watchers: number; waiters: Set<() => void> }>();
+  const tenants = new Map<string, { head: bigint | undefined; at: number; watchers: number; waiters: Set<() => void> }>();
   let timer: NodeJS.Timeout | undefined;
   let failing = false;
 
@@ -53,11 +55,13 @@ export function createLogTail(deps: { db: Db; pollMs: number; logger: Logger }) 
     if (ids.length === 0) return;
     try {
       const heads = await store.crossTenantHeads(db, ids);
+      const at = performance.now();
       failing = false;
       for (const [id, raw] of heads) {
         const t = tenants.get(id);
         if (!t) continue;
         const head = raw === null ? 0n : BigInt(raw);
+        t.at = at;
         if (t.head !== head) {
           t.head = head;
           for (const wake of [...t.waiters]) wake();
@@ -78,13 +82,14 @@ export function createLogTail(deps: { db: Db; pollMs: number; logger: Logger }) 
   return {
     watch(tenantId: string): LogWatch {
       let t = tenants.get(tenantId);
-      if (!t) tenants.set(tenantId, (t = { head: undefined, watchers: 0, waiters: new Set() }));
+      if (!t) tenants.set(tenantId, (t = { head: undefined, at: 0, watchers: 0, waiters: new Set() }));
       t.watchers += 1;
       const entry = t;
       schedule();
       let closed = false;
       return {
         head: () => entry.head,
+        at: () => entry.at,
         wait: (ms, signal) => nap(ms, signal, entry.waiters),
         close() {
           if (closed) return;
@@ -198,3 +203,38 @@ export function createStreamSlots(deps: { redis: RedisClient; prefix: string; pe
 }
 
 export type StreamSlots = ReturnType<typeof createStreamSlots>;
+
+/**
+ * How many bytes all of a process's streams may hand to their sockets in one turn of the event loop. Hundreds
+ * of streams woken by the same commit each write a page, and the socket writes are synchronous: 200 pages in
+ * one turn held every other request for tens to hundreds of milliseconds (bench/streams.ts). Past the budget a
+ * stream waits for the next turn (oldest first), so requests are served in between; a lone stream is not slowed.
+ */
+export function createWriteTurns(bytesPerTurn: number) {
+  let used = 0;
+  let scheduled = false;
+  const waiting: (() => void)[] = [];
+  const nextTurn = () => {
+    used = 0;
+    scheduled = false;
+    for (const wake of waiting.splice(0)) wake();
+  };
+  const schedule = () => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(nextTurn);
+  };
+  return {
+    /** Resolves when `bytes` may be written in this turn. */
+    async take(bytes: number): Promise<void> {
+      while (used > 0 && used + bytes > bytesPerTurn) {
+        await new Promise<void>((resolve) => {
+          waiting.push(resolve);
+          schedule();
+        });
+      }
+      used += bytes;
+      schedule();
+    },
+  };
+}

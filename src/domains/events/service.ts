@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import type { Db, Executor } from '../../db';
 import { newId, isUuid } from '../../lib/ids';
@@ -10,12 +11,26 @@ import type { RedisClient } from '../../queue/connection';
 import { mayManageIntegrations, type Principal } from '../identity/principal';
 import { crossTenantListIds } from '../workspaces/store';
 import { EVENT_CURSOR_SORT, EVENT_LOG_SORT, type EventLogQuery, type EventStreamQuery } from './schemas';
-import { createLogTail, createStreamSlots } from './live';
+import { createLogTail, createStreamSlots, createWriteTurns } from './live';
 import * as store from './store';
 import type { EventSink, NewOutboundEvent } from './types';
 
 /** Events sent per read of the log while a stream catches up. */
 const STREAM_PAGE = 50;
+/** What every stream of a process may write to its socket in one turn of the event loop, together. */
+const WRITE_BYTES_PER_TURN = 128 * 1024;
+/** Stream pages kept for the other streams of the same workspace, per process. */
+const SHARED_PAGES_BYTES = 4 * 1024 * 1024;
+
+interface SharedPage {
+  /** When its read was issued (performance.now()): it covers every event committed before then. */
+  startedAt: number;
+  /** Its events' frames as one buffer: one write per page per stream; empty when no event is past the cursor. */
+  frames: Buffer;
+  /** The log position of its last event (where the stream resumes). */
+  last: string | undefined;
+  more: boolean;
+}
 /** A page of GET /v1/events holds at most this many bytes of events (and always at least one event). */
 const LIST_PAGE_BYTES = 4 * 1024 * 1024;
 /** No event is too large for the list or GET /v1/events/{id}: they are where a stream's references point. */
@@ -30,6 +45,8 @@ const cursorAfter = (id: string): string => encodeCursor({ sort: EVENT_CURSOR_SO
 export function createEventService(deps: { db: Db; config: ConfigSection<'events' | 'redis'>; redis: RedisClient; logger: Logger }) {
   const { db, config, logger } = deps;
   const tail = createLogTail({ db, pollMs: config.EVENT_STREAM_POLL_MS, logger });
+  // Streams woken together write their pages a turn of the event loop at a time (live.ts).
+  const turns = createWriteTurns(WRITE_BYTES_PER_TURN);
   const slots = createStreamSlots({
     redis: deps.redis,
     prefix: config.REDIS_PREFIX,
@@ -38,6 +55,54 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
     perProcess: config.EVENT_STREAMS_PER_PROCESS,
     logger,
   });
+
+  /**
+   * Pages of the log as stream frames, shared by this process's streams: the streams of one workspace move in
+   * step (one poll wakes them all), so two hundred of them asking for the same page get one read, one
+   * rendering and one copy of its frames. A page is used only when its read started after the moment the
+   * stream needs it to cover (`notBefore`), so a shared page is never older than the head its stream saw.
+   * Kept briefly and bounded by bytes; reads in flight are shared as well.
+   */
+  const pages = new LRUCache<string, SharedPage>({ maxSize: SHARED_PAGES_BYTES, sizeCalculation: (p) => p.frames.length + 256, ttl: 10_000 });
+  const reading = new Map<string, { startedAt: number; page: Promise<SharedPage> }>();
+  function sharedPage(tenantId: string, after: string | undefined, types: string[] | undefined, hide: boolean, notBefore: number): Promise<SharedPage> {
+    const key = `${tenantId}|${after ?? ''}|${types?.join(',') ?? '*'}|${hide ? 'h' : 's'}`;
+    const kept = pages.get(key);
+    if (kept && kept.startedAt > notBefore) return Promise.resolve(kept);
+    const flying = reading.get(key);
+    if (flying && flying.startedAt > notBefore) return flying.page;
+    const startedAt = performance.now();
+    const page = store
+      .readLog(db, tenantId, {
+        limit: STREAM_PAGE,
+        ...(after !== undefined ? { after } : {}),
+        ...(types ? { types } : {}),
+        maxBytes: config.EVENT_STREAM_MAX_EVENT_BYTES,
+        wholeBytes: config.EVENT_STREAM_MAX_EVENT_BYTES,
+        hideIntegrationIds: hide,
+        asText: true,
+      })
+      .then(({ rows, more }) => {
+        // Bytes, once, the page's frames together: every stream writes the same buffer, in one write (a string
+        // would be encoded again per socket, and a write per frame costs each socket a write request per event).
+        const frames = Buffer.from(rows.map((r) => `id: ${r.id}\nevent: ${r.type}\ndata: ${frameJson(r)}\n\n`).join(''));
+        const shared: SharedPage = { startedAt, frames, last: rows.at(-1)?.page_key, more };
+        pages.set(key, shared);
+        return shared;
+      })
+      .finally(() => {
+        if (reading.get(key)?.page === page) reading.delete(key);
+      });
+    reading.set(key, { startedAt, page });
+    return page;
+  }
+
+  /** An event's frame JSON from its row, `data` being PostgreSQL's JSON text (or null: too large, a reference). */
+  const frameJson = (r: store.LogRow) => {
+    if (r.data === null) return JSON.stringify(reference(r));
+    const head = JSON.stringify({ id: r.id, type: r.type, occurred_at: iso(r.occurred_at), tenant_id: r.tenant_id });
+    return `${head.slice(0, -1)},"data":${r.data as string}}`;
+  };
 
   const present = (r: { id: string; type: string; occurred_at: Date; tenant_id: string; data: unknown }) => ({
     id: r.id,
@@ -132,7 +197,7 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
       actor: Principal,
       q: EventStreamQuery,
       lastEventId: string | undefined,
-      reauthorize: () => Promise<Principal>,
+      reauthorize: (notBefore: number) => Promise<Principal>,
     ): Promise<(w: StreamWriter) => Promise<void>> {
       // Checked and resolved before the stream starts, so a bad id is a problem answer, not a broken stream.
       if (lastEventId !== undefined && !isUuid(lastEventId)) throw validationFailed([{ path: 'header.last-event-id', message: 'not an event id this stream gave out' }]);
@@ -142,17 +207,16 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
       const stallMs = config.EVENT_STREAM_STALL_SECONDS * 1000;
       const recheckMs = config.EVENT_STREAM_RECHECK_SECONDS * 1000;
       const heartbeatMs = config.EVENT_STREAM_HEARTBEAT_SECONDS * 1000;
-      const frameBytes = config.EVENT_STREAM_MAX_EVENT_BYTES;
 
       return async (w: StreamWriter) => {
         let caller = actor;
-        let checkedAt = Date.now();
+        let checkedAt = performance.now();
         let wroteAt = Date.now();
-        /** The caller as they are now, or null when a new request would be refused (the stream then ends). */
-        const recheck = async (): Promise<boolean> => {
+        /** The caller as they are now (a check started after `notBefore`); false when a new request would be refused. */
+        const recheck = async (notBefore: number): Promise<boolean> => {
           try {
-            caller = await reauthorize();
-            checkedAt = Date.now();
+            caller = await reauthorize(notBefore);
+            checkedAt = performance.now();
             return true;
           } catch {
             return false;
@@ -160,7 +224,7 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
         };
         const expired = () => caller.expiresAt !== undefined && Date.now() >= caller.expiresAt;
         /** Writes a frame; false when the client stayed behind past the stall deadline (or left). */
-        const send = async (chunk: string) => {
+        const send = async (chunk: string | Buffer) => {
           wroteAt = Date.now();
           return w.write(chunk) || (await w.drained(stallMs));
         };
@@ -170,36 +234,33 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
           /** The workspace's log end as of the last read that caught up: nothing to read until it moves. */
           let seen: bigint | undefined;
           while (!w.signal.aborted) {
-            if (expired() || (Date.now() - checkedAt >= recheckMs && !(await recheck()))) return;
+            // At least every EVENT_STREAM_RECHECK_SECONDS (a check another stream of this credential made within the last second will do).
+            if (expired() || (performance.now() - checkedAt >= recheckMs && !(await recheck(performance.now() - 1000)))) return;
             const head = watch.head();
+            // A page read after this moment covers the head seen now.
+            const observedAt = head === undefined ? performance.now() : watch.at();
             if (head === undefined || seen === undefined || head > seen) {
               for (;;) {
                 const hide = hides(caller);
-                const page = await store.readLog(db, actor.tenantId, {
-                  limit: STREAM_PAGE,
-                  ...(position !== undefined ? { after: position } : {}),
-                  ...(q.types ? { types: q.types } : {}),
-                  maxBytes: frameBytes,
-                  wholeBytes: frameBytes,
-                  hideIntegrationIds: hide,
-                });
-                if (page.rows.length === 0) break;
+                const page = await sharedPage(actor.tenantId, position, q.types, hide, observedAt);
+                if (page.last === undefined) break;
                 // Before delivering: the credential as it is now, checked after these events were read, so a
                 // revocation or a removal that committed before them is seen. A caller who lost the right to
                 // see integration ids meanwhile gets the page read again without them.
-                if (!(await recheck()) || expired()) return;
+                if (!(await recheck(page.startedAt)) || expired()) return;
                 if (hides(caller) !== hide) continue;
-                for (const r of page.rows) {
-                  const json = JSON.stringify(r.data === null ? reference(r) : present(r));
-                  if (!(await send(`id: ${r.id}\nevent: ${r.type}\ndata: ${json}\n\n`))) return;
-                  position = r.page_key;
-                }
+                await turns.take(page.frames.length);
+                wroteAt = Date.now();
+                // Only a full buffer is waited for. A client cut off mid-page has the whole frames it read, and
+                // resumes after the last of them.
+                if (!w.write(page.frames) && !(await w.drained(stallMs))) return;
+                position = page.last;
                 if (!page.more) break;
               }
               seen = head;
             }
             if (Date.now() - wroteAt >= heartbeatMs && !(await send(': heartbeat\n\n'))) return;
-            const untilCheck = checkedAt + recheckMs - Date.now();
+            const untilCheck = checkedAt + recheckMs - performance.now();
             const untilBeat = wroteAt + heartbeatMs - Date.now();
             const untilExpiry = caller.expiresAt === undefined ? Infinity : caller.expiresAt - Date.now();
             // The first read happens before the shared poll has answered: look again at the poll's pace.

@@ -51,6 +51,8 @@ export interface LogRead {
   wholeBytes: number;
   /** Leave out the integration id (the webhook URL's secret) of transcript events: the reader is not an admin. */
   hideIntegrationIds: boolean;
+  /** `data` as JSON text (PostgreSQL's rendering), for a reader that only passes it on. */
+  asText?: boolean;
 }
 
 /** What a reference to a large event counts for in a page's byte budget. */
@@ -82,7 +84,7 @@ export async function readLog(db: Executor, tenantId: string, r: LogRead): Promi
     )
     select e.id, e.type, e.occurred_at, e.tenant_id, e.ticket_id, c.position::text as page_key, c.bytes::int as bytes, c.n,
       case when c.bytes <= ${r.wholeBytes} then
-        case when ${r.hideIntegrationIds} and e.type = 'transcript.event_recorded' then e.data - 'integration_id' else e.data end
+        (case when ${r.hideIntegrationIds} and e.type = 'transcript.event_recorded' then e.data - 'integration_id' else e.data end)${sql.raw(r.asText ? '::text' : '')}
       end as data
     from cut c
     join events e on e.tenant_id = ${tenantId} and e.id = c.id
