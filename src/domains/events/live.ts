@@ -48,11 +48,15 @@ export function createLogTail(deps: { db: Db; pollMs: number; logger: Logger }) 
   const tenants = new Map<string, { head: bigint | undefined; at: number; watchers: number; waiters: Set<() => void> }>();
   let timer: NodeJS.Timeout | undefined;
   let failing = false;
+  let polling = false;
+  /** A workspace was added while a poll was out: poll again as soon as it answers. */
+  let again = false;
 
   async function poll() {
     timer = undefined;
     const ids = [...tenants.keys()];
     if (ids.length === 0) return;
+    polling = true;
     try {
       const heads = await store.crossTenantHeads(db, ids);
       const at = performance.now();
@@ -71,21 +75,39 @@ export function createLogTail(deps: { db: Db; pollMs: number; logger: Logger }) 
       // The database is away: streams keep their place and wait; the next poll tries again.
       if (!failing) logger.warn({ err_code: 'event_tail_unavailable', cause: (err as Error)?.message }, 'event stream poll failed; retrying');
       failing = true;
+    } finally {
+      polling = false;
     }
-    if (tenants.size > 0) schedule();
+    if (again) {
+      again = false;
+      pollNow();
+    } else if (tenants.size > 0) schedule();
   }
   const schedule = () => {
+    if (polling) return;
     timer ??= setTimeout(() => void poll(), pollMs);
+    timer.unref();
+  };
+  /** A workspace's first stream is answered by a poll now, not after a whole interval. */
+  const pollNow = () => {
+    if (polling) {
+      again = true;
+      return;
+    }
+    if (timer) clearTimeout(timer);
+    timer = setTimeout(() => void poll(), 0);
     timer.unref();
   };
 
   return {
     watch(tenantId: string): LogWatch {
       let t = tenants.get(tenantId);
+      const first = !t;
       if (!t) tenants.set(tenantId, (t = { head: undefined, at: 0, watchers: 0, waiters: new Set() }));
       t.watchers += 1;
       const entry = t;
-      schedule();
+      if (first) pollNow();
+      else schedule();
       let closed = false;
       return {
         head: () => entry.head,
@@ -205,13 +227,17 @@ export function createStreamSlots(deps: { redis: RedisClient; prefix: string; pe
 export type StreamSlots = ReturnType<typeof createStreamSlots>;
 
 /**
- * How many bytes all of a process's streams may hand to their sockets in one turn of the event loop. Hundreds
- * of streams woken by the same commit each write a page, and the socket writes are synchronous: 200 pages in
- * one turn held every other request for tens to hundreds of milliseconds (bench/streams.ts). Past the budget a
- * stream waits for the next turn (oldest first), so requests are served in between; a lone stream is not slowed.
+ * How much all of a process's streams may hand to their sockets in one turn of the event loop: at most
+ * `bytesPerTurn`, and nothing more once `msPerTurn` has gone on it. Hundreds of streams woken by the same commit
+ * each write a page, and socket writes are synchronous: 200 pages in one turn held every other request for tens
+ * to hundreds of milliseconds (bench/streams.ts). What a write costs is not proportional to its bytes (on
+ * loopback the kernel does the receiver's work in the writer's call, more when the receiver's buffer is full),
+ * so the turn is bounded in time as well. Past the budget a stream waits for the next turn (oldest first), and
+ * requests are served in between; a lone stream is never held back.
  */
-export function createWriteTurns(bytesPerTurn: number) {
+export function createWriteTurns(bytesPerTurn: number, msPerTurn = 2) {
   let used = 0;
+  let startedAt = 0;
   let scheduled = false;
   const waiting: (() => void)[] = [];
   const nextTurn = () => {
@@ -224,15 +250,17 @@ export function createWriteTurns(bytesPerTurn: number) {
     scheduled = true;
     setImmediate(nextTurn);
   };
+  const full = (bytes: number) => used > 0 && (used + bytes > bytesPerTurn || performance.now() - startedAt > msPerTurn);
   return {
     /** Resolves when `bytes` may be written in this turn. */
     async take(bytes: number): Promise<void> {
-      while (used > 0 && used + bytes > bytesPerTurn) {
+      while (full(bytes)) {
         await new Promise<void>((resolve) => {
           waiting.push(resolve);
           schedule();
         });
       }
+      if (used === 0) startedAt = performance.now();
       used += bytes;
       schedule();
     },

@@ -237,9 +237,15 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
             // At least every EVENT_STREAM_RECHECK_SECONDS (a check another stream of this credential made within the last second will do).
             if (expired() || (performance.now() - checkedAt >= recheckMs && !(await recheck(performance.now() - 1000)))) return;
             const head = watch.head();
+            if (head === undefined) {
+              // The process's poll has not answered for this workspace yet (a first stream): streams opened
+              // together then read together, once, instead of each reading the log by itself.
+              await watch.wait(config.EVENT_STREAM_POLL_MS, w.signal);
+              continue;
+            }
             // A page read after this moment covers the head seen now.
-            const observedAt = head === undefined ? performance.now() : watch.at();
-            if (head === undefined || seen === undefined || head > seen) {
+            const observedAt = watch.at();
+            if (seen === undefined || head > seen) {
               for (;;) {
                 const hide = hides(caller);
                 const page = await sharedPage(actor.tenantId, position, q.types, hide, observedAt);
@@ -263,8 +269,7 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
             const untilCheck = checkedAt + recheckMs - performance.now();
             const untilBeat = wroteAt + heartbeatMs - Date.now();
             const untilExpiry = caller.expiresAt === undefined ? Infinity : caller.expiresAt - Date.now();
-            // The first read happens before the shared poll has answered: look again at the poll's pace.
-            const wait = head === undefined ? config.EVENT_STREAM_POLL_MS : Math.min(untilCheck, untilBeat, untilExpiry);
+            const wait = Math.min(untilCheck, untilBeat, untilExpiry);
             await watch.wait(Math.max(1, wait), w.signal);
           }
         } finally {
