@@ -24,6 +24,8 @@ const LEASE_MARGIN_MS = 5000;
 /** The longest backoff ceiling between two tries. */
 const MAX_BACKOFF_MS = 6 * 3600 * 1000;
 const MAX_ERROR_CHARS = 300;
+/** The BullMQ priority of wake-ups that are not for new events (1 is the highest; none goes before any). */
+const LATER = 10;
 /** Commit notifications this close together wake a workspace's senders once. */
 const WAKE_FOLD_MS = 10;
 /** An endpoint's circuit stays open at most this many times its first wait (30 s → 8 minutes). */
@@ -84,8 +86,13 @@ export function createWebhookDelivery(deps: {
   const leaseMs = config.WEBHOOK_DELIVERY_TIMEOUT_MS + LEASE_MARGIN_MS;
   const policy: AddressPolicy = { allowLoopback: config.WEBHOOK_ALLOW_HTTP_LOOPBACK, allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS };
 
-  const wake = (tenantId: string, endpointId: string, dueAt?: number) =>
-    queues.enqueue('events.deliver', { tenant_id: tenantId, endpoint_id: endpointId }, dueAt === undefined ? {} : { dueAt });
+  /**
+   * Queues a sender job. A wake-up for new events goes first; `later` ones (a retry's, a breaker's probe, a slot
+   * handed over, the sweep's) are queued behind every wake-up for new events (a BullMQ priority), so a workspace
+   * whose hundred endpoints wait on retries and probes never sits in front of another's fresh events.
+   */
+  const wake = (tenantId: string, endpointId: string, opts: { dueAt?: number; later?: boolean } = {}) =>
+    queues.enqueue('events.deliver', { tenant_id: tenantId, endpoint_id: endpointId }, { ...(opts.dueAt !== undefined ? { dueAt: opts.dueAt } : {}), ...(opts.later ? { priority: LATER } : {}) });
 
   /** The current secret, and the previous one while its overlap lasts. */
   function signingSecrets(ep: WebhookEndpointRow): string[] {
@@ -253,10 +260,10 @@ export function createWebhookDelivery(deps: {
     const openUntil = await trip(ep, attempts);
     if (openUntil) {
       // Held back by its own breaker: nothing is sent until it reopens, when one event probes it.
-      await wake(tenantId, ep.id, openUntil.getTime());
+      await wake(tenantId, ep.id, { dueAt: openUntil.getTime(), later: true });
       return { sent: attempts.length, lost: !advanced, openUntil };
     }
-    if (retries.length > 0) await wake(tenantId, ep.id, Math.min(...retries));
+    if (retries.length > 0) await wake(tenantId, ep.id, { dueAt: Math.min(...retries), later: true });
     return { sent: attempts.length, lost: !advanced };
   }
 
@@ -277,7 +284,7 @@ export function createWebhookDelivery(deps: {
   /** A workspace's sender slot is free: the endpoint that waited longest for one is woken. */
   async function handOver(tenantId: string): Promise<void> {
     const next = await store.handOverSlot(db, tenantId);
-    if (next) await wake(tenantId, next);
+    if (next) await wake(tenantId, next, { later: true });
   }
 
   /** New events committed in the workspace: its running senders send another round, the idle ones are woken. */
@@ -312,7 +319,10 @@ export function createWebhookDelivery(deps: {
       const token = newId();
       // One of the workspace's WEBHOOK_WORKSPACE_CONCURRENCY sender slots, or a place in its queue for one.
       const got = await db.transaction().execute(async (tx) => {
-        await store.lockSenders(tx, tenantId);
+        if (!(await store.trySenderLock(tx, tenantId))) {
+          await store.markWaiting(tx, tenantId, endpointId);
+          return 'waiting' as const;
+        }
         return store.acquireSender(tx, tenantId, endpointId, token, leaseMs, config.WEBHOOK_WORKSPACE_CONCURRENCY);
       });
       if (got !== 'acquired') return { sent: 0 };
@@ -367,8 +377,8 @@ export function createWebhookDelivery(deps: {
 
     /** The safety net: endpoints with work and no live sender (a lost wake-up, a dead worker). */
     async sweep(): Promise<{ endpoints: number }> {
-      const due = await store.crossTenantEndpointsDue(db);
-      for (const d of due) await wake(d.tenant_id, d.endpoint_id);
+      const due = await store.crossTenantEndpointsDue(db, config.WEBHOOK_WORKSPACE_CONCURRENCY);
+      for (const d of due) await wake(d.tenant_id, d.endpoint_id, { later: true });
       return { endpoints: due.length };
     },
 

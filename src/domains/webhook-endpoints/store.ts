@@ -199,17 +199,30 @@ export async function requeueSince(db: Executor, tenantId: string, endpointId: s
  */
 /**
  * Serialises the sender leases of one workspace for the rest of the transaction: counting them and taking
- * one must not interleave with another worker doing the same (READ COMMITTED would let both see room).
+ * one must not interleave with another worker doing the same (READ COMMITTED would let both see room). Tried,
+ * never waited for: a hundred wake-ups of one workspace queued on its lock held a hundred of the worker's
+ * connections, and every other workspace's sends waited for one. False when another worker holds it now.
  */
-export async function lockSenders(db: Executor, tenantId: string): Promise<void> {
-  await sql`SELECT pg_advisory_xact_lock(hashtextextended('webhook-senders|' || ${tenantId}::text, 0))`.execute(db);
+export async function trySenderLock(db: Executor, tenantId: string): Promise<boolean> {
+  const r = await sql<{ locked: boolean }>`SELECT pg_try_advisory_xact_lock(hashtextextended('webhook-senders|' || ${tenantId}::text, 0)) AS locked`.execute(db);
+  return r.rows[0]?.locked === true;
+}
+
+/**
+ * The endpoint waits for one of its workspace's sender slots (another worker was deciding the slots just now):
+ * the hand-over of the next sender to let go wakes it, or the sweep when a slot is free. Its lease must be free.
+ */
+export async function markWaiting(db: Executor, tenantId: string, endpointId: string): Promise<void> {
+  await sql`
+    UPDATE webhook_endpoints SET slot_wanted_at = coalesce(slot_wanted_at, now())
+    WHERE tenant_id = ${tenantId} AND id = ${endpointId} AND enabled AND (sender_until IS NULL OR sender_until < now())`.execute(db);
 }
 
 /**
  * Takes the endpoint's sender lease when it is free and its workspace has fewer than `slots` live leases:
  * 'acquired'. A lease held by another sender tells it to send another round before letting go: 'held'. A free
  * lease in a workspace whose slots are all busy marks the endpoint waiting (since when, for the hand-over):
- * 'waiting'. Disabled or gone: 'off'. Run under lockSenders.
+ * 'waiting'. Disabled or gone: 'off'. Run under trySenderLock.
  */
 export async function acquireSender(db: Executor, tenantId: string, endpointId: string, token: string, leaseMs: number, slots: number): Promise<'acquired' | 'held' | 'waiting' | 'off'> {
   const r = await sql<{ acquired: boolean; waiting: boolean }>`
@@ -255,8 +268,9 @@ export async function handOverSlot(db: Executor, tenantId: string): Promise<stri
 /**
  * A round's outcome for the endpoint's circuit breaker: a delivery closes it; `failed` attempts in a row (with
  * earlier ones) reaching `threshold`, or any failure of the probe sent after it was open, open it for
- * `openMs` × 2^(times opened since the last delivery), at most `maxOpenMs`. Returns until when it is open
- * now (null when closed).
+ * `openMs` × 2^(times opened since the last delivery), at most `maxOpenMs`, ±25 % at random (endpoints that
+ * failed together are not all probed, and woken, at the same moment). Returns until when it is open now (null
+ * when closed).
  */
 export async function recordCircuit(
   db: Executor,
@@ -268,7 +282,7 @@ export async function recordCircuit(
   const r = await sql<{ circuit_open_until: Date | null }>`
     UPDATE webhook_endpoints SET
       circuit_open_until = CASE WHEN ${round.delivered} THEN NULL
-        WHEN ${opening} THEN now() + least(${round.openMs}::float8 * power(2, least(circuit_opens, 30)), ${round.maxOpenMs}::float8) * interval '1 millisecond'
+        WHEN ${opening} THEN now() + least(${round.openMs}::float8 * power(2, least(circuit_opens, 30)), ${round.maxOpenMs}::float8) * (0.75 + random() * 0.5) * interval '1 millisecond'
         ELSE circuit_open_until END,
       circuit_opens = CASE WHEN ${round.delivered} THEN 0 WHEN ${opening} THEN circuit_opens + 1 ELSE circuit_opens END,
       circuit_failures = CASE WHEN ${round.delivered} OR ${opening} THEN 0 ELSE circuit_failures + ${round.failed}::int END
@@ -494,10 +508,13 @@ export async function listAttempts(db: Executor, tenantId: string, endpointId: s
  * Enabled endpoints with work and no live sender: the log past their cursor, or a parked delivery that is due
  * and not in flight (a lost wake-up, a dead worker's lease run out).
  */
-export async function crossTenantEndpointsDue(db: Executor): Promise<{ tenant_id: string; endpoint_id: string }[]> {
+export async function crossTenantEndpointsDue(db: Executor, slots: number): Promise<{ tenant_id: string; endpoint_id: string }[]> {
+  // An endpoint waiting for a sender slot is woken here only while its workspace has one free (a lost hand-over).
   const r = await sql<{ tenant_id: string; endpoint_id: string }>`
     SELECT w.tenant_id, w.id AS endpoint_id FROM webhook_endpoints w
-    WHERE w.enabled AND (w.sender_until IS NULL OR w.sender_until < now()) AND (w.circuit_open_until IS NULL OR w.circuit_open_until <= now()) AND (
+    WHERE w.enabled AND (w.sender_until IS NULL OR w.sender_until < now()) AND (w.circuit_open_until IS NULL OR w.circuit_open_until <= now())
+      AND (w.slot_wanted_at IS NULL OR (SELECT count(*) FROM webhook_endpoints x WHERE x.tenant_id = w.tenant_id AND x.sender_until >= now()) < ${slots})
+      AND (
       EXISTS (SELECT 1 FROM events e WHERE e.tenant_id = w.tenant_id AND e.position > w.sent_through)
       OR EXISTS (
         SELECT 1 FROM event_deliveries d
