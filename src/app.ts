@@ -12,7 +12,7 @@ import { buildOpenApi } from './http/openapi';
 import { sendProblem } from './http/problem';
 import { asDependencyError, dependencyUnavailable, notFound } from './lib/errors';
 import { createOpsMetrics, mountOps } from './http/ops';
-import { webChatCors } from './http/cors';
+import { webChatCors, webChatVisitorCors } from './http/cors';
 import { expressPath, mountOperations } from './http/router';
 import { withLogContext } from './lib/log-context';
 import { serializeError } from './lib/logger';
@@ -141,6 +141,8 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
 
   // A browser widget posts web chat messages from the connection's allowed origins (CORS), nothing else.
   app.use('/v1/ingest/web_chat', webChatCors((token, origin) => services.channels.webChatOriginAllowed(token, origin)));
+  // The widget's visitor routes (sessions, messages, the live conversation) by the same rule (issue 33).
+  app.use('/v1/web-chat', webChatVisitorCors((key, origin) => services.webChat.originAllowed(key, origin)));
   const router = express.Router({ caseSensitive: true, strict: false });
   mountOperations(router, operations, services, { bodyLimit: config.BODY_LIMIT_BYTES });
   app.use(router);

@@ -147,6 +147,15 @@ const schema = z
     EVENT_STREAM_STALL_SECONDS: int(1, 3600).default(30),
     EVENT_STREAM_RECHECK_SECONDS: int(1, 300).default(5),
     EVENT_STREAM_MAX_EVENT_BYTES: int(1024, 16 * 1024 * 1024).default(64 * 1024),
+    // Web chat both ways (issue 33): how long a visitor token lasts (the widget renews it by resuming), how long
+    // an API process trusts what it read of a connection (a rotated inbound token ends sessions within this),
+    // a visitor's reads per minute, and open visitor streams per visitor, per workspace and per API process.
+    WEB_CHAT_SESSION_TTL_SECONDS: int(60, 90 * 86400).default(7 * 86400),
+    WEB_CHAT_CONNECTION_CACHE_MS: int(0, 10_000).default(2000),
+    WEB_CHAT_READ_RATE_POINTS: int(1, 1_000_000).default(600),
+    WEB_CHAT_STREAMS_PER_VISITOR: int(1, 1000).default(3),
+    WEB_CHAT_STREAMS_PER_WORKSPACE: int(1, 1_000_000).default(2000),
+    WEB_CHAT_STREAMS_PER_PROCESS: int(1, 1_000_000).default(5000),
     PRESENCE_TTL_SECONDS: int(1, 86400).default(300),
     // How often overdue SLA targets are marked breached (one set-based sweep for every ticket; no per-ticket timers).
     SLA_SWEEP_SECONDS: int(1, 3600).default(10),
@@ -207,6 +216,19 @@ const schema = z
     MAILBOX_POLL_SECONDS: int(10, 86400).default(60),
     MAILBOX_DAILY_SEND_LIMIT: int(1, 1_000_000).default(2000),
     OUTBOUND_ATTEMPTS: int(1, 20).default(5),
+    // Replies on every channel (issue 33). Each provider's base URL defaults to its public API, so tests point
+    // it at a double. A send that gets no answer within OUTBOUND_SEND_TIMEOUT_MS after its request may have
+    // left ends `unknown`; a claim older than OUTBOUND_CLAIM_SECONDS (its worker died mid-send) too.
+    POSTMARK_API_URL: z.url().default('https://api.postmarkapp.com'),
+    TWILIO_API_URL: z.url().default('https://api.twilio.com'),
+    WHATSAPP_API_URL: z.url().default('https://graph.facebook.com'),
+    WHATSAPP_API_VERSION: z.string().regex(/^v\d{1,3}\.\d{1,3}$/, 'must look like v23.0').default('v23.0'),
+    TELEGRAM_API_URL: z.url().default('https://api.telegram.org'),
+    OUTBOUND_SEND_TIMEOUT_MS: int(100, 120000).default(10000),
+    OUTBOUND_RETRY_BASE_MS: int(10, 3_600_000).default(2000),
+    OUTBOUND_CLAIM_SECONDS: int(1, 86400).default(120),
+    // Reply sends one worker process runs at once (they wait on providers, not on this process).
+    OUTBOUND_CONCURRENCY: int(1, 512).default(32),
     // Which proxies' X-Forwarded-For to believe (Express's `trust proxy`): false, a hop count, or the proxies'
     // addresses and CIDRs (and Express's names loopback, linklocal, uniquelocal). `true` believes every hop,
     // so the left-most address, which a caller writes: refused in production.
@@ -295,7 +317,7 @@ export const CONFIG_SECTIONS = {
     'AUTH_FAILURE_RATE_POINTS',
     'AUTH_FAILURE_WINDOW_SECONDS',
   ],
-  workers: ['SLA_SWEEP_SECONDS', 'WORKER_CONCURRENCY', 'INTAKE_WRITE_SLOTS', 'INTAKE_WRITE_MAX_ITEMS', 'BACKGROUND_INTAKE_YIELD_MS', 'WORKER_METRICS_PUSH_MS', 'AUDIT_RETENTION_DAYS'],
+  workers: ['SLA_SWEEP_SECONDS', 'WORKER_CONCURRENCY', 'OUTBOUND_CONCURRENCY', 'INTAKE_WRITE_SLOTS', 'INTAKE_WRITE_MAX_ITEMS', 'BACKGROUND_INTAKE_YIELD_MS', 'WORKER_METRICS_PUSH_MS', 'AUDIT_RETENTION_DAYS'],
   tickets: ['PRESENCE_TTL_SECONDS', 'THREAD_WINDOW_HOURS', 'TICKET_TIMELINE_CACHE_MB'],
   events: [
     'EVENT_RETENTION_DAYS',
@@ -307,6 +329,14 @@ export const CONFIG_SECTIONS = {
     'EVENT_STREAM_STALL_SECONDS',
     'EVENT_STREAM_RECHECK_SECONDS',
     'EVENT_STREAM_MAX_EVENT_BYTES',
+  ],
+  webChat: [
+    'WEB_CHAT_SESSION_TTL_SECONDS',
+    'WEB_CHAT_CONNECTION_CACHE_MS',
+    'WEB_CHAT_READ_RATE_POINTS',
+    'WEB_CHAT_STREAMS_PER_VISITOR',
+    'WEB_CHAT_STREAMS_PER_WORKSPACE',
+    'WEB_CHAT_STREAMS_PER_PROCESS',
   ],
   intake: [
     'INGEST_RATE_POINTS',
@@ -339,6 +369,16 @@ export const CONFIG_SECTIONS = {
     'MAILBOX_REFRESH_SECONDS',
     'MAILBOX_POLL_SECONDS',
     'MAILBOX_DAILY_SEND_LIMIT',
+  ],
+  outbound: [
+    'POSTMARK_API_URL',
+    'TWILIO_API_URL',
+    'WHATSAPP_API_URL',
+    'WHATSAPP_API_VERSION',
+    'TELEGRAM_API_URL',
+    'OUTBOUND_SEND_TIMEOUT_MS',
+    'OUTBOUND_RETRY_BASE_MS',
+    'OUTBOUND_CLAIM_SECONDS',
     'OUTBOUND_ATTEMPTS',
   ],
   helpCentre: ['HELP_CENTRE_BASE_DOMAIN', 'RENDER_THREADS', 'RENDER_BUDGET_MS', 'RENDER_QUEUE_WAIT_MS'],

@@ -11,6 +11,8 @@ import { savedViewOperations } from './domains/saved-views/routes';
 import { teamOperations } from './domains/teams/routes';
 import { channelOperations } from './domains/channels/routes';
 import { mailboxOperations } from './domains/mailbox/routes';
+import { providerHookOperations } from './domains/provider-hooks/routes';
+import { outboundOperations } from './domains/outbound/routes';
 import { webhookOperations } from './domains/webhooks/routes';
 import { rollupOperations } from './domains/rollups/routes';
 import { workOperations } from './domains/work/routes';
@@ -19,6 +21,7 @@ import { helpCentreOperations } from './domains/help-centre/routes';
 import { ingestOperations } from './domains/ingest/routes';
 import { eventOperations } from './domains/events/routes';
 import { webhookEndpointOperations } from './domains/webhook-endpoints/routes';
+import { webChatOperations } from './domains/web-chat/routes';
 import type { Operation } from './http/operation';
 import type { Services } from './services';
 
@@ -37,6 +40,8 @@ const ALL: Operation<Services>[] = [
   ...notificationOperations,
   ...channelOperations,
   ...mailboxOperations,
+  ...providerHookOperations,
+  ...outboundOperations,
   ...webhookOperations,
   ...workOperations,
   ...rollupOperations,
@@ -45,6 +50,7 @@ const ALL: Operation<Services>[] = [
   ...ingestOperations,
   ...eventOperations,
   ...webhookEndpointOperations,
+  ...webChatOperations,
 ];
 
 export function buildOperationTable(rows: Operation<Services>[] = ALL): Operation<Services>[] {

@@ -16,11 +16,14 @@ import type { RedisClient } from './queue/connection';
 import { createChannelService } from './domains/channels/service';
 import { createIngestGateway } from './domains/ingest/edge';
 import { createIngestWorker } from './domains/ingest/worker';
+import { createWebChatService } from './domains/web-chat/service';
 import { createNotificationService } from './domains/notifications/service';
 import { createTeamService } from './domains/teams/service';
 import { createSavedViewService } from './domains/saved-views/service';
 import { createMacroService, createMacroTriggerSink } from './domains/macros/service';
-import { createMailboxService, createOutboundSink } from './domains/mailbox/service';
+import { createMailboxService } from './domains/mailbox/service';
+import { createOutboundService, createOutboundSink } from './domains/outbound/service';
+import { createProviderHooks } from './domains/provider-hooks/service';
 import { createWebhookEdge } from './domains/webhooks/edge';
 import { createWebhookService } from './domains/webhooks/service';
 import { createWebhookWorker } from './domains/webhooks/worker';
@@ -56,6 +59,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   // Whether a workspace has a macro listening for a ticket event, remembered while this process LISTENs for
   // macro changes (the API server and the workers start that; see listenForChanges).
   const macroTriggers = createMacroTriggerSink({ db, queues });
+  const outboundSink = createOutboundSink({ queues, logger });
   const tickets = createTicketService({
     db,
     later,
@@ -65,7 +69,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     queues,
     logger,
     triggers: macroTriggers,
-    outbound: createOutboundSink({ queues, logger }),
+    outbound: outboundSink,
     events,
     threadWindowHours: config.THREAD_WINDOW_HOURS,
     timelineCacheBytes: config.TICKET_TIMELINE_CACHE_MB * 1024 * 1024,
@@ -83,6 +87,9 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     sharedQueued: config.INTAKE_WORKSPACE_SHARED_QUEUED,
     contended: createHostSaturation().saturated,
   });
+  const mailbox = createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, ingest: ingestProcessor, events });
+  const outbound = createOutboundService({ db, config: section(config, 'outbound', 'http'), queues, logger, channels, mailbox, tickets: tickets.commands, sink: outboundSink });
+  const ingest = createIngestGateway({ db, config: section(config, 'intake', 'redis', 'http'), redis, queues, bus, channels, fair });
   return {
     later,
     macroTriggers,
@@ -106,7 +113,8 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     savedViews: createSavedViewService({ db }),
     macros: createMacroService({ db, tickets: tickets.commands, queries: tickets.queries }),
     channels,
-    ingest: createIngestGateway({ db, config: section(config, 'intake', 'redis', 'http'), redis, queues, bus, channels, fair }),
+    ingest,
+    webChat: createWebChatService({ db, config: section(config, 'webChat', 'events', 'secrets', 'redis'), redis, logger, channels, ingest, live: events.live }),
     ingestProcessor,
     slaPolicies: createSlaPolicyService({ db }),
     rollups,
@@ -119,7 +127,9 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     webhookProcessor: createWebhookWorker({ db, events }),
     webhookEndpoints: createWebhookEndpointService({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues }),
     webhookDelivery: createWebhookDelivery({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues, logger, present: events.present, pressure: intakePressure }),
-    mailbox: createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, tickets: tickets.commands, ingest: ingestProcessor, events }),
+    mailbox,
+    outbound,
+    providerHooks: createProviderHooks({ db, config: section(config, 'http', 'intake'), channels, ingest, outbound }),
   };
 }
 

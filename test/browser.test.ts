@@ -2,12 +2,20 @@
  * Browser check (issue 10, item 4): the service's /docs (Redoc) and /admin/queues (Bull Board) opened in
  * headless Debian Chromium driven by playwright-core, asserting that the operation list and the queue list
  * actually render, that nothing errors in the page, and that nothing is fetched from outside localhost.
+ * Issue 33: the web chat widget (docs/web-chat-widget.html), served from another origin, talks to the real
+ * service: a visitor's message reaches a ticket, and the agent's reply appears in the page.
  * `npm test` installs chromium (scripts/lib.sh ensure_chromium); where it cannot, this file skips loudly.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { buildOperationTable } from '../src/operations';
 import { startTestApp, type TestContext } from './helpers/context';
+import { bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { connect } from './helpers/ingest';
+import { eventually } from './helpers/wait';
 
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
@@ -199,6 +207,79 @@ describeBrowser('browser check: /docs and /admin/queues in headless Chromium', (
 
     test('fetches nothing from outside localhost (no CDN)', () => {
       expect(record.external).toEqual([]);
+    });
+  });
+
+  // Last: its workers and jobs would show on the queue cards checked above.
+  describe('the web chat widget (docs/web-chat-widget.html) against the real service, from another origin', () => {
+    let site: Server;
+    let siteOrigin: string;
+    let ws: Workspace;
+    let token: string;
+    let context: BrowserContext;
+    let page: Page;
+    let record: PageRecord;
+    const widget = readFileSync(path.join(__dirname, '..', 'docs', 'web-chat-widget.html'));
+
+    beforeAll(async () => {
+      await ctx.startWorkers();
+      // The customer's site: serves the widget page as it is shipped, on an origin of its own.
+      site = createServer((req, res) => {
+        if (req.url?.startsWith('/widget.html')) res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' }).end(widget);
+        else res.writeHead(404).end();
+      });
+      await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
+      siteOrigin = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
+      ws = await createWorkspace(ctx);
+      token = (await connect(ctx, ws, 'web_chat', { config: { allowed_origins: [siteOrigin] } })).details.inbound_token!;
+      context = await browser.newContext();
+      page = await context.newPage();
+      record = await watch(page);
+      const res = await page.goto(`${siteOrigin}/widget.html?api=${encodeURIComponent(base)}&token=${encodeURIComponent(token)}`);
+      expect(res?.status()).toBe(200);
+    }, 45_000);
+    afterAll(async () => {
+      await context?.close();
+      await new Promise<void>((resolve) => (site ? site.close(() => resolve()) : resolve()));
+    });
+
+    test('the visitor writes, an agent replies through the API, and the reply appears in the page', async () => {
+      const input = page.getByLabel('Message');
+      await input.fill('Hi! Do you ship to Canada?');
+      await input.press('Enter');
+      await page.locator('#log li.visitor', { hasText: 'Hi! Do you ship to Canada?' }).waitFor({ timeout: 15_000 });
+
+      // The agent finds the conversation in the queue and answers it.
+      const ticket = await eventually(
+        async () => ((await ctx.http.get('/v1/tickets?source=web_chat').set(bearer(ws.ownerKey))).body.tickets as { id: string }[])[0],
+        10_000,
+        'the web chat ticket',
+      );
+      await ctx.http.post(`/v1/tickets/${ticket.id}/notes`).set(bearer(ws.ownerKey)).send({ body: 'Internal: check the Canada rates' }).expect(201);
+      await ctx.http.post(`/v1/tickets/${ticket.id}/replies`).set(bearer(ws.ownerKey)).send({ body: 'Yes! Delivery takes 3 to 5 working days.' }).expect(201);
+
+      const reply = page.locator('#log li.agent', { hasText: 'Yes! Delivery takes 3 to 5 working days.' });
+      await reply.waitFor({ timeout: 15_000 });
+      expect(await reply.isVisible()).toBe(true);
+      expect(await reply.locator('small').innerText()).toBe('Olive Owner');
+      expect(await page.locator('#log li').allInnerTexts()).toEqual(['Hi! Do you ship to Canada?', 'Olive Owner\nYes! Delivery takes 3 to 5 working days.']);
+      expect(await page.locator('#log').innerText()).not.toContain('Internal');
+      expect(record.problems).toEqual([]);
+    });
+
+    test('a reload resumes the same visitor: the conversation is shown again from the service', async () => {
+      await page.reload();
+      await page.locator('#log li.agent').waitFor({ timeout: 15_000 });
+      expect(await page.locator('#log li').count()).toBe(2);
+    });
+
+    test('cross-origin requests went through CORS without errors, and nothing left localhost', () => {
+      // The reload above cut the open stream: that abort is the page's own doing, not a failure.
+      const cutByReload = (p: string) => p.startsWith(`request failed: ${base}/v1/web-chat/messages?`) && p.endsWith('net::ERR_ABORTED');
+      expect(record.problems.filter((p) => !cutByReload(p))).toEqual([]);
+      expect(record.problems.filter(cutByReload).length).toBeLessThanOrEqual(1);
+      expect(record.external).toEqual([]);
+      expect(record.requests.some((u) => u.startsWith(`${base}/v1/web-chat/messages?`) && u.includes('visitor_token='))).toBe(true);
     });
   });
 });

@@ -45,6 +45,8 @@ const CONNECTION_FIELDS = [
   'ticket_source',
   'handle_kind',
   'outbound_supported',
+  'sendable',
+  'sendable_reason',
   'inbound_path',
   'details',
   'connected',
@@ -81,7 +83,8 @@ describe('PUT /v1/channels/{channel}', () => {
     expect(res.text).not.toContain('twilio-secret-1');
 
     const row = await rawRow(w.tenantId, 'sms');
-    expect(row).toMatchObject({ display_name: 'Support line', enabled: true, config: { phone_number: '+15550001111', auth_token: 'twilio-secret-1' } });
+    expect(row).toMatchObject({ display_name: 'Support line', enabled: true, config: { phone_number: '+15550001111' } });
+    expect(JSON.stringify(row)).not.toContain('twilio-secret-1');
   });
 
   test('display_name defaults to the registry name and enabled to true', async () => {
@@ -184,7 +187,10 @@ describe('PUT /v1/channels/{channel}', () => {
     expect(Date.parse(second.body.updated_at)).toBeGreaterThanOrEqual(Date.parse(first.body.updated_at));
 
     const row = await rawRow(w.tenantId, 'whatsapp');
-    expect(row!.config).toEqual({ phone_number_id: '106540352242922', app_secret: 'wa-secret-2' });
+    // Credentials are sealed apart from the config (secrets_sealed), and replaced like the rest.
+    expect(row!.config).toEqual({ phone_number_id: '106540352242922' });
+    expect(await ctx.services.channels.credentials(w.tenantId, 'whatsapp')).toMatchObject({ values: { phone_number_id: '106540352242922', app_secret: 'wa-secret-2' } });
+    expect((await ctx.services.channels.credentials(w.tenantId, 'whatsapp'))!.values).not.toHaveProperty('verify_token');
     expect(row).toMatchObject({ display_name: 'WA two', enabled: false });
 
     // An empty config clears everything.
@@ -192,7 +198,7 @@ describe('PUT /v1/channels/{channel}', () => {
     expect((await rawRow(w.tenantId, 'whatsapp'))!.config).toEqual({});
   });
 
-  test('"***" written back is stored literally (the documented consequence of writing a read-back value)', async () => {
+  test('"***" written back is stored literally, except a credential, which keeps the stored one', async () => {
     const w = await createWorkspace(ctx);
     await ctx.http
       .put('/v1/channels/sms')
@@ -205,8 +211,9 @@ describe('PUT /v1/channels/{channel}', () => {
     const res = await ctx.http.put('/v1/channels/sms').set(bearer(w.ownerKey)).send({ config: readBack });
     expect(res.status).toBe(200);
     const row = await rawRow(w.tenantId, 'sms');
-    expect(row!.config).toEqual({ phone_number: '+15550002222', auth_token: '***', extra: { sid: '***' } });
-    expect(JSON.stringify(row!.config)).not.toContain('real-twilio-token');
+    expect(row!.config).toEqual({ phone_number: '+15550002222', extra: { sid: '***' } });
+    expect(JSON.stringify(row)).not.toContain('real-twilio-token');
+    expect((await ctx.services.channels.credentials(w.tenantId, 'sms'))!.values).toMatchObject({ auth_token: 'real-twilio-token', extra: { sid: '***' } });
   });
 
   describe('an OAuth token anywhere in config is 400 channel_credential_misplaced, naming the OAuth route, nothing stored', () => {
@@ -485,9 +492,36 @@ test('config secrets and inbound tokens never appear in any response or log line
   for (const t of tokens) expect(logs).not.toContain(t);
 });
 
-test('the stored raw row keeps secrets only in the database', async () => {
+test('a channel credential is stored sealed, never in clear: not in the config column, not in the sealed column, and it opens only for its own workspace and channel', async () => {
   const w = await createWorkspace(ctx);
   await ctx.http.put('/v1/channels/telegram').set(bearer(w.ownerKey)).send({ config: { bot_username: 'acme_bot', bot_token: '123456:ABC-secret' } }).expect(200);
-  const raw = await sql<{ config: Record<string, unknown> }>`select config from channel_connections where tenant_id = ${w.tenantId} and channel = 'telegram'`.execute(ctx.db);
-  expect(raw.rows[0]!.config).toEqual({ bot_username: 'acme_bot', bot_token: '123456:ABC-secret' });
+  const raw = await sql<{ config: Record<string, unknown>; secrets_sealed: string }>`select config, secrets_sealed from channel_connections where tenant_id = ${w.tenantId} and channel = 'telegram'`.execute(ctx.db);
+  expect(raw.rows[0]!.config).toEqual({ bot_username: 'acme_bot' });
+  expect(raw.rows[0]!.secrets_sealed).toMatch(/^v1\./);
+  expect(raw.rows[0]!.secrets_sealed).not.toContain('ABC-secret');
+  expect((await ctx.services.channels.credentials(w.tenantId, 'telegram'))!.values).toEqual({ bot_username: 'acme_bot', bot_token: '123456:ABC-secret' });
+  // Copied onto another workspace's row, the sealed value does not open.
+  const other = await createWorkspace(ctx);
+  await ctx.http.put('/v1/channels/telegram').set(bearer(other.ownerKey)).send({ config: { bot_username: 'other_bot' } }).expect(200);
+  await sql`update channel_connections set secrets_sealed = ${raw.rows[0]!.secrets_sealed} where tenant_id = ${other.tenantId} and channel = 'telegram'`.execute(ctx.db);
+  await expect(ctx.services.channels.credentials(other.tenantId, 'telegram')).rejects.toThrow();
+});
+
+test('a connection says whether replies can be sent, and what it lacks when they cannot', async () => {
+  const w = await createWorkspace(ctx);
+  const put = (channel: string, config: Record<string, unknown>) => ctx.http.put(`/v1/channels/${channel}`).set(bearer(w.ownerKey)).send({ config });
+  const sms = await put('sms', { phone_number: '+15550001111' });
+  expect(sms.body).toMatchObject({ outbound_supported: true, sendable: false });
+  expect(sms.body.sendable_reason).toMatch(/account_sid, auth_token/);
+  expect((await put('sms', { phone_number: '+15550001111', account_sid: 'AC1', auth_token: 't' })).body).toMatchObject({ sendable: true, sendable_reason: null });
+  expect((await put('sms', { messaging_service_sid: 'MG1', account_sid: 'AC1', auth_token: 't' })).body).toMatchObject({ sendable: true });
+  expect((await put('telegram', {})).body.sendable_reason).toMatch(/bot_token/);
+  expect((await put('whatsapp', { phone_number_id: '1', api_key: 'k' })).body).toMatchObject({ sendable: true });
+  const email = await put('email', { from_address: 'help@acme.test' });
+  expect(email.body).toMatchObject({ sendable: false });
+  expect(email.body.sendable_reason).toMatch(/server_token.*or connect a mailbox/);
+  expect((await put('web_chat', {})).body).toMatchObject({ sendable: true });
+  const line = await put('line', { channel_id: 'L1' });
+  expect(line.body).toMatchObject({ outbound_supported: false, sendable: false });
+  expect(line.body.sendable_reason).toMatch(/No sender exists/);
 });

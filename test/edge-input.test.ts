@@ -19,9 +19,15 @@ const withBody = operations.filter((op) => op.body);
 let ctx: TestContext;
 let ws: Workspace;
 let integrationId: string;
+let emailToken: string;
+let webChatToken: string;
 beforeAll(async () => {
   ctx = await startTestApp();
   ws = await createWorkspace(ctx);
+  // An email connection without webhook credentials (Postmark's hook is then guarded by its URL's token alone),
+  // so a native provider hook gets as far as reading the payload; a web chat one for its visitor sessions.
+  emailToken = (await ctx.http.put('/v1/channels/email').set(bearer(ws.ownerKey)).send({ config: {} }).expect(200)).body.details.inbound_token;
+  webChatToken = (await ctx.http.put('/v1/channels/web_chat').set(bearer(ws.ownerKey)).send({ config: {} }).expect(200)).body.details.inbound_token;
   // An unsigned integration, so deliveries to the public webhook route get as far as reading the payload.
   const res = await ctx.http.post('/v1/integrations').set(bearer(ws.ownerKey)).send({ provider: 'zendesk', name: 'Edge probe' });
   expect(res.status).toBe(201);
@@ -34,15 +40,17 @@ afterAll(async () => {
 /** A concrete URL for the row: enum params take their first option, the webhook its real integration, the mail provider google, ids a uuid. */
 function urlOf(op: Operation, override: (name: string) => string | undefined = () => undefined): string {
   const shape = (op.params as unknown as { shape?: Record<string, unknown> } | undefined)?.shape ?? {};
+  const query = op.id === 'create_web_chat_session' ? `?token=${webChatToken}` : '';
   return op.path.replace(/\{([^}]+)\}/g, (_m, name: string) => {
     const forced = override(name);
     if (forced !== undefined) return forced;
     if (op.id === 'receive_webhook') return name === 'provider' ? 'zendesk' : integrationId;
+    if (op.id === 'receive_provider_hook') return name === 'channel' ? 'email' : emailToken;
     if (name === 'mailprovider') return 'google';
     const schema = shape[name];
     if (schema instanceof z.ZodEnum) return String(schema.options[0]);
     return op.example?.params?.[name] ?? randomUUID();
-  });
+  }) + query;
 }
 
 async function send(op: Operation, url: string, body?: string): Promise<Response> {
@@ -72,7 +80,7 @@ describe('text PostgreSQL cannot store, refused at the edge on every operation',
       const body = probeBody(op, text);
       expect(body).toMatch(/\\u(0000|d800|dc00)/);
       const res = await send(op, urlOf(op), body);
-      const expected = op.id === 'receive_webhook' ? 'webhook_payload_invalid' : 'validation_failed';
+      const expected = op.id === 'receive_webhook' ? 'webhook_payload_invalid' : op.id === 'receive_provider_hook' ? 'channel_payload_invalid' : 'validation_failed';
       const paths = ((res.body?.errors ?? []) as { path: string }[]).map((e) => e.path);
       if (res.status !== 400 || res.body?.code !== expected || !paths.includes('body.nested.list.1')) {
         failures.push(`${label(op)} -> ${res.status} ${String(res.text).slice(0, 200)}`);
@@ -85,7 +93,7 @@ describe('text PostgreSQL cannot store, refused at the edge on every operation',
     const failures: string[] = [];
     for (const op of withBody) {
       const res = await send(op, urlOf(op), JSON.stringify({ meta: { 'bad\u0000key': 1 } }));
-      const expected = op.id === 'receive_webhook' ? 'webhook_payload_invalid' : 'validation_failed';
+      const expected = op.id === 'receive_webhook' ? 'webhook_payload_invalid' : op.id === 'receive_provider_hook' ? 'channel_payload_invalid' : 'validation_failed';
       if (res.status !== 400 || res.body?.code !== expected) failures.push(`${label(op)} -> ${res.status} ${String(res.text).slice(0, 200)}`);
     }
     expect(failures).toEqual([]);

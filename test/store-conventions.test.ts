@@ -38,6 +38,7 @@ test('every store function takes the tenant id second, or says in its name that 
   expect(offenders).toEqual([]);
   // The list is short on purpose; a new one is a decision to write down in docs/decisions.md.
   expect(crossing.sort()).toEqual([
+    'crossTenantAbandonedClaims',
     'crossTenantAgentWorkspace',
     'crossTenantConnectionByToken',
     'crossTenantDropRoutes',

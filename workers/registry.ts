@@ -7,6 +7,7 @@ import type { Services } from '../src/services';
 import { maintenanceProcessors } from './processors/maintenance';
 import { ingestProcessors } from './processors/ingest';
 import { mailboxProcessors } from './processors/mailbox';
+import { outboundProcessors } from './processors/outbound';
 import { webhookProcessors } from './processors/webhooks';
 import { rollupProcessors } from './processors/rollups';
 import { eventProcessors } from './processors/events';
@@ -19,6 +20,7 @@ export const defaultProcessorGroups = (services: Services, config: Config, redis
   maintenanceProcessors(services, config),
   ingestProcessors(services, config, redis),
   mailboxProcessors(services),
+  outboundProcessors(services),
   webhookProcessors(services, config, redis),
   rollupProcessors(services, config),
   eventProcessors(services),

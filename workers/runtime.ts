@@ -32,7 +32,8 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
       prefix: queuePrefix(config, queueName),
       // Webhook sends wait on receivers, not on this process: they get slots of their own (per endpoint
       // they are bounded again by WEBHOOK_ENDPOINT_CONCURRENCY).
-      concurrency: queueName === 'deliveries' ? config.WEBHOOK_DELIVERY_CONCURRENCY : config.WORKER_CONCURRENCY,
+      // Reply sends likewise wait on messaging providers (OUTBOUND_CONCURRENCY).
+      concurrency: queueName === 'deliveries' ? config.WEBHOOK_DELIVERY_CONCURRENCY : queueName === 'outbound' ? config.OUTBOUND_CONCURRENCY : config.WORKER_CONCURRENCY,
     });
     worker.on('completed', (job) => metrics.observe(queueName, job.name, since(job.processedOn), 'completed'));
     worker.on('failed', (job, err) => {

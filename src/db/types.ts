@@ -338,6 +338,10 @@ export interface ChannelConnectionsTable {
   enabled: boolean;
   config: ColumnType<Record<string, unknown>, string, string>;
   inbound_token_hash: Buffer;
+  /** The inbound token sealed (a status callback URL must name it); null for connections made before 0034. */
+  inbound_token_sealed: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The channel's credentials (server_token, auth_token, api_key, bot_token …), sealed; never in `config`. */
+  secrets_sealed: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: CreatedAt;
   updated_at: UpdatedAt;
 }
@@ -387,16 +391,28 @@ export interface MailboxesTable {
   updated_at: UpdatedAt;
 }
 
-export interface OutboundEmailsTable {
+export type OutboundState = 'queued' | 'sending' | 'sent' | 'delivered' | 'read' | 'failed' | 'blocked' | 'unknown';
+
+export interface OutboundMessagesTable {
   tenant_id: string;
   event_id: string;
   ticket_id: string;
-  state: ColumnType<'queued' | 'sent' | 'failed' | 'blocked', 'queued' | 'sent' | 'failed' | 'blocked' | undefined, 'queued' | 'sent' | 'failed' | 'blocked'>;
+  channel: ColumnType<string, string | undefined, string>;
+  state: ColumnType<OutboundState, OutboundState | undefined, OutboundState>;
+  sender: string | null;
+  recipient: string | null;
   message_id: string | null;
   provider_message_id: string | null;
   attempts: ColumnType<number, number | undefined, number>;
   last_error: string | null;
+  error_code: string | null;
+  segments: number | null;
+  template: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
+  claimed_at: Date | null;
+  next_attempt_at: Date | null;
   sent_at: Date | null;
+  delivered_at: Date | null;
+  read_at: Date | null;
   created_at: CreatedAt;
   updated_at: UpdatedAt;
 }
@@ -564,6 +580,9 @@ export interface CustomerHandlesTable {
   kind: string;
   handle: string;
   customer_id: string;
+  /** Set when a provider said the handle cannot be reached (Telegram: the bot was blocked). */
+  unreachable_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  unreachable_reason: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface EmailMessageIdsTable {
@@ -599,7 +618,7 @@ export interface Database {
   customer_handles: CustomerHandlesTable;
   oauth_states: OauthStatesTable;
   mailboxes: MailboxesTable;
-  outbound_emails: OutboundEmailsTable;
+  outbound_messages: OutboundMessagesTable;
   integrations: IntegrationsTable;
   transcripts: TranscriptsTable;
   transcript_events: TranscriptEventsTable;
@@ -646,7 +665,7 @@ export type ChannelConnectionRow = Selectable<ChannelConnectionsTable>;
 export type IngestDeliveryRow = Selectable<IngestDeliveriesTable>;
 export type MailboxRow = Selectable<MailboxesTable>;
 export type HelpTranslationRow = Selectable<HelpArticleTranslationsTable>;
-export type OutboundEmailRow = Selectable<OutboundEmailsTable>;
+export type OutboundMessageRow = Selectable<OutboundMessagesTable>;
 export type IntegrationRow = Selectable<IntegrationsTable>;
 export type TranscriptRow = Selectable<TranscriptsTable>;
 export type TranscriptEventRow = Selectable<TranscriptEventsTable>;

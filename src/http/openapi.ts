@@ -396,8 +396,15 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
               },
             }
           : {}),
-        ...(op.response.schema ? { content: jsonContent(components, op.response.schema, 'output', op.example?.response) } : {}),
-        ...(op.eventStream ? { content: { 'text/event-stream': { schema: { type: 'string' }, example: EVENT_STREAM_EXAMPLE } } } : {}),
+        // An operation may answer JSON or, asked with Accept: text/event-stream, a stream (web chat messages).
+        ...(op.response.schema || op.eventStream
+          ? {
+              content: {
+                ...(op.response.schema ? jsonContent(components, op.response.schema, 'output', op.example?.response) : {}),
+                ...(op.eventStream ? { 'text/event-stream': { schema: { type: 'string' }, example: op.streamExample ?? EVENT_STREAM_EXAMPLE } } : {}),
+              },
+            }
+          : {}),
       },
     };
     // 304 wherever it can be answered: versioned resources and polled rollups, on a current If-None-Match.
@@ -425,7 +432,12 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
     (paths[op.path] ??= {})[op.method] = {
       operationId: op.id,
       summary: op.summary,
-      description: [op.description, access ? `Floor: ${access.floor}. Scope: ${scope}.` : 'Public: no credential is read.'].filter(Boolean).join('\n\n'),
+      description: [
+        op.description,
+        access ? `Floor: ${access.floor}. Scope: ${scope}.` : op.readsHeaders?.includes('authorization') ? 'Public: no API key or access token is read; the operation checks a bearer token of its own, as described.' : 'Public: no credential is read.',
+      ]
+        .filter(Boolean)
+        .join('\n\n'),
       tags: [tag(access)],
       'x-floor': access ? access.floor : 'public',
       'x-scope': scope,

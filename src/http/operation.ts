@@ -35,7 +35,9 @@ export interface OperationInput<P, Q, B> {
   /** Versioned operations: the If-Match the request sent, if any. */
   ifMatch?: VersionCondition;
   /** Operations with `rawBody`: the bytes exactly as sent (decompressed) and the request headers. */
-  raw?: { body: Buffer; headers: Record<string, string | string[] | undefined> };
+  raw?: { body: Buffer; headers: Record<string, string | string[] | undefined>; url: { protocol: string; host: string; originalUrl: string } };
+  /** Operations with `readsHeaders`: those request headers (lower-case names), undefined when not sent. */
+  headers?: Record<string, string | undefined>;
 }
 
 type Infer<T> = T extends z.ZodType ? z.output<T> : undefined;
@@ -73,6 +75,13 @@ export interface Operation<
    * handler as `lastEventId`, and OpenAPI documents `text/event-stream`.
    */
   eventStream?: boolean;
+  /** What OpenAPI shows as the stream's example (event streams; the event log's by default). */
+  streamExample?: string;
+  /**
+   * Request headers handed to the handler (`headers`): for a public operation that checks a credential of its
+   * own (a web chat visitor token in `authorization`) or answers by `accept` (JSON or an event stream).
+   */
+  readsHeaders?: readonly string[];
   /** Answers carry an ETag of their body; a matching If-None-Match gets 304 (clients polling rollups). */
   etag?: boolean;
   /**

@@ -20,6 +20,8 @@ export interface HandlerResult {
    * it returns or the client goes away (`signal`), then ends the answer.
    */
   stream?: (out: StreamWriter) => Promise<void>;
+  /** An answer that is not JSON (a provider's own format: TwiML, a handshake's plain-text challenge). */
+  text?: { contentType: string; body: string };
 }
 
 /**

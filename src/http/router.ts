@@ -10,7 +10,7 @@ import { assertStorableJson, jsonTooComplex, unstorableText } from '../lib/json-
 import { bodyScannedClean, scanJsonBody, TOO_COMPLEX } from './input-guard';
 import type { ApiLimits } from './api-limits';
 import type { AuthThrottle } from './auth-throttle';
-import type { HandlerResult, Operation } from './operation';
+import type { HandlerResult, Operation, OperationInput } from './operation';
 import type { RefusalBudget } from './throttle';
 import type { IdempotencyService } from '../domains/idempotency/service';
 import type { Principal } from '../domains/identity/principal';
@@ -151,14 +151,16 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
         if (!query.success) throw validationFailed(toFieldErrors(query.error, 'query'));
 
         let body: unknown = undefined;
-        let rawInput: { body: Buffer; headers: Record<string, string | string[] | undefined> } | undefined;
+        let rawInput: OperationInput<unknown, unknown, unknown>['raw'];
         if (op.rawBody) {
           try {
             await runMiddleware(raw, req, res);
           } catch (err) {
             throw bodyParserError(err) ?? err;
           }
-          rawInput = { body: Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0), headers: req.headers };
+          // The URL as this request reached us (protocol and host as TRUST_PROXY lets us believe them): what a
+          // provider that signs the URL (Twilio) signed, when PUBLIC_BASE_URL does not say it.
+          rawInput = { body: Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0), headers: req.headers, url: { protocol: req.protocol, host: req.get('host') ?? '', originalUrl: req.originalUrl } };
         } else if (op.body) {
           const hasBody = req.headers['content-length'] !== '0' && (req.headers['content-length'] || req.headers['transfer-encoding']);
           if (hasBody && !req.is('application/json') && !req.is('application/*+json')) {
@@ -212,6 +214,7 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
               ...(rawInput ? { raw: rawInput } : {}),
               ...(op.versioned && req.get('if-match') !== undefined ? { ifMatch: parseIfMatch(req.get('if-match')!) } : {}),
               ...(op.eventStream && req.get('last-event-id') !== undefined ? { lastEventId: req.get('last-event-id')! } : {}),
+              ...(op.readsHeaders ? { headers: Object.fromEntries(op.readsHeaders.map((h) => [h.toLowerCase(), req.get(h)])) } : {}),
               ...(op.eventStream && op.access !== 'public'
                 ? {
                     reauthorize: async (notBefore: number) => {
@@ -285,6 +288,11 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
           return;
         }
         const status = result.status ?? op.response.status;
+        if (result.text) {
+          // A provider's own answer format (Twilio's TwiML, Meta's handshake challenge): sent as it is.
+          res.status(status).type(result.text.contentType).send(result.text.body);
+          return;
+        }
         if (status === 204 || result.body === undefined) {
           if (idempotencyKey !== undefined) await keep(idempotencyKey, status, { body: null });
           res.status(status).end();

@@ -208,13 +208,23 @@ export const JOBS = {
     data: z.object({}),
     schedule: { id: 'rollups-sweep', everyMs: () => 60 * 1000 },
   },
-  /** One reply on an email ticket, sent through the connected mailbox. */
+  /**
+   * One attempt to send one reply on its channel (src/domains/outbound). The outbox row, claimed before the
+   * request leaves, keeps the send single whatever runs the job; `attempt` names the try, so a retry queued
+   * with its backoff is a job of its own. BullMQ's own retries are only for a worker that failed before asking
+   * the provider anything (the claim is then handed back).
+   */
   'outbound.send': {
     queue: 'outbound',
-    data: z.object({ tenant_id: z.uuid(), event_id: z.uuid() }),
-    // The reply's id keeps its send single; retried with backoff while the provider is down.
-    jobId: (d: { event_id: string }) => `send-${d.event_id}`,
-    options: (c: JobSettings) => ({ removeOnComplete: true, attempts: c.OUTBOUND_ATTEMPTS, backoff: { type: 'exponential', delay: 2000 } }),
+    data: z.object({ tenant_id: z.uuid(), event_id: z.uuid(), attempt: z.number().int().min(0).max(1000).optional() }),
+    jobId: (d: { event_id: string; attempt?: number }) => `send-${d.event_id}-${d.attempt ?? 0}`,
+    options: () => ({ removeOnComplete: true, removeOnFail: { age: 86400 }, attempts: 3, backoff: { type: 'exponential', delay: 2000 } }),
+  },
+  /** Scheduled: re-queues sends a lost job left waiting, and declares claims whose worker died `unknown`. */
+  'outbound.sweep': {
+    queue: 'outbound',
+    data: z.object({}),
+    schedule: { id: 'outbound-sweep', everyMs: () => 30 * 1000 },
   },
   /** Scheduled: queues a refresh for every mailbox whose last check is older than MAILBOX_REFRESH_SECONDS. */
   'mailbox.sweep': {

@@ -154,13 +154,13 @@ export function helpers(get: () => TestContext) {
       };
     },
     stateRow: (state: string) => get().db.selectFrom('oauth_states').selectAll().where('state_hash', '=', stateHash(state)).executeTakeFirst(),
-    async count(table: 'tickets' | 'ingest_deliveries' | 'oauth_states' | 'channel_connections' | 'outbound_emails', tenantId: string): Promise<number> {
+    async count(table: 'tickets' | 'ingest_deliveries' | 'oauth_states' | 'channel_connections' | 'outbound_messages', tenantId: string): Promise<number> {
       const r = await sql<{ n: number }>`select count(*)::int as n from ${sql.table(table)} where tenant_id = ${tenantId}`.execute(get().db);
       return r.rows[0]!.n;
     },
     tickets: (tenantId: string) => get().db.selectFrom('tickets').selectAll().where('tenant_id', '=', tenantId).orderBy('created_at').execute(),
     outbound: (tenantId: string, eventId: string) =>
-      get().db.selectFrom('outbound_emails').selectAll().where('tenant_id', '=', tenantId).where('event_id', '=', eventId).executeTakeFirst(),
+      get().db.selectFrom('outbound_messages').selectAll().where('tenant_id', '=', tenantId).where('event_id', '=', eventId).executeTakeFirst(),
     poll: (tenantId: string) => get().services.mailbox.poll(tenantId),
     async reply(ws: Workspace, ticketId: string, body: string): Promise<{ eventId: string; event: TicketEvent }> {
       const res = await get().http.post(`/v1/tickets/${ticketId}/replies`).set(bearer(ws.ownerKey)).send({ body });
@@ -168,8 +168,9 @@ export function helpers(get: () => TestContext) {
       const event = (res.body.new_events as TicketEvent[]).find((e) => e.kind === 'reply' && e.body === body)!;
       return { eventId: event.id, event };
     },
+    /** What happened to the ticket's replies after they were queued (the `queued` event each reply writes is left out). */
     deliveries: (ws: Workspace, ticketId: string) =>
-      ticketDetail(get(), ws, ticketId).then((t) => t.events.filter((e) => e.kind === 'email_delivery')),
+      ticketDetail(get(), ws, ticketId).then((t) => t.events.filter((e) => e.kind === 'delivery' && e.meta.state !== 'queued')),
     /** Mailbox connected, cursor set, one customer email polled into a ticket. */
     async emailTicket(ws: Workspace, provider: Provider, mailbox: string, o: { messageId?: string; subject?: string } = {}) {
       const customer = `cust.${tag()}@customer.test`;

@@ -1,4 +1,4 @@
-/** A raw Server-Sent Events client for GET /v1/events/stream: every block parsed as it arrives. */
+/** A raw Server-Sent Events client for GET /v1/events/stream (or another stream, by `path`): every block parsed as it arrives. */
 import { request, type IncomingMessage } from 'node:http';
 import { bearer } from './factories';
 
@@ -12,6 +12,8 @@ export interface Sse {
 export interface SseClient {
   /** The blocks that carried an event (`id:`), in arrival order. */
   events(): Sse[];
+  /** Every block, in arrival order (those without an id too, such as a stream's last word before it ends). */
+  blocks(): Sse[];
   heartbeats(): number;
   status(): number;
   contentType(): string;
@@ -30,7 +32,7 @@ export interface SseClient {
  * Opens the stream on `baseUrl` (e.g. http://127.0.0.1:1234). Only complete blocks (ended by a blank line)
  * are recorded, so a connection cut mid-block records nothing of that block, as EventSource would.
  */
-export function connectSse(baseUrl: string, token: string, opts: { query?: string; lastEventId?: string; paused?: boolean } = {}): SseClient {
+export function connectSse(baseUrl: string, token: string | null, opts: { query?: string; lastEventId?: string; paused?: boolean; path?: string; headers?: Record<string, string> } = {}): SseClient {
   const { hostname, port } = new URL(baseUrl);
   const blocks: Sse[] = [];
   let status = 0;
@@ -42,8 +44,9 @@ export function connectSse(baseUrl: string, token: string, opts: { query?: strin
   const req = request({
     host: hostname,
     port,
-    path: `/v1/events/stream${opts.query ?? ''}`,
-    headers: { ...bearer(token), ...(opts.lastEventId ? { 'Last-Event-ID': opts.lastEventId } : {}) },
+    path: `${opts.path ?? '/v1/events/stream'}${opts.query ?? ''}`,
+    // Another stream (web chat's) by `path`; a null token sends no Authorization (a token in the query instead).
+    headers: { Accept: 'text/event-stream', ...(token !== null ? bearer(token) : {}), ...(opts.lastEventId ? { 'Last-Event-ID': opts.lastEventId } : {}), ...opts.headers },
   });
   req.on('response', (res: IncomingMessage) => {
     response = res;
@@ -77,6 +80,7 @@ export function connectSse(baseUrl: string, token: string, opts: { query?: strin
   req.end();
   return {
     events: () => blocks.filter((b) => b.id !== undefined),
+    blocks: () => [...blocks],
     heartbeats: () => blocks.filter((b) => b.comment === 'heartbeat').length,
     status: () => status,
     contentType: () => contentType,

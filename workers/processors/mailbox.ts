@@ -8,5 +8,4 @@ export const mailboxProcessors = (services: Services) => ({
     services.mailbox.check(data.tenant_id, false, data.due_as_of ? new Date(data.due_as_of) : run.requestedAt),
   'mailbox.poll': (data: JobData<'mailbox.poll'>) => services.mailbox.poll(data.tenant_id),
   'mailbox.sweep': () => services.mailbox.sweep(),
-  'outbound.send': (data: JobData<'outbound.send'>, run: JobRun) => services.mailbox.send(data.tenant_id, data.event_id, run.attempt),
 });

@@ -32,6 +32,7 @@ import * as m0030 from './0030_macro_notify';
 import * as m0031 from './0031_duplicate_keys';
 import * as m0032 from './0032_event_sizes';
 import * as m0033 from './0033_delivery_fairness';
+import * as m0034 from './0034_outbound_messages';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -68,6 +69,7 @@ const migrations: Record<string, Migration> = {
   '0031_duplicate_keys': m0031,
   '0032_event_sizes': m0032,
   '0033_delivery_fairness': m0033,
+  '0034_outbound_messages': m0034,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -1,7 +1,8 @@
 /**
  * Channel config rules: what a read may show, and what a write must never carry.
  */
-const REDACTED = '***';
+/** What a read shows in place of any value that is not an operator descriptor. */
+export const REDACTED = '***';
 
 function redactDeep(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(redactDeep);

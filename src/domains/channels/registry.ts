@@ -18,6 +18,13 @@ export interface ChannelDefinition {
   outbound_supported: boolean;
   /** Config keys that describe the connection to an operator and are safe to read back; all else is ***. */
   safe_config_keys: readonly string[];
+  /** Config keys holding credentials: sealed at rest (secrets_sealed), never kept in the config column. */
+  secret_config_keys: readonly string[];
+  /**
+   * What a reply needs from the connection to be sent, as alternatives (any one complete set will do); empty
+   * when a reply needs nothing from it (web chat: the widget reads it). Null: no sender exists.
+   */
+  send_requires: readonly (readonly string[])[] | null;
   adapter: ChannelAdapter | null;
 }
 
@@ -36,7 +43,11 @@ export const CHANNELS: Record<ChannelId, ChannelDefinition> = {
     ticket_source: 'email',
     handle_kind: 'email',
     outbound_supported: true,
-    safe_config_keys: [...DESCRIPTORS, 'inbound_address', 'from_name', 'signature'],
+    safe_config_keys: [...DESCRIPTORS, 'inbound_address', 'from_name', 'from_address', 'signature', 'webhook_username'],
+    // Postmark: the server token sends, webhook_username/webhook_password guard its webhooks (basic auth).
+    secret_config_keys: ['server_token', 'webhook_password'],
+    // The connected mailbox sends without any of these (see the channels service).
+    send_requires: [['server_token', 'from_address']],
     adapter: emailAdapter,
   },
   sms: {
@@ -45,7 +56,9 @@ export const CHANNELS: Record<ChannelId, ChannelDefinition> = {
     ticket_source: 'sms',
     handle_kind: 'phone',
     outbound_supported: true,
-    safe_config_keys: [...DESCRIPTORS, 'phone_number', 'messaging_service_sid'],
+    safe_config_keys: [...DESCRIPTORS, 'phone_number', 'messaging_service_sid', 'account_sid'],
+    secret_config_keys: ['auth_token'],
+    send_requires: [['account_sid', 'auth_token', 'phone_number'], ['account_sid', 'auth_token', 'messaging_service_sid']],
     adapter: smsAdapter,
   },
   whatsapp: {
@@ -55,6 +68,9 @@ export const CHANNELS: Record<ChannelId, ChannelDefinition> = {
     handle_kind: 'whatsapp_id',
     outbound_supported: true,
     safe_config_keys: [...DESCRIPTORS, 'phone_number_id', 'display_phone_number', 'business_account_id'],
+    // api_key is the system user's token (an `access_token` key is refused as a misplaced OAuth token).
+    secret_config_keys: ['api_key', 'app_secret', 'verify_token'],
+    send_requires: [['phone_number_id', 'api_key']],
     adapter: whatsappAdapter,
   },
   telegram: {
@@ -64,6 +80,8 @@ export const CHANNELS: Record<ChannelId, ChannelDefinition> = {
     handle_kind: 'telegram_user',
     outbound_supported: true,
     safe_config_keys: [...DESCRIPTORS, 'bot_username'],
+    secret_config_keys: ['bot_token', 'secret_token'],
+    send_requires: [['bot_token']],
     adapter: telegramAdapter,
   },
   web_chat: {
@@ -73,12 +91,14 @@ export const CHANNELS: Record<ChannelId, ChannelDefinition> = {
     handle_kind: 'visitor_id',
     outbound_supported: true,
     safe_config_keys: [...DESCRIPTORS, 'widget_color', 'greeting', 'allowed_origins'],
+    secret_config_keys: [],
+    send_requires: [],
     adapter: webChatAdapter,
   },
-  facebook: { id: 'facebook', display_name: 'Facebook Messenger', ticket_source: 'facebook', handle_kind: 'page_scoped_id', outbound_supported: false, safe_config_keys: [...DESCRIPTORS, 'page_id', 'page_name'], adapter: null },
-  instagram: { id: 'instagram', display_name: 'Instagram', ticket_source: 'instagram', handle_kind: 'page_scoped_id', outbound_supported: false, safe_config_keys: [...DESCRIPTORS, 'account_id', 'username'], adapter: null },
-  line: { id: 'line', display_name: 'LINE', ticket_source: 'line', handle_kind: 'line_user', outbound_supported: false, safe_config_keys: [...DESCRIPTORS, 'channel_id'], adapter: null },
-  viber: { id: 'viber', display_name: 'Viber', ticket_source: 'viber', handle_kind: 'viber_user', outbound_supported: false, safe_config_keys: [...DESCRIPTORS, 'bot_name'], adapter: null },
+  facebook: { id: 'facebook', display_name: 'Facebook Messenger', ticket_source: 'facebook', handle_kind: 'page_scoped_id', outbound_supported: false, safe_config_keys: [...DESCRIPTORS, 'page_id', 'page_name'], secret_config_keys: [], send_requires: null, adapter: null },
+  instagram: { id: 'instagram', display_name: 'Instagram', ticket_source: 'instagram', handle_kind: 'page_scoped_id', outbound_supported: false, safe_config_keys: [...DESCRIPTORS, 'account_id', 'username'], secret_config_keys: [], send_requires: null, adapter: null },
+  line: { id: 'line', display_name: 'LINE', ticket_source: 'line', handle_kind: 'line_user', outbound_supported: false, safe_config_keys: [...DESCRIPTORS, 'channel_id'], secret_config_keys: [], send_requires: null, adapter: null },
+  viber: { id: 'viber', display_name: 'Viber', ticket_source: 'viber', handle_kind: 'viber_user', outbound_supported: false, safe_config_keys: [...DESCRIPTORS, 'bot_name'], secret_config_keys: [], send_requires: null, adapter: null },
 };
 
 /** Own keys only: an id such as `constructor` or `__proto__` names no channel. */

@@ -37,6 +37,8 @@ export const channelConnection = z.object({
   details: z.record(z.string(), z.unknown()).meta({ examples: [{ inbound_token_set: true }] }),
   connected: z.boolean(),
   enabled: z.boolean(),
+  sendable: z.boolean().meta({ description: 'Whether a reply on this channel can be sent now: a sender exists and the connection holds what it needs.' }),
+  sendable_reason: z.string().nullable().meta({ description: 'When sendable is false, what is missing; null otherwise.', examples: ['Replies cannot be sent: config lacks bot_token.'] }),
   config: z.record(z.string(), z.unknown()).meta({ examples: [CONFIG] }),
   created_at: at,
   updated_at: at,

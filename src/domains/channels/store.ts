@@ -7,7 +7,7 @@ import type { ChannelConnectionRow } from '../../db/types';
 export async function upsertConnection(
   db: Executor,
   tenantId: string,
-  c: { channel: string; display_name: string; enabled: boolean; config: Record<string, unknown>; inbound_token_hash: Buffer },
+  c: { channel: string; display_name: string; enabled: boolean; config: Record<string, unknown>; secrets_sealed: string | null; inbound_token_hash: Buffer; inbound_token_sealed: string },
 ): Promise<ChannelConnectionRow & { inserted: boolean }> {
   const row = await db
     .insertInto('channel_connections')
@@ -17,6 +17,7 @@ export async function upsertConnection(
         display_name: (eb) => eb.ref('excluded.display_name'),
         enabled: (eb) => eb.ref('excluded.enabled'),
         config: (eb) => eb.ref('excluded.config'),
+        secrets_sealed: (eb) => eb.ref('excluded.secrets_sealed'),
         updated_at: sql`now()`,
       }),
     )
@@ -38,7 +39,7 @@ export async function listConnections(db: Executor, tenantId: string): Promise<C
 }
 
 /** A new token: the old one's route goes with it (it stops working at once), the new one routes here. */
-export async function setTokenHash(db: Executor, tenantId: string, channel: string, hash: Buffer): Promise<boolean> {
+export async function setTokenHash(db: Executor, tenantId: string, channel: string, hash: Buffer, sealed: string): Promise<boolean> {
   const old = await db
     .selectFrom('channel_connections')
     .select('inbound_token_hash')
@@ -47,7 +48,7 @@ export async function setTokenHash(db: Executor, tenantId: string, channel: stri
     .forUpdate()
     .executeTakeFirst();
   if (!old) return false;
-  await db.updateTable('channel_connections').set({ inbound_token_hash: hash, updated_at: sql`now()` }).where('tenant_id', '=', tenantId).where('channel', '=', channel).execute();
+  await db.updateTable('channel_connections').set({ inbound_token_hash: hash, inbound_token_sealed: sealed, updated_at: sql`now()` }).where('tenant_id', '=', tenantId).where('channel', '=', channel).execute();
   await removeRoute(db, tenantId, 'inbound_token', hexKey(old.inbound_token_hash));
   await routeToken(db, tenantId, hash);
   return true;
@@ -98,7 +99,7 @@ export async function connectedDeliveries(db: Executor, tenantId: string, ds: { 
 }
 
 /** Creates the connection when the workspace has none; an existing one (even disabled) is left as it is. */
-export async function insertIfAbsent(db: Executor, tenantId: string, c: { channel: string; display_name: string; inbound_token_hash: Buffer }) {
+export async function insertIfAbsent(db: Executor, tenantId: string, c: { channel: string; display_name: string; inbound_token_hash: Buffer; inbound_token_sealed: string }) {
   const r = await db
     .insertInto('channel_connections')
     .values({ ...c, tenant_id: tenantId, enabled: true, config: '{}' })
@@ -115,4 +116,20 @@ export async function enabledConnection(db: Executor, tenantId: string, channel:
     .where('channel', '=', channel)
     .where('enabled', '=', true)
     .executeTakeFirst();
+}
+
+/** A connection as a sender or a provider hook needs it: enabled, config, sealed credentials and token. */
+export async function connectionFor(db: Executor, tenantId: string, channel: string, lock = false) {
+  const q = db
+    .selectFrom('channel_connections')
+    .select(['channel', 'enabled', 'config', 'secrets_sealed', 'inbound_token_sealed'])
+    .where('tenant_id', '=', tenantId)
+    .where('channel', '=', channel);
+  return (lock ? q.forUpdate() : q).executeTakeFirst();
+}
+
+/** Whether the workspace's connected mailbox can send (the email channel's first choice of sender). */
+export async function mailboxSends(db: Executor, tenantId: string): Promise<boolean> {
+  const row = await db.selectFrom('mailboxes').select(['connected', 'sendable']).where('tenant_id', '=', tenantId).executeTakeFirst();
+  return row !== undefined && row.connected && row.sendable;
 }

@@ -155,9 +155,9 @@ export function createStreamSlots(deps: { redis: RedisClient; prefix: string; pe
   const held = new Map<string, { callerKey: string; workspaceKey: string }>();
   let renewer: NodeJS.Timeout | undefined;
 
-  const keysOf = (p: Principal) => {
-    const tag = `${prefix}:streams:{${p.tenantId}}`;
-    return { callerKey: `${tag}:${callerOf(p)}`, workspaceKey: `${tag}:workspace` };
+  const keysOf = (tenantId: string, caller: string) => {
+    const tag = `${prefix}:streams:{${tenantId}}`;
+    return { callerKey: `${tag}:${caller}`, workspaceKey: `${tag}:workspace` };
   };
 
   /** Every held slot's lease moved on: one pipeline per workspace (a cluster serves one hash slot per pipeline). */
@@ -173,52 +173,60 @@ export function createStreamSlots(deps: { redis: RedisClient; prefix: string; pe
     }
   }
 
+  /**
+   * Takes a slot for a new stream of `caller` (any key naming who holds the stream: an API key, a user, a web
+   * chat visitor) in the workspace, or refuses with 429 too_many_streams naming the cap reached (`who` is what
+   * the refusal calls the caller).
+   */
+  async function acquireFor(tenantId: string, caller: string, who: string): Promise<StreamSlot> {
+    if (held.size >= perProcess) throw streamsRefused('This server', perProcess);
+    const id = newId();
+    const keys = keysOf(tenantId, caller);
+    const now = Date.now();
+    held.set(id, keys);
+    let counts: [number, number] | undefined;
+    try {
+      // Added first, then counted: two streams racing for the last slot may both be refused, never both let in.
+      const r = await redis
+        .multi()
+        .zremrangebyscore(keys.callerKey, '-inf', now)
+        .zremrangebyscore(keys.workspaceKey, '-inf', now)
+        .zadd(keys.callerKey, now + SLOT_LEASE_MS, id)
+        .zadd(keys.workspaceKey, now + SLOT_LEASE_MS, id)
+        .pexpire(keys.callerKey, SLOT_LEASE_MS)
+        .pexpire(keys.workspaceKey, SLOT_LEASE_MS)
+        .zcard(keys.callerKey)
+        .zcard(keys.workspaceKey)
+        .exec();
+      counts = [Number(r?.[6]?.[1] ?? 0), Number(r?.[7]?.[1] ?? 0)];
+    } catch (err) {
+      logger.warn({ err_code: 'stream_slots_unavailable', cause: (err as Error)?.message }, 'stream caps per caller and workspace not applied');
+    }
+    const release = () => {
+      if (!held.delete(id)) return;
+      redis
+        .multi()
+        .zrem(keys.callerKey, id)
+        .zrem(keys.workspaceKey, id)
+        .exec()
+        .catch(() => {});
+      if (held.size === 0 && renewer) {
+        clearInterval(renewer);
+        renewer = undefined;
+      }
+    };
+    if (counts && (counts[0] > perCaller || counts[1] > perWorkspace)) {
+      release();
+      throw counts[0] > perCaller ? streamsRefused(who, perCaller) : streamsRefused('This workspace', perWorkspace);
+    }
+    renewer ??= setInterval(renewAll, SLOT_RENEW_MS).unref();
+    return { release };
+  }
+
   return {
     /** Takes a slot for a new stream of `p`, or refuses with 429 too_many_streams naming the cap reached. */
-    async acquire(p: Principal): Promise<StreamSlot> {
-      if (held.size >= perProcess) throw streamsRefused('This server', perProcess);
-      const id = newId();
-      const keys = keysOf(p);
-      const now = Date.now();
-      held.set(id, keys);
-      let counts: [number, number] | undefined;
-      try {
-        // Added first, then counted: two streams racing for the last slot may both be refused, never both let in.
-        const r = await redis
-          .multi()
-          .zremrangebyscore(keys.callerKey, '-inf', now)
-          .zremrangebyscore(keys.workspaceKey, '-inf', now)
-          .zadd(keys.callerKey, now + SLOT_LEASE_MS, id)
-          .zadd(keys.workspaceKey, now + SLOT_LEASE_MS, id)
-          .pexpire(keys.callerKey, SLOT_LEASE_MS)
-          .pexpire(keys.workspaceKey, SLOT_LEASE_MS)
-          .zcard(keys.callerKey)
-          .zcard(keys.workspaceKey)
-          .exec();
-        counts = [Number(r?.[6]?.[1] ?? 0), Number(r?.[7]?.[1] ?? 0)];
-      } catch (err) {
-        logger.warn({ err_code: 'stream_slots_unavailable', cause: (err as Error)?.message }, 'stream caps per caller and workspace not applied');
-      }
-      const release = () => {
-        if (!held.delete(id)) return;
-        redis
-          .multi()
-          .zrem(keys.callerKey, id)
-          .zrem(keys.workspaceKey, id)
-          .exec()
-          .catch(() => {});
-        if (held.size === 0 && renewer) {
-          clearInterval(renewer);
-          renewer = undefined;
-        }
-      };
-      if (counts && (counts[0] > perCaller || counts[1] > perWorkspace)) {
-        release();
-        throw counts[0] > perCaller ? streamsRefused(p.apiKeyId ? 'This API key' : 'This user', perCaller) : streamsRefused('This workspace', perWorkspace);
-      }
-      renewer ??= setInterval(renewAll, SLOT_RENEW_MS).unref();
-      return { release };
-    },
+    acquire: (p: Principal): Promise<StreamSlot> => acquireFor(p.tenantId, callerOf(p), p.apiKeyId ? 'This API key' : 'This user'),
+    acquireFor,
     /** Streams open in this process. */
     open: () => held.size,
   };

@@ -282,6 +282,15 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
     /** Streams open in this process (the per-process cap counts these). */
     openStreams: () => slots.open(),
 
+    /**
+     * What other live streams of this process share with these (web chat, issue 33): the one poll of each
+     * watched workspace's log end, and the write turns that bound what every stream hands its socket per turn.
+     */
+    live: {
+      watch: (tenantId: string) => tail.watch(tenantId),
+      takeTurn: (bytes: number) => turns.take(bytes),
+    },
+
     /** Retention sweep (maintenance worker): each workspace pruned on its own. */
     async prune(retentionDays: number): Promise<{ deleted: number }> {
       let deleted = 0;

@@ -11,6 +11,8 @@ export const EVENT_TYPES = [
   'ticket.reopened',
   'ticket.sla_breached',
   'message.created',
+  'message.delivered',
+  'message.delivery_failed',
   'customer.created',
   'csat.created',
   'transcript.event_recorded',

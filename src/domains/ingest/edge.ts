@@ -151,6 +151,23 @@ export function createIngestGateway(deps: {
       }
     },
 
+    /**
+     * Messages their route has read already (a web chat visitor's, posted through a session, issue 33): the
+     * workspace and the connection's current token hash are known, so they go straight to the workspace's lane
+     * and budget, exactly as `receive` sends them on; the worker checks in its transaction that the token is
+     * still the connection's (404 not_found when it was rotated meanwhile, nothing written).
+     */
+    async receiveParsed(channel: string, tenantId: string, tokenHash: string, messages: InboundMessage[]): Promise<IntakeOutcome> {
+      const def = channelById(channel);
+      if (!def) throw notFound('channel');
+      const { release, bulk } = await edge.enter(tenantId, messages.length);
+      try {
+        return await deliver(def, tenantId, tokenHash, undefined, messages, bulk);
+      } finally {
+        release();
+      }
+    },
+
     async deliveries(actor: Principal, q: { limit: number; after?: Cursor; channel?: string }) {
       const rows = await store.recentDeliveries(db, actor.tenantId, q);
       return pageOf('deliveries', rows, q.limit, DELIVERY_SORT, (r) => ({

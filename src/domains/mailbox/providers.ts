@@ -24,6 +24,8 @@ export class ProviderError extends Error {
     message: string,
     /** The provider's HTTP status, when it answered. */
     readonly status?: number,
+    /** No answer came after the request may have left (a timeout): a send may have gone out. */
+    readonly maybeSent = false,
   ) {
     super(message);
   }
@@ -89,7 +91,8 @@ async function call(name: string, url: string, init: RequestInit, timeoutMs: num
   try {
     res = await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs) });
   } catch (err) {
-    throw new ProviderError('unavailable', `${name} could not be reached (${(err as Error).name === 'TimeoutError' ? 'timed out' : 'connection failed'})`);
+    const timedOut = (err as Error).name === 'TimeoutError';
+    throw new ProviderError('unavailable', `${name} could not be reached (${timedOut ? 'timed out' : 'connection failed'})`, undefined, timedOut);
   }
   const text = await res.text();
   let body: Record<string, unknown> = {};

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import MailComposer from 'nodemailer/lib/mail-composer';
 import type { Logger } from 'pino';
 import type { ConfigSection } from '../../config';
-import type { Db, Executor } from '../../db';
+import type { Db } from '../../db';
 import type { MailboxCheck, MailboxRow } from '../../db/types';
 import { DomainError, notFound, refuse } from '../../lib/errors';
 import type { Principal } from '../identity/principal';
@@ -12,10 +12,11 @@ import type { QueueHub } from '../../queue/hub';
 import { emailAdapter } from '../channels/adapters/email';
 import type { ChannelService } from '../channels/service';
 import type { IngestItem, IngestWorker } from '../ingest/worker';
-import { eventFor, type OutboundSink, type TicketCommands } from '../tickets/commands';
+import type { SendResult } from '../outbound/types';
 import { createMailProviders, MAIL_PROVIDERS, ProviderError, type FetchedMail, type MailProvider, type MailProviderId, type ReplyTarget, type TokenSet } from './providers';
 import type { EventSink } from '../events/types';
 import * as store from './store';
+import type { StoredMailboxRef } from './store';
 
 // An access token this close to expiry is refreshed before use rather than failing mid-call.
 const REFRESH_MARGIN_MS = 60 * 1000;
@@ -65,27 +66,6 @@ const present = (m: MailboxRow | undefined, sentToday = 0): MailboxStatus =>
  * what works and what an admin should do about what does not. Reads come from stored state only; only a
  * refresh (the `mailbox.refresh` job, on demand or on schedule) asks the provider.
  */
-/**
- * The tickets domain's hook for replies on email tickets: the pending send is written in the reply's
- * transaction (an outbox row), and its job queued after commit. A queue that is down then loses nothing:
- * the mailbox sweep re-queues sends still waiting.
- */
-export function createOutboundSink(deps: { queues: QueueHub; logger: Logger }): OutboundSink {
-  return {
-    async record(tx: Executor, tenantId: string, ticket, replyEventId) {
-      await store.insertOutbound(tx, tenantId, { event_id: replyEventId, ticket_id: ticket.id });
-      return true;
-    },
-    async dispatch(tenantId, replyEventId) {
-      try {
-        await deps.queues.enqueue('outbound.send', { tenant_id: tenantId, event_id: replyEventId });
-      } catch (err) {
-        deps.logger.warn({ tenant_id: tenantId, event_id: replyEventId, err: (err as Error).message }, 'reply send not queued; the mailbox sweep will queue it');
-      }
-    },
-  };
-}
-
 const header = (mail: FetchedMail, name: string) => mail.headers[name.toLowerCase()];
 
 /** The customer's message to answer in the mailbox, when the connected mailbox is the one that polled it. */
@@ -102,12 +82,11 @@ export function createMailboxService(deps: {
   queues: QueueHub;
   logger: Logger;
   channels: ChannelService;
-  tickets: Pick<TicketCommands, 'recordEvents' | 'rememberMessageIds'>;
   ingest: Pick<IngestWorker, 'processBatch'>;
   /** Where mailbox.health_changed goes (issue 19). */
   events?: EventSink;
 }) {
-  const { db, config, queues, logger, channels, tickets, ingest } = deps;
+  const { db, config, queues, logger, channels, ingest } = deps;
   const providers = createMailProviders(config);
   const sealer = createSealer(config.ENCRYPTION_KEYS);
   // The associated data binds a sealed token to its workspace and field: copied elsewhere, it will not open.
@@ -338,96 +317,64 @@ export function createMailboxService(deps: {
   }
 
   /**
-   * The `outbound.send` job: one reply through the mailbox, with the thread's headers. The outbox row is
-   * locked for the whole send, so two runs of the job cannot both send; a row already sent, failed or
-   * blocked sends nothing. A provider that is down is retried with backoff (the job fails and BullMQ
-   * retries it) until the last attempt, which records the failure.
+   * One reply through the connected mailbox, for the outbound pipeline (src/domains/outbound), with the
+   * thread's headers: our Message-ID (on the mailbox's domain), In-Reply-To and References. Undefined when no
+   * mailbox can send (the pipeline then tries the next sender). The daily quota blocks rather than sends.
    */
-  /** What happened to a reply's email, on its ticket's timeline, by the mailbox. */
-  const deliveryEvent = (tx: Executor, tenantId: string, ticketId: string, detail: string, meta: Record<string, unknown>) =>
-    tickets.recordEvents(tx, tenantId, [eventFor({ actor_type: 'system', actor_user_id: null, actor_name: 'Mailbox' }, ticketId, 'email_delivery', detail, meta)]);
+  async function sendReply(
+    tenantId: string,
+    r: { eventId: string; to: string; toName: string; subject: string; text: string; inReplyTo: string | null; references: string[]; mailboxRef: StoredMailboxRef | null },
+  ): Promise<SendResult | undefined> {
+    const m = await store.getMailbox(db, tenantId);
+    if (!m || !m.connected || !m.sendable) return undefined;
+    const sent = await store.sentToday(db, tenantId);
+    if (sent >= config.MAILBOX_DAILY_SEND_LIMIT) {
+      await store.setCheck(db, tenantId, quotaCheck(sent));
+      return { outcome: 'blocked', reason: `Not sent: the daily send quota (${config.MAILBOX_DAILY_SEND_LIMIT}) is used up; send the reply again after midnight UTC.` };
+    }
+    const p = providers[m.provider as MailProviderId];
+    const domain = m.email_address.split('@')[1] ?? 'mail.invalid';
+    const messageId = `${r.eventId}@${domain}`;
+    // The customer's own subject (the ticket's may have been renamed): Gmail threads a reply only when the
+    // subjects match, and every mail client shows the answer under the customer's words.
+    const subject = /^re:/i.test(r.subject) ? r.subject : `Re: ${r.subject}`;
+    const target = replyTarget(m, r.mailboxRef);
+    const raw = await new MailComposer({
+      from: m.email_address,
+      to: { name: r.toName, address: r.to },
+      subject,
+      text: r.text,
+      messageId: `<${messageId}>`,
+      ...(r.inReplyTo ? { inReplyTo: `<${r.inReplyTo}>` } : {}),
+      ...(r.references.length > 0 ? { references: r.references.map((id) => `<${id}>`) } : {}),
+    })
+      .compile()
+      .build();
+    try {
+      const text = raw.toString('utf8');
+      const result = await withToken(m, p, async (token) => {
+        try {
+          return await p.send(token, text, target);
+        } catch (err) {
+          // The customer's message or thread is gone from the mailbox since it was polled (deleted, moved):
+          // the reply still goes out, threaded for the customer by its In-Reply-To and References.
+          if (target && err instanceof ProviderError && err.status === 404) return p.send(token, text);
+          throw err;
+        }
+      });
+      await store.setCheck(db, tenantId, quotaCheck(sent + 1));
+      return { outcome: 'sent', providerMessageId: result.providerId ?? messageId, messageId, ...(result.threadId ? { threadId: result.threadId } : {}) };
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      if (err.kind === 'unavailable') return err.maybeSent ? { outcome: 'unknown', reason: `${err.message}; it may have sent the reply` } : { outcome: 'retry', reason: err.message };
+      return { outcome: 'failed', reason: `Not sent: ${err.message}${err.kind === 'revoked' ? '; reconnect the mailbox, then send the reply again' : ''}.` };
+    }
+  }
 
-  async function send(tenantId: string, eventId: string, attempt: number) {
-    const outcome = await db.transaction().execute(async (tx): Promise<{ state: string; retry?: ProviderError }> => {
-      const row = await store.lockOutbound(tx, tenantId, eventId);
-      if (row === undefined || row === 'busy' || row.state !== 'queued') return { state: row === undefined ? 'missing' : row === 'busy' ? 'busy' : row.state };
-      const ctxRow = await store.replyContext(tx, tenantId, eventId);
-      const finish = async (state: 'failed' | 'blocked', detail: string) => {
-        await store.updateOutbound(tx, tenantId, eventId, { state, attempts: attempt, last_error: detail });
-        if (ctxRow) {
-          await deliveryEvent(tx, tenantId, ctxRow.ticket_id, detail, { reply_event_id: eventId, state, attempts: attempt });
-        }
-        return { state };
-      };
-      if (!ctxRow) return finish('failed', 'The reply no longer exists.');
-      if (!ctxRow.email) return finish('failed', 'The customer has no email address to reply to.');
-      const m = await store.getMailbox(tx, tenantId);
-      if (!m || !m.connected) return finish('failed', 'No working mailbox is connected; connect one, then send the reply again.');
-      if (!m.sendable) return finish('failed', 'The connected mailbox may not send mail; reconnect it with the send permission, then send the reply again.');
-      const sent = await store.sentToday(tx, tenantId);
-      if (sent >= config.MAILBOX_DAILY_SEND_LIMIT) {
-        await store.setCheck(tx, tenantId, quotaCheck(sent));
-        return finish('blocked', `Not sent: the daily send quota (${config.MAILBOX_DAILY_SEND_LIMIT}) is used up; send the reply again after midnight UTC.`);
-      }
-      const p = providers[m.provider as MailProviderId];
-      const domain = m.email_address.split('@')[1] ?? 'mail.invalid';
-      const messageId = `${eventId}@${domain}`;
-      const references = ctxRow.thread.slice(-20);
-      // The customer's own subject (the ticket's may have been renamed): Gmail threads a reply only when the
-      // subjects match, and every mail client shows the answer under the customer's words.
-      const base = ctxRow.lastInboundSubject ?? ctxRow.subject;
-      const subject = /^re:/i.test(base) ? base : `Re: ${base}`;
-      const target = replyTarget(m, ctxRow.lastInboundMailbox);
-      const raw = await new MailComposer({
-        from: m.email_address,
-        to: { name: ctxRow.display_name, address: ctxRow.email },
-        subject,
-        text: ctxRow.body,
-        messageId: `<${messageId}>`,
-        ...(ctxRow.lastInbound ? { inReplyTo: `<${ctxRow.lastInbound}>` } : {}),
-        ...(references.length > 0 ? { references: references.map((r) => `<${r}>`) } : {}),
-      })
-        .compile()
-        .build();
-      try {
-        const text = raw.toString('utf8');
-        const result = await withToken(m, p, async (token) => {
-          try {
-            return await p.send(token, text, target);
-          } catch (err) {
-            // The customer's message or thread is gone from the mailbox since it was polled (deleted, moved):
-            // the reply still goes out, threaded for the customer by its In-Reply-To and References.
-            if (target && err instanceof ProviderError && err.status === 404) return p.send(token, text);
-            throw err;
-          }
-        });
-        await store.updateOutbound(tx, tenantId, eventId, { state: 'sent', message_id: messageId, provider_message_id: result.providerId, attempts: attempt, last_error: null, sent: true });
-        // The customer's answer to this reply threads back into the ticket by its Message-ID.
-        await tickets.rememberMessageIds(tx, tenantId, [{ message_id: messageId, ticket_id: ctxRow.ticket_id }]);
-        await deliveryEvent(tx, tenantId, ctxRow.ticket_id, '', {
-          reply_event_id: eventId,
-          state: 'sent',
-          message_id: messageId,
-          attempts: attempt,
-          ...(result.threadId ? { provider_thread_id: result.threadId } : {}),
-        });
-        await store.setCheck(tx, tenantId, quotaCheck(sent + 1));
-        return { state: 'sent' };
-      } catch (err) {
-        if (!(err instanceof ProviderError)) throw err;
-        if (err.kind === 'unavailable' && attempt < config.OUTBOUND_ATTEMPTS) {
-          // Said on the ticket before the job fails for its retry, so an agent sees why the reply waits.
-          const detail = `Not sent yet: ${err.message}. Attempt ${attempt} of ${config.OUTBOUND_ATTEMPTS}; retrying with backoff.`;
-          await store.updateOutbound(tx, tenantId, eventId, { attempts: attempt, last_error: detail });
-          await deliveryEvent(tx, tenantId, ctxRow.ticket_id, detail, { reply_event_id: eventId, state: 'retrying', attempts: attempt });
-          return { state: 'retrying', retry: err };
-        }
-        return finish('failed', `Not sent: ${err.message}${err.kind === 'revoked' ? '; reconnect the mailbox, then send the reply again' : ''}.`);
-      }
-    });
-    // Thrown after the commit: BullMQ retries the job with backoff, and the retrying event stays recorded.
-    if (outcome.retry) throw outcome.retry;
-    return { state: outcome.state };
+  /** Which mailbox provider sends for the workspace now, if any (the outbox records it as the sender). */
+  async function sender(tenantId: string): Promise<MailProviderId | undefined> {
+    const m = await store.getMailbox(db, tenantId);
+    return m && m.connected && m.sendable ? (m.provider as MailProviderId) : undefined;
   }
 
   return {
@@ -488,7 +435,8 @@ export function createMailboxService(deps: {
     },
 
     poll,
-    send,
+    sendReply,
+    sender,
 
     /** The `mailbox.refresh` job. */
     check,
@@ -503,10 +451,7 @@ export function createMailboxService(deps: {
       for (const d of due) await queues.enqueue('mailbox.refresh', { tenant_id: d.tenant_id, due_as_of: d.as_of.toISOString() });
       const polls = await store.crossTenantDueForPoll(db, config.MAILBOX_POLL_SECONDS);
       for (const tenantId of polls) await queues.enqueue('mailbox.poll', { tenant_id: tenantId });
-      // The outbox: a reply whose job never reached the queue is sent late rather than never.
-      const waiting = await store.crossTenantStaleOutbound(db, 60);
-      for (const o of waiting) await queues.enqueue('outbound.send', { tenant_id: o.tenant_id, event_id: o.event_id });
-      return { refreshes: due.length, polls: polls.length, resent: waiting.length };
+      return { refreshes: due.length, polls: polls.length };
     },
   };
 }

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
-import type { MailboxCheck, MailboxRow, OutboundEmailRow } from '../../db/types';
+import type { MailboxCheck, MailboxRow } from '../../db/types';
 import { addRoute, crossTenantDropRoutes, crossTenantRoute, hexKey } from '../routing/store';
 
 export async function insertState(db: Executor, tenantId: string, s: { hash: Buffer; userId: string; provider: string; expiresAt: Date }) {
@@ -111,95 +111,27 @@ export async function crossTenantDueForPoll(db: Executor, intervalSeconds: numbe
   return rows.map((r) => r.tenant_id);
 }
 
-export async function insertOutbound(db: Executor, tenantId: string, o: { event_id: string; ticket_id: string }): Promise<void> {
-  await db.insertInto('outbound_emails').values({ tenant_id: tenantId, ...o }).onConflict((oc) => oc.columns(['tenant_id', 'event_id']).doNothing()).execute();
-}
-
-/** The row, locked for the duration of the send; undefined when another run holds it (it is sending). */
-export async function lockOutbound(db: Executor, tenantId: string, eventId: string): Promise<OutboundEmailRow | 'busy' | undefined> {
-  const { rows } = await sql<OutboundEmailRow & { locked: boolean }>`
-    select o.*, true as locked from outbound_emails o where o.tenant_id = ${tenantId} and o.event_id = ${eventId} for update skip locked`.execute(db);
-  if (rows[0]) return rows[0];
-  const exists = await db.selectFrom('outbound_emails').select('event_id').where('tenant_id', '=', tenantId).where('event_id', '=', eventId).executeTakeFirst();
-  return exists ? 'busy' : undefined;
-}
-
-export async function updateOutbound(
-  db: Executor,
-  tenantId: string,
-  eventId: string,
-  u: { state?: OutboundEmailRow['state']; message_id?: string; provider_message_id?: string | null; attempts?: number; last_error?: string | null; sent?: boolean },
-) {
-  const { sent, ...cols } = u;
-  await db
-    .updateTable('outbound_emails')
-    .set({ ...cols, ...(sent ? { sent_at: sql`now()` } : {}), updated_at: sql`now()` })
-    .where('tenant_id', '=', tenantId)
-    .where('event_id', '=', eventId)
-    .execute();
-}
-
-/** Successful sends since midnight UTC. */
+/**
+ * Sends through the connected mailbox since midnight UTC: sent (and later delivered or read), plus those whose
+ * outcome is unknown (they may have counted). Rows from before the outbox had a sender were all mailbox sends.
+ */
 export async function sentToday(db: Executor, tenantId: string): Promise<number> {
   const row = await db
-    .selectFrom('outbound_emails')
+    .selectFrom('outbound_messages')
     .select((eb) => eb.fn.countAll<number>().as('n'))
     .where('tenant_id', '=', tenantId)
-    .where('state', '=', 'sent')
+    .where('channel', '=', 'email')
+    .where((eb) => eb.or([eb('sender', 'is', null), eb('sender', 'in', ['google', 'microsoft'])]))
+    .where('state', 'in', ['sent', 'delivered', 'read', 'unknown'])
     .where('sent_at', '>=', sql<Date>`date_trunc('day', now() at time zone 'UTC') at time zone 'UTC'`)
     .executeTakeFirstOrThrow();
   return Number(row.n);
 }
 
-/** Sends still waiting a while after their reply committed (their job was lost, e.g. Redis was down). */
-export async function crossTenantStaleOutbound(db: Executor, olderThanSeconds: number): Promise<{ tenant_id: string; event_id: string }[]> {
-  return db
-    .selectFrom('outbound_emails')
-    .select(['tenant_id', 'event_id'])
-    .where('state', '=', 'queued')
-    .where('created_at', '<', sql<Date>`now() - make_interval(secs => ${olderThanSeconds})`)
-    .limit(1000)
-    .execute();
-}
-
-/** What a reply email needs: the reply, its ticket, the customer, and the Message-IDs of the thread (oldest first). */
 /** Where a polled customer message sits in the connected mailbox (ticket event meta `mailbox`). */
 export interface StoredMailboxRef {
   provider: string;
   address: string;
   message_id: string;
   thread_id?: string;
-}
-
-export async function replyContext(db: Executor, tenantId: string, eventId: string) {
-  const row = await db
-    .selectFrom('ticket_events as e')
-    .innerJoin('tickets as t', (j) => j.onRef('t.tenant_id', '=', 'e.tenant_id').onRef('t.id', '=', 'e.ticket_id'))
-    .innerJoin('customers as c', (j) => j.onRef('c.tenant_id', '=', 't.tenant_id').onRef('c.id', '=', 't.customer_id'))
-    .select(['e.body', 'e.ticket_id', 't.subject', 'c.email', 'c.display_name'])
-    .where('e.tenant_id', '=', tenantId)
-    .where('e.id', '=', eventId)
-    .executeTakeFirst();
-  if (!row) return undefined;
-  // The thread as written: the customers' Message-IDs (case kept, from their events) and ours, oldest first.
-  // A customer's message also says its subject and, when the connected mailbox polled it, where it sits there.
-  const { rows: thread } = await sql<{ message_id: string; inbound: boolean; subject: string | null; mailbox: StoredMailboxRef | null }>`
-    select message_id, inbound, subject, mailbox from (
-      select meta->>'message_id' as message_id, true as inbound, meta->>'subject' as subject, meta->'mailbox' as mailbox, created_at, seq
-      from ticket_events
-      where tenant_id = ${tenantId} and ticket_id = ${row.ticket_id} and kind = 'inbound_email' and meta ? 'message_id'
-      union all
-      select o.message_id, false, null, null, o.sent_at, 0
-      from outbound_emails o
-      where o.tenant_id = ${tenantId} and o.ticket_id = ${row.ticket_id} and o.state = 'sent' and o.message_id is not null
-    ) t
-    order by created_at, seq`.execute(db);
-  const last = [...thread].reverse().find((t) => t.inbound);
-  return {
-    ...row,
-    thread: thread.map((t) => t.message_id),
-    lastInbound: last?.message_id ?? null,
-    lastInboundSubject: last?.subject ?? null,
-    lastInboundMailbox: last?.mailbox ?? null,
-  };
 }

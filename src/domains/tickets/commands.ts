@@ -77,14 +77,35 @@ export interface TriggerSink {
   publish(tenantId: string, ticketId: string, event: TicketTrigger, eventId: string, memo?: Map<string, boolean>): Promise<void>;
 }
 
+/** A WhatsApp template a reply is sent as (past the 24-hour window only templates may be sent). */
+export interface ReplyTemplate {
+  name: string;
+  language: string;
+  components?: unknown[];
+}
+
+/** What the outbox made of a reply: its channel's delivery, as the timeline's first delivery event says it. */
+export interface RecordedDelivery {
+  channel: string;
+  state: 'queued' | 'sent';
+  detail: string;
+  meta: Record<string, unknown>;
+  /** Whether a send job must be queued after commit. */
+  dispatch: boolean;
+}
+
 /**
- * Told about replies on tickets that came in by email (the mailbox domain listens): `record` runs in the
- * reply's transaction, so a reply and its pending send commit together; `dispatch` runs after commit.
+ * Told about every reply (the outbound domain listens): `record` runs in the reply's transaction, so a reply
+ * and its pending send commit together (or it refuses the reply: a closed WhatsApp window, a body the channel
+ * cannot carry); `dispatch` runs after commit.
  */
 export interface OutboundSink {
-  record(tx: Executor, tenantId: string, ticket: TicketRow, replyEventId: string): Promise<boolean>;
+  record(tx: Executor, tenantId: string, ticket: TicketRow, replyEventId: string, reply: { body: string; template?: ReplyTemplate }): Promise<RecordedDelivery | undefined>;
   dispatch(tenantId: string, replyEventId: string): Promise<void>;
 }
+
+/** Who writes delivery events on the timeline. */
+export const DELIVERY_ACTOR: EventActor = { actor_type: 'system', actor_user_id: null, actor_name: 'Delivery' };
 
 export const eventFor = (by: EventActor, ticketId: string, kind: string, body: string, meta: Record<string, unknown>): NewEvent => ({
   id: newId(),
@@ -251,14 +272,19 @@ export function createTicketCommands(deps: {
    * A reply or note on a locked ticket, with the notifications it causes. A reply on an email ticket is also
    * recorded for sending; `queued` tells the caller to `dispatch` it after commit.
    */
-  async function addMessage(tx: Executor, tenantId: string, by: EventActor, t: LockedTicket, kind: 'reply' | 'internal_note', body: string) {
+  async function addMessage(tx: Executor, tenantId: string, by: EventActor, t: LockedTicket, kind: 'reply' | 'internal_note', body: string, template?: ReplyTemplate) {
     refuseMerged(t);
     const firstResponse = kind === 'reply' && t.first_responded_at === null;
+    // The outbox first: it may refuse the reply (nothing is written then), and its row names the event to come.
+    const replyId = newId();
+    const delivery = kind === 'reply' && outbound ? await outbound.record(tx, tenantId, t, replyId, { body, ...(template ? { template } : {}) }) : undefined;
+    if (template && !delivery) throw refuse('template_not_allowed', `A template reply is a WhatsApp feature; this ticket came in by ${t.source}.`);
     const fresh = await store.updateTicketDetail(tx, tenantId, t.id, firstResponse ? { first_responded_at: new Date() } : {});
-    const sendsEmail = kind === 'reply' && t.source === 'email' && outbound !== undefined;
-    const event = eventFor(by, t.id, kind, body, kind === 'reply' ? { first_response: firstResponse, ...(sendsEmail ? { email_delivery: 'queued' } : {}) } : {});
-    await timeline(tx, tenantId, [event], freshly(fresh));
-    const queued = sendsEmail ? await outbound!.record(tx, tenantId, t, event.id) : false;
+    const meta = kind === 'reply' ? { first_response: firstResponse, ...(delivery ? { delivery: delivery.state, channel: delivery.channel } : {}), ...(template ? { template } : {}) } : {};
+    const event = { ...eventFor(by, t.id, kind, body, meta), id: replyId };
+    const deliveryEvent = delivery ? [eventFor(DELIVERY_ACTOR, t.id, 'delivery', delivery.detail, delivery.meta)] : [];
+    await timeline(tx, tenantId, [event, ...deliveryEvent], freshly(fresh));
+    const queued = delivery?.dispatch === true;
     if (kind === 'reply' && t.assignee_id) {
       await notifications.notify(tx, tenantId, [t.assignee_id], by.actor_user_id, { kind: 'reply_on_assigned', ticketId: t.id, body: t.subject });
     }

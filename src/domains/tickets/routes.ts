@@ -1,7 +1,8 @@
 import { defineOperation } from '../../define-operation';
 import type { Services } from '../../services';
 import type { Principal } from '../identity/principal';
-import { createTicketBody, EXAMPLE_TICKET, listTicketsQuery, mergeBody, messageBody, patchTicketBody, ticketDetail, ticketIdParams, ticketList, ticketWrite } from './schemas';
+import { createTicketBody, EXAMPLE_TICKET, listTicketsQuery, mergeBody, messageBody,
+  replyBody, patchTicketBody, ticketDetail, ticketIdParams, ticketList, ticketWrite } from './schemas';
 
 const write = { floor: 'editor', tag: 'tickets', action: 'write' } as const;
 const read = { floor: 'viewer', tag: 'tickets', action: 'read' } as const;
@@ -102,11 +103,13 @@ export const ticketOperations = [
     summary: 'Agent reply; the first one counts as the first response',
     access: write,
     params: ticketIdParams,
-    body: messageBody,
+    description:
+      'On a channel ticket (email, sms, whatsapp, telegram, web_chat) the reply is also queued for sending on that channel, in the same transaction; its delivery (queued → sent → delivered/read, or failed/unknown) is on the timeline as `delivery` events and in GET /v1/tickets/{ticket_id}/deliveries. A WhatsApp free-form reply more than 24 hours after the customer last wrote is refused (409 whatsapp_window_closed): send `template` instead. A body longer than the channel carries (SMS 1600, WhatsApp and Telegram 4096 characters) is refused (400 reply_too_long).',
+    body: replyBody,
     response: written('The ticket (without its timeline) and the reply event', 201),
-    errors: ['ticket_merged'],
+    errors: ['ticket_merged', 'whatsapp_window_closed', 'reply_too_long', 'template_not_allowed'],
     replay: replayWrite,
-    handler: async ({ principal, params, body }, s) => ({ status: 201, body: await s.tickets.reply(principal, params.ticket_id, body.body) }),
+    handler: async ({ principal, params, body }, s) => ({ status: 201, body: await s.tickets.reply(principal, params.ticket_id, body.body, body.template) }),
   }),
   defineOperation({
     id: 'note_ticket',

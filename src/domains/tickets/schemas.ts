@@ -61,6 +61,26 @@ export const patchTicketBody = z
 
 export const messageBody = z.strictObject({ body: z.string().trim().min(1).max(LIMITS.body).meta({ examples: [REPLY] }) });
 
+/**
+ * A reply may name an approved WhatsApp template (the only thing WhatsApp delivers past 24 hours after the
+ * customer's last message). `body` is what the timeline shows; the customer gets the template.
+ */
+export const replyBody = messageBody.extend({
+  template: z
+    .strictObject({
+      name: z.string().trim().min(1).max(512),
+      language: z.string().trim().min(2).max(15).meta({ examples: ['en_US'] }),
+      // Meta's template components (header/body/button parameters), passed on as given; bounded in size.
+      components: z
+        .array(z.record(z.string(), z.unknown()))
+        .max(20)
+        .refine((c) => JSON.stringify(c).length <= 16_384, { message: 'components must serialise to at most 16 KiB' })
+        .optional(),
+    })
+    .optional()
+    .meta({ description: 'WhatsApp tickets only: send this approved template instead of free-form text.', examples: [{ name: 'order_update', language: 'en_US' }] }),
+});
+
 export const mergeBody = z.strictObject({ target_ticket_id: z.uuid() });
 
 
@@ -174,7 +194,7 @@ export const EXAMPLE_TICKET = {
       ...agentActor,
       created_at: at(30),
     },
-    { id: '9e2f4a18-3b6c-4d07-a5e9-1c8b7d2f0a64', kind: 'reply', body: REPLY, meta: { first_response: true, email_delivery: 'queued' }, ...agentActor, created_at: at(41) },
+    { id: '9e2f4a18-3b6c-4d07-a5e9-1c8b7d2f0a64', kind: 'reply', body: REPLY, meta: { first_response: true, delivery: 'queued', channel: 'email' }, ...agentActor, created_at: at(41) },
   ],
 };
 const exampleSummary = Object.fromEntries(Object.entries(EXAMPLE_TICKET).filter(([k]) => k in ticketCore));

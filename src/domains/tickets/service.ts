@@ -9,7 +9,7 @@ import type { QueueHub } from '../../queue/hub';
 import type { CustomerService } from '../customers/service';
 import type { Principal } from '../identity/principal';
 import type { NotificationService } from '../notifications/service';
-import { createTicketCommands, eventFor, type OutboundSink, type TriggerSink } from './commands';
+import { createTicketCommands, eventFor, type OutboundSink, type ReplyTemplate, type TriggerSink } from './commands';
 import { createTicketQueries, presentEvent } from './queries';
 import { createTicketTimeline, type TicketTimeline } from './timeline';
 import type { EventSink } from '../events/types';
@@ -77,10 +77,10 @@ export function createTicketService(deps: {
   const sla = createTicketSla({ ...deps, timeline });
   const commands = createTicketCommands({ ...deps, sla, timeline });
 
-  async function message(actor: Principal, id: string, kind: 'reply' | 'internal_note', body: string) {
+  async function message(actor: Principal, id: string, kind: 'reply' | 'internal_note', body: string, template?: ReplyTemplate) {
     const { view, sent } = await db.transaction().execute(async (tx) => {
       const t = await commands.lockForChange(tx, actor.tenantId, id);
-      const sent = await commands.addMessage(tx, actor.tenantId, await commands.userActor(tx, actor), t, kind, body);
+      const sent = await commands.addMessage(tx, actor.tenantId, await commands.userActor(tx, actor), t, kind, body, template);
       return { view: await answerOf(tx, actor.tenantId, id), sent };
     });
     if (sent.queued) await deps.outbound!.dispatch(actor.tenantId, sent.eventId);
@@ -155,7 +155,7 @@ export function createTicketService(deps: {
       return result;
     },
 
-    reply: (actor: Principal, id: string, body: string) => message(actor, id, 'reply', body),
+    reply: (actor: Principal, id: string, body: string, template?: ReplyTemplate) => message(actor, id, 'reply', body, template),
     note: (actor: Principal, id: string, body: string) => message(actor, id, 'internal_note', body),
 
     async reopen(actor: Principal, id: string) {

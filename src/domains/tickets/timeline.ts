@@ -32,6 +32,11 @@ function outboundTypes(e: TicketEventRow, opened: boolean): EventType[] {
       return ['ticket.reopened'];
     case 'sla_breached':
       return ['ticket.sla_breached'];
+    case 'delivery': {
+      // A reply's delivery says so when it reaches the customer or fails for good; its other moves do not.
+      const state = (e.meta as { state?: unknown }).state;
+      return state === 'delivered' ? ['message.delivered'] : state === 'failed' ? ['message.delivery_failed'] : [];
+    }
     default:
       return [...message];
   }

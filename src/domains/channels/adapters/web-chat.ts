@@ -3,6 +3,14 @@ import { describeType, fail, formatIssues, isRecord, nonBlank, ok } from './comm
 import type { ChannelAdapter, InboundMessage, ParseResult } from './types';
 
 /**
+ * Visitor ids the service mints for web chat sessions (issue 33) begin with this, and so do the ledger ids of
+ * their messages. Intake by payload refuses both, so a page holding the (public) inbound token cannot post into
+ * a session visitor's conversation, nor take a message id a visitor will send: only the visitor's own session
+ * writes there.
+ */
+export const SESSION_VISITOR_PREFIX = 'wv_';
+
+/**
  * web_chat: our own widget's format (docs/web-chat-format.md). Unknown fields are ignored so a newer widget
  * can add some without being refused by an older API.
  */
@@ -11,7 +19,8 @@ const id = (name: string) =>
     .string({ error: (iss) => (iss.input === undefined ? `${name} is required` : `${name} must be a string`) })
     .trim()
     .min(1, `${name} must not be empty`)
-    .max(200, `${name} must be at most 200 characters`);
+    .max(200, `${name} must be at most 200 characters`)
+    .refine((v) => !v.startsWith(SESSION_VISITOR_PREFIX), `${name} must not begin with ${SESSION_VISITOR_PREFIX} (reserved for web chat sessions: POST /v1/web-chat/messages)`);
 
 export const webChatMessage = z.object({
   visitor_id: id('visitor_id'),
@@ -45,3 +54,23 @@ function parseWebChat(payload: unknown): ParseResult {
 }
 
 export const webChatAdapter: ChannelAdapter = { parse: parseWebChat };
+
+/**
+ * A message a visitor posts through their session (POST /v1/web-chat/messages): the visitor id comes from the
+ * session's token, never from the body, and the widget's message id is kept per visitor (two visitors may both
+ * send `m1`), so its ledger id is `<visitor id>:<message id>`. `text` is checked by the route (not blank, at
+ * most 65 536 characters).
+ */
+export function sessionMessage(visitorId: string, messageId: string, text: string, sentAt: Date): InboundMessage {
+  return {
+    providerMessageId: `${visitorId}:${messageId}`,
+    sender: { handle: visitorId },
+    conversationKey: visitorId,
+    body: text.trim(),
+    sentAt: sentAt.toISOString(),
+  };
+}
+
+/** The widget's own message id of a session message, from its ledger id; undefined for another visitor's. */
+export const sessionMessageId = (visitorId: string, providerMessageId: string | null | undefined): string | undefined =>
+  providerMessageId?.startsWith(`${visitorId}:`) ? providerMessageId.slice(visitorId.length + 1) : undefined;
