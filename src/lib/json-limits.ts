@@ -176,3 +176,24 @@ export function assertStorableJson(value: unknown, prefix: string): void {
   if (tooDeep) throw jsonTooComplex('too_deep');
   if (errors.length > 0) throw validationFailed(errors, 'The request holds text that cannot be stored: NUL characters and unpaired surrogates are refused.');
 }
+
+/**
+ * A body read as raw bytes (a provider's signed payload) parsed as a JSON object under the same limits as
+ * every JSON body: depth and count checked on the bytes before JSON.parse builds anything, then NUL and
+ * unpaired surrogates. `invalid` words the refusal in the caller's own code (not an object, unstorable text).
+ */
+export function parseJsonObject(raw: Buffer, invalid: (detail: string, errors?: FieldError[]) => DomainError): Record<string, unknown> {
+  const scanned = scanJson(raw);
+  if (scanned === 'too_deep' || scanned === 'too_many') throw jsonTooComplex(scanned);
+  let body: unknown;
+  try {
+    body = JSON.parse(raw.toString('utf8'));
+  } catch {
+    throw validationFailed([{ path: '(body)', message: 'malformed JSON' }], 'The body is not valid JSON.');
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalid('The payload must be a JSON object.');
+  const inspected = scanned === 'clean' ? { tooDeep: false, errors: [] } : inspectJson(body, 'body');
+  if (inspected.tooDeep) throw jsonTooComplex('too_deep');
+  if (inspected.errors.length > 0) throw invalid('The payload contains a NUL character or an unpaired surrogate, which cannot be stored.', inspected.errors);
+  return body as Record<string, unknown>;
+}

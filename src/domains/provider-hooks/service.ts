@@ -1,7 +1,7 @@
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
-import { DomainError, notFound, payloadTooComplex, refuse, validationFailed } from '../../lib/errors';
-import { inspectJson, jsonTooComplex, scanJson } from '../../lib/json-limits';
+import { DomainError, notFound, payloadTooComplex, refuse } from '../../lib/errors';
+import { parseJsonObject } from '../../lib/json-limits';
 import { setLogTenant } from '../../lib/log-context';
 import type { IntakeOutcome } from '../../intake/edge';
 import { channelById } from '../channels/registry';
@@ -25,21 +25,7 @@ const notConfigured = (key: string, channel: string) =>
   refuse('hook_signature_invalid', `The ${channel} connection has no ${key}, so requests cannot be verified; set ${key} on the connection (PUT /v1/channels/${channel}).`);
 
 /** A provider's JSON body, within the limits every JSON body has, as an object. */
-function jsonObject(raw: Buffer): Record<string, unknown> {
-  const scanned = scanJson(raw);
-  if (scanned === 'too_deep' || scanned === 'too_many') throw jsonTooComplex(scanned);
-  let body: unknown;
-  try {
-    body = JSON.parse(raw.toString('utf8'));
-  } catch {
-    throw validationFailed([{ path: '(body)', message: 'malformed JSON' }], 'The body is not valid JSON.');
-  }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw refuse('channel_payload_invalid', 'The payload must be a JSON object.');
-  const inspected = scanned === 'clean' ? { tooDeep: false, errors: [] } : inspectJson(body, 'body');
-  if (inspected.tooDeep) throw jsonTooComplex('too_deep');
-  if (inspected.errors.length > 0) throw new DomainError('channel_payload_invalid', 'The payload contains a NUL character or an unpaired surrogate, which cannot be stored.', { errors: inspected.errors });
-  return body as Record<string, unknown>;
-}
+const jsonObject = (raw: Buffer) => parseJsonObject(raw, (detail, errors) => new DomainError('channel_payload_invalid', detail, errors ? { errors } : {}));
 
 const header = (headers: Record<string, string | string[] | undefined>, name: string) => {
   const v = headers[name];

@@ -3,8 +3,8 @@ import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import { createIntakeEdge, type IntakeOutcome } from '../../intake/edge';
 import type { FairShare } from '../../intake/fair-share';
-import { DomainError, notFound, refuse, validationFailed } from '../../lib/errors';
-import { inspectJson, jsonTooComplex, scanJson } from '../../lib/json-limits';
+import { DomainError, notFound, refuse } from '../../lib/errors';
+import { parseJsonObject } from '../../lib/json-limits';
 import { setLogTenant } from '../../lib/log-context';
 import type { QueueHub } from '../../queue/hub';
 import type { ItemResult, ResultBus } from '../../queue/results';
@@ -56,23 +56,8 @@ export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhook
         throw refuse('signature_required', 'This deployment accepts only signed webhooks; set a signing secret on the integration and in the provider.');
       }
       // The same depth rule as every JSON body, checked on the bytes before JSON.parse builds anything.
-      const scanned = scanJson(raw);
-      if (scanned === 'too_deep' || scanned === 'too_many') throw jsonTooComplex(scanned);
-      let body: unknown;
-      try {
-        body = JSON.parse(raw.toString('utf8'));
-      } catch {
-        throw validationFailed([{ path: '(body)', message: 'malformed JSON' }], 'The body is not valid JSON.');
-      }
-      if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-        throw refuse('webhook_payload_invalid', 'The payload must be a JSON object.');
-      }
-      const inspected = scanned === 'clean' ? { tooDeep: false, errors: [] } : inspectJson(body, 'body');
-      if (inspected.tooDeep) throw jsonTooComplex('too_deep');
-      if (inspected.errors.length > 0) {
-        throw new DomainError('webhook_payload_invalid', 'The payload contains a NUL character or an unpaired surrogate, which cannot be stored.', { errors: inspected.errors });
-      }
-      const classified = classify(integration.provider, headers, body as Record<string, unknown>, raw);
+      const body = parseJsonObject(raw, (detail, errors) => new DomainError('webhook_payload_invalid', detail, errors ? { errors } : {}));
+      const classified = classify(integration.provider, headers, body, raw);
       if (classified.kind === 'invalid') throw refuse('webhook_payload_invalid', `Not a readable ${provider} ticket event: ${classified.reason}.`);
       // Throttled only once the delivery is known to be worth writing; a throttled one never enters the ledger.
       if (classified.kind === 'ignored') {
