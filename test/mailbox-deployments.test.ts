@@ -142,7 +142,7 @@ describe('Connected mailbox with a daily send limit of 1', () => {
     const second = await h.reply(ws, mail.ticketId, 'Second reply.');
     const row = await eventually(async () => {
       const o = await h.outbound(ws.tenantId, second.eventId);
-      return o && o.state !== 'queued' ? o : undefined;
+      return o && o.state !== 'queued' && o.state !== 'sending' ? o : undefined;
     }, 10_000, 'the second reply to be settled');
     expect(row).toMatchObject({ state: 'blocked', sent_at: null });
     expect(double.sent(p, mailbox)).toHaveLength(1);
