@@ -79,3 +79,12 @@ export async function migrateToLatest(db: Kysely<any>): Promise<string[]> {
  */
 export const isDataError = (err: unknown) => String((err as { code?: unknown })?.code ?? '').startsWith('22');
 
+
+/**
+ * This transaction's commit does not wait for its WAL flush (`SET LOCAL synchronous_commit = off`): for writes
+ * whose loss in a database crash leaves a safe state behind (a send's settlement: the row stays `sending` and
+ * the outbound sweep declares it `unknown`, never sending it again). Never for a write a caller was told is done.
+ */
+export async function commitWithoutFlush(tx: Tx): Promise<void> {
+  await sql`SET LOCAL synchronous_commit = off`.execute(tx);
+}

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { ConfigSection } from '../../config';
-import type { Db, Executor } from '../../db';
+import { commitWithoutFlush, type Db, type Executor } from '../../db';
 import type { OutboundMessageRow, OutboundState, TicketRow } from '../../db/types';
 import { notFound, refuse } from '../../lib/errors';
 import { iso } from '../../lib/time';
@@ -221,6 +221,9 @@ export function createOutboundService(deps: {
     const detail = r.outcome === 'retry' && !retrying ? `Not sent: ${r.reason}. Gave up after ${row.attempts} attempts.` : detailOf(r, row, nextInMs);
     const code = 'code' in r && r.code ? r.code : null;
     return db.transaction().execute(async (tx) => {
+      // Lost in a database crash, a settlement leaves the row `sending`, which the sweep declares `unknown`:
+      // safe (never sent twice), so it need not wait for the disk like the claim before it must (issue 33 bench).
+      await commitWithoutFlush(tx);
       const settled = await store.settleClaim(tx, tenantId, row.event_id, row.claimed_at, {
         state,
         ...(r.sender ? { sender: r.sender } : {}),
