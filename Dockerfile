@@ -18,6 +18,9 @@ COPY src ./src
 COPY workers ./workers
 COPY scripts ./scripts
 
+# Attachments' directory (FILES_DIR), owned by the service's user: a named volume mounted here starts with it.
+RUN mkdir -p /app/data/files && chown -R node:node /app/data
+
 USER node
 EXPOSE 8080
 CMD ["npx", "tsx", "src/server.ts"]

@@ -6,8 +6,9 @@ module.exports = {
   transform: {
     '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
   },
-  // jose, uuid and base-x ship ESM only; swc turns them into CommonJS for jest's module loader.
-  transformIgnorePatterns: ['/node_modules/(?!(jose|uuid|base-x)/)'],
+  // jose, uuid, base-x and file-type (with its readers) ship ESM only; swc turns them into CommonJS for jest's
+  // module loader (Node itself loads them with require()).
+  transformIgnorePatterns: ['/node_modules/(?!(jose|uuid|base-x|file-type|strtok3|token-types|@tokenizer|uint8array-extras|@borewit)/)'],
   globalSetup: '<rootDir>/test/helpers/global-setup.ts',
   globalTeardown: '<rootDir>/test/helpers/global-teardown.ts',
   testTimeout: 30000,

@@ -70,3 +70,25 @@ ensure_pgbouncer() {
   fi
   return 0
 }
+
+# clamd for the virus-scanning suite (test/scan.test.ts): Debian's clamav-daemon, installed like pgbouncer. The
+# suite runs a clamd of its own on a free loopback port with a signature database it writes (EICAR), so no
+# signatures are downloaded: freshclam (a dependency of the package) is stopped like the package's own clamd.
+ensure_clamav() {
+  if [ -x /usr/sbin/clamd ] || command -v clamd >/dev/null 2>&1; then return 0; fi
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian's clamav-daemon package for the virus-scanning suite (apt-get install clamav-daemon)"
+    if DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clamav-daemon >/dev/null 2>&1 ||
+      { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clamav-daemon >/dev/null; }; then
+      if command -v service >/dev/null 2>&1; then
+        service clamav-freshclam stop >/dev/null 2>&1 || true
+        service clamav-daemon stop >/dev/null 2>&1 || true
+      fi
+      [ -x /usr/sbin/clamd ] && return 0
+    fi
+    say "WARNING: installing clamav-daemon failed, so the virus-scanning suite's real-clamd tests will be SKIPPED"
+  else
+    say "WARNING: clamd is missing and this user cannot install it (needs root and apt-get), so the virus-scanning suite's real-clamd tests will be SKIPPED"
+  fi
+  return 0
+}

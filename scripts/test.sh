@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 ensure_dependencies
 ensure_chromium
 ensure_pgbouncer
+ensure_clamav
 bash scripts/services.sh
 export NODE_ENV=test
 say "type-checking"

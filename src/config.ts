@@ -255,6 +255,34 @@ const schema = z
     WEBHOOK_SWEEP_MS: int(200, 3_600_000).default(30000),
     // The longest a sender waits before a round while live intake saturates the host's CPUs (0: never waits).
     WEBHOOK_INTAKE_YIELD_MS: int(0, 60_000).default(2000),
+    // Optional virus scanning of attachments through clamd's INSTREAM over TCP (issue 34): no scanner when
+    // CLAMAV_HOST is unset. The timeout bounds one whole scan (connecting, streaming the file, the answer).
+    CLAMAV_HOST: optionalString,
+    CLAMAV_PORT: int(1, 65535).default(3310),
+    CLAMAV_TIMEOUT_MS: int(100, 600_000).default(30_000),
+    // Attachments (issue 34). Bytes go to a directory on disk (FILES_DIR, relative to the working directory) unless
+    // FILES_S3_BUCKET names an S3-compatible bucket. One file is at most FILES_MAX_BYTES; a workspace holds at most
+    // FILES_WORKSPACE_QUOTA_BYTES; an upload's token is good for FILES_UPLOAD_TTL_SECONDS; a download from S3 is a
+    // redirect to a URL presigned for FILES_S3_PRESIGN_SECONDS (0: the API streams the bytes itself).
+    FILES_DIR: z.string().min(1).max(4096).default('data/files'),
+    FILES_MAX_BYTES: int(1, 5 * 1024 * 1024 * 1024).default(25 * 1024 * 1024),
+    FILES_UPLOAD_TTL_SECONDS: int(60, 7 * 86400).default(3600),
+    FILES_WORKSPACE_QUOTA_BYTES: int(0, Number.MAX_SAFE_INTEGER).default(10 * 1024 * 1024 * 1024),
+    FILES_S3_ENDPOINT: z.url().optional(),
+    FILES_S3_BUCKET: optionalString.pipe(z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'must be an S3 bucket name').optional()),
+    FILES_S3_REGION: z.string().min(1).max(64).default('us-east-1'),
+    FILES_S3_ACCESS_KEY_ID: optionalString,
+    FILES_S3_SECRET_ACCESS_KEY: optionalString,
+    FILES_S3_FORCE_PATH_STYLE: bool.default(false),
+    FILES_S3_PRESIGN_SECONDS: int(0, 7 * 86400).default(0),
+    // Inbound files (issue 34): files one customer message may bring (the rest are listed as skipped), downloads
+    // one worker process runs at once, the time one file may take (provider lookup and download together), and
+    // the hosts besides TWILIO_API_URL's own a Twilio MediaUrl may name (`*.` for any subdomain): a MediaUrl
+    // anywhere else is never fetched (it comes from the payload, and the account's credentials go with it).
+    FILES_MAX_PER_MESSAGE: int(1, 100).default(20),
+    FILES_FETCH_CONCURRENCY: int(1, 256).default(8),
+    FILES_FETCH_TIMEOUT_MS: int(100, 600_000).default(60_000),
+    TWILIO_MEDIA_HOSTS: z.string().max(2048).regex(/^[a-z0-9.*,\s-]*$/i, 'must be a comma-separated list of host names (*.example.com for subdomains)').default('api.twilio.com,*.twilio.com'),
   })
   .superRefine((c, ctx) => {
     if (c.DATABASE_POOL_MODE === 'transaction' && !c.DATABASE_LISTEN_URL) {
@@ -285,6 +313,9 @@ const schema = z
     ];
     if (c.NODE_ENV === 'production' && developmentOnly.length > 0) {
       ctx.addIssue({ code: 'custom', path: [developmentOnly[0]!.split('=')[0]!], message: `is a development-only setting, refused in production: ${developmentOnly.join('; ')}` });
+    }
+    if (Boolean(c.FILES_S3_ACCESS_KEY_ID) !== Boolean(c.FILES_S3_SECRET_ACCESS_KEY)) {
+      ctx.addIssue({ code: 'custom', path: [c.FILES_S3_ACCESS_KEY_ID ? 'FILES_S3_SECRET_ACCESS_KEY' : 'FILES_S3_ACCESS_KEY_ID'], message: 'set both FILES_S3_ACCESS_KEY_ID and FILES_S3_SECRET_ACCESS_KEY, or neither (the AWS default credential chain)' });
     }
     if (c.REALM_JWKS_URL && c.REALM_PUBLIC_KEY) {
       ctx.addIssue({ code: 'custom', path: ['REALM_PUBLIC_KEY'], message: 'set either REALM_JWKS_URL or REALM_PUBLIC_KEY, not both' });
@@ -400,6 +431,21 @@ export const CONFIG_SECTIONS = {
     'WEBHOOK_SWEEP_MS',
     'WEBHOOK_INTAKE_YIELD_MS',
   ],
+  scanning: ['CLAMAV_HOST', 'CLAMAV_PORT', 'CLAMAV_TIMEOUT_MS'],
+  files: [
+    'FILES_DIR',
+    'FILES_MAX_BYTES',
+    'FILES_UPLOAD_TTL_SECONDS',
+    'FILES_WORKSPACE_QUOTA_BYTES',
+    'FILES_S3_ENDPOINT',
+    'FILES_S3_BUCKET',
+    'FILES_S3_REGION',
+    'FILES_S3_ACCESS_KEY_ID',
+    'FILES_S3_SECRET_ACCESS_KEY',
+    'FILES_S3_FORCE_PATH_STYLE',
+    'FILES_S3_PRESIGN_SECONDS',
+  ],
+  inboundFiles: ['FILES_MAX_PER_MESSAGE', 'FILES_FETCH_CONCURRENCY', 'FILES_FETCH_TIMEOUT_MS', 'TWILIO_MEDIA_HOSTS'],
 } as const satisfies Record<string, readonly (keyof Config)[]>;
 
 export type SectionName = keyof typeof CONFIG_SECTIONS;

@@ -22,6 +22,7 @@ import { ingestOperations } from './domains/ingest/routes';
 import { eventOperations } from './domains/events/routes';
 import { webhookEndpointOperations } from './domains/webhook-endpoints/routes';
 import { webChatOperations } from './domains/web-chat/routes';
+import { fileOperations } from './domains/files/routes';
 import type { Operation } from './http/operation';
 import type { Services } from './services';
 
@@ -51,6 +52,7 @@ const ALL: Operation<Services>[] = [
   ...eventOperations,
   ...webhookEndpointOperations,
   ...webChatOperations,
+  ...fileOperations,
 ];
 
 export function buildOperationTable(rows: Operation<Services>[] = ALL): Operation<Services>[] {

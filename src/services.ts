@@ -42,6 +42,11 @@ import { createHostSaturation, createIntakePressure } from './queue/intake-press
 import { createFairShare } from './intake/fair-share';
 import { createReadRouting } from './db/reads';
 import { createAfterAnswer } from './lib/after-answer';
+import { createFileService } from './domains/files/service';
+import { blobStoreFromConfig } from './domains/files/blobs';
+import { scannerFromConfig } from './domains/files/scan';
+import { createInboundFiles } from './domains/inbound-files/service';
+import { createSkippedRecorder } from './domains/inbound-files/skipped';
 
 /** The service container: each factory gets only the dependencies it needs. */
 export function createServices(deps: { db: Db; readDb?: Db | null; config: Config; queues: QueueHub; logger: Logger; redis: RedisClient; bus: ResultBus }) {
@@ -60,6 +65,19 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   // macro changes (the API server and the workers start that; see listenForChanges).
   const macroTriggers = createMacroTriggerSink({ db, queues });
   const outboundSink = createOutboundSink({ queues, logger });
+  // Attachments (issue 34): the blob store of FILES_DIR or FILES_S3_*, scanning through clamd when configured. A
+  // file's state change moves its ticket's version (the tickets service is made just below).
+  const files = createFileService({
+    db,
+    config: section(config, 'files'),
+    blobs: blobStoreFromConfig(section(config, 'files')),
+    logger,
+    events,
+    redis,
+    redisPrefix: config.REDIS_PREFIX,
+    scanner: scannerFromConfig(section(config, 'scanning')),
+    bumpTicketVersion: (tx, tenantId, ticketId) => tickets.commands.bumpVersion(tx, tenantId, ticketId),
+  });
   const tickets = createTicketService({
     db,
     later,
@@ -71,12 +89,24 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     triggers: macroTriggers,
     outbound: outboundSink,
     events,
+    attachments: files,
     threadWindowHours: config.THREAD_WINDOW_HOURS,
     timelineCacheBytes: config.TICKET_TIMELINE_CACHE_MB * 1024 * 1024,
   });
   const helpCentre = createHelpCentreService({ db, config: section(config, 'helpCentre') });
   const rollups = createRollupService({ db, queues, logger, reads });
-  const ingestProcessor = createIngestWorker({ db, tickets: tickets.commands, customers, logger });
+  // Inbound files (issue 34): staged at the edge, fetched by the files.fetch job after the ingest commit.
+  const recordSkipped = createSkippedRecorder({ db, bumpTicketVersion: (tx, tenantId, ticketId) => tickets.commands.bumpVersion(tx, tenantId, ticketId) });
+  const inboundFiles = createInboundFiles({
+    db,
+    config: section(config, 'inboundFiles', 'outbound', 'files'),
+    blobs: blobStoreFromConfig(section(config, 'files')),
+    queues,
+    channels,
+    logger,
+    files: () => ({ storeInbound: (tenantId, to, opts) => files.storeInbound(tenantId, to, opts), recordSkipped }),
+  });
+  const ingestProcessor = createIngestWorker({ db, tickets: tickets.commands, customers, logger, files: inboundFiles });
   // Whether live intake saturates the host: background work makes way for it.
   const intakePressure = createIntakePressure(queues, config.INTAKE_QUEUE_SHARDS);
   // One lane per workspace per process, across channel ingest and provider webhooks.
@@ -89,7 +119,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   });
   const mailbox = createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, ingest: ingestProcessor, events });
   const outbound = createOutboundService({ db, config: section(config, 'outbound', 'http'), queues, logger, channels, mailbox, tickets: tickets.commands, sink: outboundSink });
-  const ingest = createIngestGateway({ db, config: section(config, 'intake', 'redis', 'http'), redis, queues, bus, channels, fair });
+  const ingest = createIngestGateway({ db, config: section(config, 'intake', 'redis', 'http'), redis, queues, bus, channels, fair, files: inboundFiles });
   return {
     later,
     macroTriggers,
@@ -109,6 +139,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     customers,
     notifications,
     tickets,
+    files,
     teams: createTeamService({ db, config: section(config, 'tickets'), tickets: tickets.commands }),
     savedViews: createSavedViewService({ db }),
     macros: createMacroService({ db, tickets: tickets.commands, queries: tickets.queries }),
@@ -116,6 +147,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     ingest,
     webChat: createWebChatService({ db, config: section(config, 'webChat', 'events', 'secrets', 'redis'), redis, logger, channels, ingest, live: events.live }),
     ingestProcessor,
+    inboundFiles,
     slaPolicies: createSlaPolicyService({ db }),
     rollups,
     work: createWorkService({ db, rollups, tickets: { find: tickets.queries.find, bumpVersion: tickets.commands.bumpVersion }, events }),

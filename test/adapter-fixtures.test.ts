@@ -37,6 +37,8 @@ describe('Postmark inbound webhook (documented example)', () => {
         subject: 'Test subject',
         body: 'This is the reply text\n\n[1 attachment: test.txt]',
         sentAt: '2014-08-01T20:45:32.000Z',
+        // The part itself, by its position: the edge stages its base64 for the worker (issue 34).
+        files: [{ name: 'test.txt', declaredType: 'text/plain', size: 45, source: { kind: 'postmark', index: 0 } }],
       },
     ]);
   });
@@ -71,9 +73,11 @@ describe('Twilio messaging webhook (documented parameters)', () => {
     ]);
   });
 
-  test('an MMS without text says what kind of media came and links it', () => {
+  test('an MMS without text says what kind of media came; the MediaUrl is a file the worker fetches, not text', () => {
     const p = fixture('twilio', 'mms-inbound');
-    expect(parsed(smsAdapter, p)[0]!.body).toBe(`[1 media attachment: image/jpeg]\n${String(p.MediaUrl0)}`);
+    const [m] = parsed(smsAdapter, p);
+    expect(m!.body).toBe('[1 media attachment: image/jpeg]');
+    expect(m!.files).toEqual([{ name: 'media-1.jpg', declaredType: 'image/jpeg', source: { kind: 'twilio', url: String(p.MediaUrl0) } }]);
   });
 
   test('WhatsApp over Twilio names the customer by ProfileName', () => {
@@ -95,6 +99,15 @@ describe('Twilio messaging webhook (documented parameters)', () => {
 const WA_PNID = '106540352242922';
 const WA_USER = '16505551234';
 
+/** The media file each sample carries: its name, declared type and media id. */
+const WA_FILES: Record<string, [string, string, string]> = {
+  image: ['image.jpg', 'image/jpeg', '1003383421387256'],
+  document: ['invoice-4521.pdf', 'application/pdf', '1003383421387257'],
+  audio: ['audio.ogg', 'audio/ogg', '1003383421387258'],
+  video: ['video.mp4', 'video/mp4', '1003383421387259'],
+  sticker: ['sticker.webp', 'image/webp', '1003383421387260'],
+};
+
 describe('WhatsApp Cloud API messages webhook (reference samples)', () => {
   test.each([
     ['text', 'Does it come in another color?'],
@@ -114,8 +127,17 @@ describe('WhatsApp Cloud API messages webhook (reference samples)', () => {
   ])('%s is a customer message with a readable body', (name, body) => {
     const p = fixture('whatsapp', name);
     const m = (((p.entry as Json[])[0]!.changes as Json[])[0]!.value as { messages: Array<{ id: string }> }).messages[0]!;
+    // Media messages carry their file by media id (issue 34), named by the document's filename or by its kind.
+    const media = WA_FILES[name];
     expect(parsed(whatsappAdapter, p)).toEqual([
-      { providerMessageId: m.id, sender: { handle: WA_USER, name: 'Sheena Nelson' }, conversationKey: `${WA_PNID}|${WA_USER}`, body, sentAt: iso(1739321024) },
+      {
+        providerMessageId: m.id,
+        sender: { handle: WA_USER, name: 'Sheena Nelson' },
+        conversationKey: `${WA_PNID}|${WA_USER}`,
+        body,
+        sentAt: iso(1739321024),
+        ...(media ? { files: [{ name: media[0], declaredType: media[1], source: { kind: 'whatsapp', mediaId: media[2] } }] } : {}),
+      },
     ]);
   });
 
@@ -153,6 +175,14 @@ describe('WhatsApp Cloud API messages webhook (reference samples)', () => {
 
 const TG_BASE = { providerMessageId: '1111111:1365', sender: { handle: '1111111', name: 'Test Firstname Test Lastname' }, conversationKey: '1111111', sentAt: iso(1441645532) };
 
+/** The file each example carries (issue 34): a photo by its largest size. */
+const TG_FILES: Record<string, object> = {
+  'message-audio': { name: 'audio.mp3', declaredType: 'audio/mpeg', size: 3897500, source: { kind: 'telegram', fileId: 'AwADBAADbXXXXXXXXXXXGBdhD2l6_XX' } },
+  'message-voice': { name: 'voice.ogg', declaredType: 'audio/ogg', size: 23000, source: { kind: 'telegram', fileId: 'AwADBAADbXXXXXXXXXXXGBdhD2l6_XX' } },
+  'message-document': { name: 'Testfile.pdf', declaredType: 'application/pdf', size: 536392, source: { kind: 'telegram', fileId: 'AwADBAADbXXXXXXXXXXXGBdhD2l6_XX' } },
+  'message-photo-caption': { name: 'photo.jpg', declaredType: 'image/jpeg', size: 23456, source: { kind: 'telegram', fileId: 'AgACAgIAAxkBAAIBXXXXXXXXXXX_m' } },
+};
+
 describe('Telegram Bot API updates (webhook guide examples)', () => {
   test.each([
     ['message-text', '/start'],
@@ -165,7 +195,8 @@ describe('Telegram Bot API updates (webhook guide examples)', () => {
     ['message-document', '[document: Testfile.pdf]'],
     ['message-photo-caption', '[photo] Screenshot of the error'],
   ])('%s is a customer message', (name, body) => {
-    expect(parsed(telegramAdapter, fixture('telegram', name))).toEqual([{ ...TG_BASE, body }]);
+    const file = TG_FILES[name];
+    expect(parsed(telegramAdapter, fixture('telegram', name))).toEqual([{ ...TG_BASE, body, ...(file ? { files: [file] } : {}) }]);
   });
 
   test.each([['edited-message'], ['inline-query'], ['chosen-inline-result'], ['callback-query'], ['my-chat-member-blocked']])(

@@ -251,15 +251,27 @@ describe('sms adapter (Twilio fields)', () => {
     expect(only(smsAdapter.parse(clone(p))).providerMessageId).toBe(only(smsAdapter.parse(p)).providerMessageId);
   });
 
-  test('MMS with an empty body: a media placeholder listing the URLs', () => {
+  test('MMS with an empty body: a media placeholder; each MediaUrl is a file the worker fetches (issue 34)', () => {
     const urls = ['https://api.twilio.com/2010-04-01/Accounts/AC1/Messages/MM1/Media/ME1', 'https://api.twilio.com/2010-04-01/Accounts/AC1/Messages/MM1/Media/ME2'];
     const m = only(smsAdapter.parse(smsPayload({ body: '', media: urls })));
-    expect(m.body).toBe(`[2 media attachments: image/jpeg]\n${urls[0]}\n${urls[1]}`);
+    expect(m.body).toBe('[2 media attachments: image/jpeg]');
+    expect(m.files).toEqual(urls.map((url, i) => ({ name: `media-${i + 1}.jpg`, declaredType: 'image/jpeg', source: { kind: 'twilio', url } })));
   });
 
-  test('MMS with text keeps the text and lists the media after it; NumMedia may be a number', () => {
+  test('MMS with text keeps the text and says what came after it; NumMedia may be a number', () => {
     const p = { ...smsPayload({ body: 'Photo of the damage', media: ['https://media.test/1.jpg'] }), NumMedia: 1 };
-    expect(only(smsAdapter.parse(p)).body).toBe('Photo of the damage\n[1 media attachment: image/jpeg]\nhttps://media.test/1.jpg');
+    const m = only(smsAdapter.parse(p));
+    expect(m.body).toBe('Photo of the damage\n[1 media attachment: image/jpeg]');
+    // The adapter lists it whatever the host: the worker refuses a MediaUrl off Twilio's hosts, saying so.
+    expect(m.files).toEqual([{ name: 'media-1.jpg', declaredType: 'image/jpeg', source: { kind: 'twilio', url: 'https://media.test/1.jpg' } }]);
+  });
+
+  test('NumMedia beyond the MediaUrls given still lists each file (its fetch fails saying no MediaUrl was named)', () => {
+    const p = { ...smsPayload({ body: 'two photos' }), NumMedia: '2', MediaUrl0: 'https://api.twilio.com/x/Media/ME1' };
+    expect(only(smsAdapter.parse(p)).files?.map((f) => f.source)).toEqual([
+      { kind: 'twilio', url: 'https://api.twilio.com/x/Media/ME1' },
+      { kind: 'twilio', url: '' },
+    ]);
   });
 
   test('AccountSid is optional', () => {
@@ -539,5 +551,64 @@ describe('every adapter refuses the other providers’ payloads', () => {
         expect(typeof r.ok).toBe('boolean');
       }
     }
+  });
+});
+
+describe('the files a message carries (issue 34): listed with how to get them, every one, never fetched here', () => {
+  test('email: every attachment by position, inline images with their Content-ID (brackets dropped), declared type and size', () => {
+    const p = emailPayload({
+      attachments: [
+        { Name: 'a.pdf', Content: 'JVBERi0=', ContentType: 'application/pdf', ContentLength: 5 },
+        { Name: 'logo.png', Content: 'iVBORw==', ContentType: 'image/png; name=logo.png', ContentLength: '4', ContentID: '<logo@01D9>' },
+        'not an object',
+        { Content: 'QQ==', ContentType: 'not a type' },
+      ] as never,
+    });
+    expect(only(emailAdapter.parse(p)).files).toEqual([
+      { name: 'a.pdf', declaredType: 'application/pdf', size: 5, source: { kind: 'postmark', index: 0 } },
+      { name: 'logo.png', declaredType: 'image/png', size: 4, contentId: 'logo@01D9', source: { kind: 'postmark', index: 1 } },
+      { name: 'unnamed', source: { kind: 'postmark', index: 2 } },
+      { name: 'unnamed', source: { kind: 'postmark', index: 3 } },
+    ]);
+    // The body keeps its short marker, so text readers see files came.
+    expect(only(emailAdapter.parse(p)).body).toContain('[4 attachments: a.pdf, logo.png, unnamed, unnamed]');
+  });
+
+  test('email without attachments lists no files', () => {
+    expect(only(emailAdapter.parse(emailPayload())).files).toBeUndefined();
+  });
+
+  test.each([
+    ['image', { mime_type: 'image/jpeg', id: '11' }, { name: 'image.jpg', declaredType: 'image/jpeg', source: { kind: 'whatsapp', mediaId: '11' } }],
+    ['document', { filename: 'q.pdf', mime_type: 'application/pdf', id: '12' }, { name: 'q.pdf', declaredType: 'application/pdf', source: { kind: 'whatsapp', mediaId: '12' } }],
+    ['audio', { mime_type: 'audio/ogg; codecs=opus', id: '13', voice: true }, { name: 'audio.ogg', declaredType: 'audio/ogg', source: { kind: 'whatsapp', mediaId: '13' } }],
+    ['sticker', { mime_type: 'image/webp', id: '14' }, { name: 'sticker.webp', declaredType: 'image/webp', source: { kind: 'whatsapp', mediaId: '14' } }],
+    ['video', { caption: 'no id' }, { name: 'video', source: { kind: 'whatsapp', mediaId: '' } }],
+  ])('whatsapp %s: its media id', (type, content, file) => {
+    expect(only(whatsappAdapter.parse(whatsappPayload({ type, content }))).files).toEqual([file]);
+  });
+
+  test('whatsapp text, location and reactions carry no file', () => {
+    expect(only(whatsappAdapter.parse(whatsappPayload())).files).toBeUndefined();
+    expect(only(whatsappAdapter.parse(whatsappPayload({ type: 'location', content: { latitude: 1, longitude: 2 } }))).files).toBeUndefined();
+  });
+
+  test('telegram: a photo by its largest size (file_size, else pixels); one file per message', () => {
+    const photo = [
+      { file_id: 'small', width: 90, height: 90, file_size: 900 },
+      { file_id: 'big', width: 1280, height: 960, file_size: 90_000 },
+      { file_id: 'mid', width: 320, height: 320, file_size: 9_000 },
+    ];
+    expect(only(telegramAdapter.parse(telegramUpdate({ text: null, extra: { photo } }))).files).toEqual([
+      { name: 'photo.jpg', declaredType: 'image/jpeg', size: 90_000, source: { kind: 'telegram', fileId: 'big' } },
+    ]);
+    const unsized = [{ file_id: 'a', width: 90, height: 90 }, { file_id: 'b', width: 800, height: 600 }, { file_id: 'c', width: 320, height: 240 }];
+    expect(only(telegramAdapter.parse(telegramUpdate({ text: null, extra: { photo: unsized } }))).files?.[0]?.source).toEqual({ kind: 'telegram', fileId: 'b' });
+    // An animation also carries `document`: one file, the animation.
+    const anim = only(telegramAdapter.parse(telegramUpdate({ text: null, extra: { animation: { file_id: 'g', file_name: 'fun.mp4', mime_type: 'video/mp4' }, document: { file_id: 'g' } } })));
+    expect(anim.files).toEqual([{ name: 'fun.mp4', declaredType: 'video/mp4', source: { kind: 'telegram', fileId: 'g' } }]);
+    expect(only(telegramAdapter.parse(telegramUpdate({ text: null, extra: { sticker: { file_id: 's', is_animated: true } } }))).files?.[0]).toMatchObject({ name: 'sticker.tgs', declaredType: 'application/x-tgsticker' });
+    expect(only(telegramAdapter.parse(telegramUpdate({ text: null, extra: { venue: { title: 'Shop' }, location: { latitude: 1, longitude: 2 } } }))).files).toBeUndefined();
+    expect(only(telegramAdapter.parse(telegramUpdate())).files).toBeUndefined();
   });
 });

@@ -20,7 +20,7 @@ import { eventually } from './helpers/wait';
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const OPS = { username: 'ops', password: 'browser-check-password' };
-const QUEUES = ['ingest', 'webhooks', 'mailbox', 'outbound', 'rollups', 'maintenance', 'events', 'deliveries'];
+const QUEUES = ['ingest', 'webhooks', 'mailbox', 'outbound', 'rollups', 'maintenance', 'events', 'deliveries', 'files'];
 /** Operations named here on purpose, so an emptied or renamed table cannot make the check pass vacuously. */
 const NAMED_OPERATIONS = ['create_api_key', 'list_members', 'create_ticket', 'list_tickets', 'ingest_channel_message', 'create_integration', 'patch_my_tenant'];
 

@@ -318,6 +318,10 @@ describe('refusals outside the operation rows are documented too', () => {
       if (op.body) {
         expect(r['413']!.content!['application/problem+json']!.example!.code).toBe('payload_too_large');
         expect(r['415']!.content!['application/problem+json']!.example!.code).toBe('unsupported_media_type');
+      } else if (op.streamBody) {
+        // A streamed body (an upload) is bounded by the operation itself, with codes of its own.
+        expect(r['413']!.description).toMatch(/^Problem: /);
+        expect(r['415']!.content!['application/problem+json']!.example!.code).toBe('unsupported_media_type');
       } else {
         expect(r['413']).toBeUndefined();
       }

@@ -32,7 +32,7 @@ describe('operator endpoints with OPS_USER / OPS_PASSWORD set', () => {
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toMatch(/^text\/plain/);
     expect(res.text).toMatch(/helpdesk_http_request_duration_seconds_count\{[^}]*operation_id="list_members"[^}]*status="200"[^}]*\} [1-9]/);
-    for (const q of ['ingest', 'webhooks', 'mailbox', 'outbound', 'rollups', 'maintenance', 'events', 'deliveries']) {
+    for (const q of ['ingest', 'webhooks', 'mailbox', 'outbound', 'rollups', 'maintenance', 'events', 'deliveries', 'files']) {
       expect(res.text).toContain(`helpdesk_queue_jobs{queue="${q}",state="waiting"}`);
       expect(res.text).toContain(`helpdesk_queue_oldest_waiting_seconds{queue="${q}"}`);
     }
@@ -61,7 +61,7 @@ describe('operator endpoints with OPS_USER / OPS_PASSWORD set', () => {
     const api = await ctx.http.get('/admin/queues/api/queues').set('Authorization', basic('ops', 'correct horse battery staple'));
     expect(api.status).toBe(200);
     const names = (api.body.queues as { name: string }[]).map((q) => q.name).sort();
-    expect(names).toEqual(['deliveries', 'events', 'ingest', 'mailbox', 'maintenance', 'outbound', 'rollups', 'webhooks']);
+    expect(names).toEqual(['deliveries', 'events', 'files', 'ingest', 'mailbox', 'maintenance', 'outbound', 'rollups', 'webhooks']);
   });
 });
 

@@ -11,6 +11,7 @@ import { outboundProcessors } from './processors/outbound';
 import { webhookProcessors } from './processors/webhooks';
 import { rollupProcessors } from './processors/rollups';
 import { eventProcessors } from './processors/events';
+import { inboundFileProcessors } from './processors/inbound-files';
 import type { RedisClient } from '../src/queue/connection';
 
 /** `run` says which try this is and whether it is the last (the last records a failure or tells the waiters). */
@@ -24,6 +25,7 @@ export const defaultProcessorGroups = (services: Services, config: Config, redis
   webhookProcessors(services, config, redis),
   rollupProcessors(services, config),
   eventProcessors(services),
+  inboundFileProcessors(services),
 ];
 
 /**

@@ -33,7 +33,15 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
       // Webhook sends wait on receivers, not on this process: they get slots of their own (per endpoint
       // they are bounded again by WEBHOOK_ENDPOINT_CONCURRENCY).
       // Reply sends likewise wait on messaging providers (OUTBOUND_CONCURRENCY).
-      concurrency: queueName === 'deliveries' ? config.WEBHOOK_DELIVERY_CONCURRENCY : queueName === 'outbound' ? config.OUTBOUND_CONCURRENCY : config.WORKER_CONCURRENCY,
+      // Inbound file fetches wait on providers too (FILES_FETCH_CONCURRENCY downloads per process, issue 34).
+      concurrency:
+        queueName === 'deliveries'
+          ? config.WEBHOOK_DELIVERY_CONCURRENCY
+          : queueName === 'outbound'
+            ? config.OUTBOUND_CONCURRENCY
+            : queueName === 'files'
+              ? config.FILES_FETCH_CONCURRENCY
+              : config.WORKER_CONCURRENCY,
     });
     worker.on('completed', (job) => metrics.observe(queueName, job.name, since(job.processedOn), 'completed'));
     worker.on('failed', (job, err) => {

@@ -599,6 +599,39 @@ export interface RoutesTable {
   tenant_id: string;
 }
 
+/** Attachments (issue 34, migration 0035): a file's metadata; its bytes are in the blob store under `storage_key`. */
+export type AttachmentStateColumn = 'pending' | 'stored' | 'skipped' | 'failed' | 'infected';
+
+export interface AttachmentsTable {
+  tenant_id: string;
+  id: string;
+  ticket_id: string | null;
+  event_id: string | null;
+  upload_token_hash: string | null;
+  name: string;
+  content_type: string;
+  /** bigint, read as a number (src/db/index.ts parses int8). */
+  size: ColumnType<number, number | undefined, number>;
+  sha256: string | null;
+  storage_key: string;
+  state: AttachmentStateColumn;
+  reason: string | null;
+  content_id: string | null;
+  source: 'upload' | 'inbound';
+  internal: ColumnType<boolean, boolean | undefined, boolean>;
+  uploaded_by: string | null;
+  expires_at: Date | null;
+  created_at: CreatedAt;
+  stored_at: Date | null;
+}
+
+/** Each workspace's bytes held in the blob store (kept by a trigger on attachments), for the quota. */
+export interface FileUsageTable {
+  tenant_id: string;
+  bytes: ColumnType<number, number | undefined, number>;
+  quota_reached_at: Date | null;
+}
+
 export interface Database {
   tenants: TenantsTable;
   routes: RoutesTable;
@@ -642,6 +675,8 @@ export interface Database {
   ticket_events: TicketEventsTable;
   time_entries: TimeEntriesTable;
   todos: TodosTable;
+  attachments: AttachmentsTable;
+  file_usage: FileUsageTable;
 }
 
 export type ApiKeyRow = Selectable<ApiKeysTable>;
@@ -673,3 +708,4 @@ export type OauthStateRow = Selectable<OauthStatesTable>;
 export type WebhookEndpointRow = Selectable<WebhookEndpointsTable>;
 export type EventDeliveryRow = Selectable<EventDeliveriesTable>;
 export type EventDeliveryAttemptRow = Selectable<EventDeliveryAttemptsTable>;
+export type AttachmentRow = Selectable<AttachmentsTable>;

@@ -30,6 +30,7 @@ const KIND_HTTP: Record<ErrorKind, { status: number; title: string }> = {
   conflict: { status: 409, title: 'Conflict' },
   precondition: { status: 412, title: 'Precondition failed' },
   too_large: { status: 413, title: 'Payload too large' },
+  range: { status: 416, title: 'Range not satisfiable' },
   unsupported_media: { status: 415, title: 'Unsupported media type' },
   unprocessable: { status: 422, title: 'Unprocessable content' },
   throttled: { status: 429, title: 'Too many requests' },

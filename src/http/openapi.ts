@@ -31,6 +31,9 @@ const GUARD_ERRORS: Record<number, string[]> = {
 /** What the body parser answers before any operation runs, for every operation that takes a body. */
 const BODY_ERRORS: ErrorCode[] = ['payload_too_large', 'payload_too_complex', 'unsupported_media_type'];
 
+/** What a streamed body (an upload) is refused with before its handler reads it; its limits are the operation's own codes. */
+const STREAM_BODY_ERRORS: ErrorCode[] = ['unsupported_media_type'];
+
 /** What an Idempotency-Key can be answered with, on every operation that takes one. */
 const IDEMPOTENCY_ERRORS: ErrorCode[] = ['idempotency_key_invalid', 'idempotency_key_reused', 'idempotency_key_in_use'];
 
@@ -380,7 +383,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
       if (op.access !== 'public' || s === '400' || s === '404' || s === '503') codesByStatus.set(Number(s), new Set(codes));
     }
     const idempotent = takesIdempotencyKey(op);
-    for (const code of [...(op.errors ?? []), ...(op.body ? BODY_ERRORS : []), ...(idempotent ? IDEMPOTENCY_ERRORS : [])]) {
+    for (const code of [...(op.errors ?? []), ...(op.body ? BODY_ERRORS : op.streamBody ? STREAM_BODY_ERRORS : []), ...(idempotent ? IDEMPOTENCY_ERRORS : [])]) {
       const s = DOMAIN_ERRORS[code];
       codesByStatus.set(s, (codesByStatus.get(s) ?? new Set()).add(code));
     }
@@ -397,10 +400,11 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
             }
           : {}),
         // An operation may answer JSON or, asked with Accept: text/event-stream, a stream (web chat messages).
-        ...(op.response.schema || op.eventStream
+        ...(op.response.schema || op.eventStream || op.response.binary
           ? {
               content: {
                 ...(op.response.schema ? jsonContent(components, op.response.schema, 'output', op.example?.response) : {}),
+                ...(op.response.binary ? { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } : {}),
                 ...(op.eventStream ? { 'text/event-stream': { schema: { type: 'string' }, example: op.streamExample ?? EVENT_STREAM_EXAMPLE } } : {}),
               },
             }
@@ -444,6 +448,9 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
       security: pub ? [] : [{ bearer: [] }],
       parameters: [...parametersOf(components, op.params, 'path', op.example?.params), ...parametersOf(components, op.query, 'query', op.example?.query), ...(idempotent ? [idempotencyKeyParameter] : []), ...(op.eventStream ? [lastEventIdParameter] : []), ...(op.versioned || op.etag ? (op.method === 'get' ? [ifNoneMatchParameter] : op.method === 'patch' || op.method === 'put' ? [ifMatchParameter] : []) : [])],
       ...(op.body ? { requestBody: { required: true, content: jsonContent(components, op.body, 'input', op.example?.request) } } : {}),
+      ...(op.streamBody
+        ? { requestBody: { required: true, ...(op.streamBody.description ? { description: op.streamBody.description } : {}), content: { [op.streamBody.mediaType]: { schema: op.streamBody.schema } } } }
+        : {}),
       responses,
     };
   }

@@ -1,4 +1,6 @@
 import type { z } from 'zod';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
 import type { VersionCondition } from '../lib/errors';
 import type { DomainErrorCode } from './errors';
 import type { Role } from '../db/types';
@@ -36,6 +38,8 @@ export interface OperationInput<P, Q, B> {
   ifMatch?: VersionCondition;
   /** Operations with `rawBody`: the bytes exactly as sent (decompressed) and the request headers. */
   raw?: { body: Buffer; headers: Record<string, string | string[] | undefined>; url: { protocol: string; host: string; originalUrl: string } };
+  /** Operations with `streamBody`: the request body as it arrives, unread, and the request headers. */
+  stream?: { body: Readable; headers: IncomingHttpHeaders };
   /** Operations with `readsHeaders`: those request headers (lower-case names), undefined when not sent. */
   headers?: Record<string, string | undefined>;
 }
@@ -68,6 +72,15 @@ export interface Operation<
    * exactly what was signed. Content type and JSON are then the handler's to check; `body` documents it.
    */
   rawBody?: boolean;
+  /**
+   * The handler gets the request body as a stream, unread (`stream`), instead of a parsed or buffered body: for
+   * uploads, parsed as they arrive and written on without ever being held whole. The router reads nothing of it,
+   * applies no body limit (the handler bounds what it reads), refuses a Content-Encoding (415) and takes no
+   * Idempotency-Key (the body cannot be fingerprinted without reading it). Authentication, the floor and scope,
+   * the budgets and the path and query checks run as for every operation, before any byte is read. OpenAPI
+   * documents `mediaType` with `schema` as the request body.
+   */
+  streamBody?: { mediaType: string; schema: Record<string, unknown>; description?: string };
   /** Public intake: a 4xx refusal is charged to the client address's refusal budget (src/http/throttle.ts). */
   chargeRefusals?: boolean;
   /**
@@ -90,7 +103,8 @@ export interface Operation<
    * against the locked row (412 precondition_failed when stale).
    */
   versioned?: boolean;
-  response: { status: number; description: string; schema?: z.ZodType };
+  /** `binary`: the answer is bytes (the handler answers `bytes`), documented as application/octet-stream. */
+  response: { status: number; description: string; schema?: z.ZodType; binary?: boolean };
   /** Codes this operation can answer beyond the guard's own (documented in OpenAPI). */
   errors?: DomainErrorCode[];
   /**

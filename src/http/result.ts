@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { IntakeOutcome } from '../intake/edge';
 
 /** What an operation's handler answers. */
@@ -20,6 +21,8 @@ export interface HandlerResult {
    * it returns or the client goes away (`signal`), then ends the answer.
    */
   stream?: (out: StreamWriter) => Promise<void>;
+  /** An answer of bytes (a file's content): streamed as it is read, with `status` and `headers` (Content-Type, Content-Length…) as given. */
+  bytes?: Readable;
   /** An answer that is not JSON (a provider's own format: TwiML, a handshake's plain-text challenge). */
   text?: { contentType: string; body: string };
 }

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { pipeline } from 'node:stream/promises';
 import express, { type NextFunction, type Request, type RequestHandler, type Response, type Router } from 'express';
 import { z } from 'zod';
 import { roleAtLeast } from '../domains/identity/roles';
@@ -71,7 +72,8 @@ export interface RouterServices {
 }
 
 /** Authenticated writes a retry can repeat: each may carry an Idempotency-Key (see the idempotency domain). */
-export const takesIdempotencyKey = (op: Pick<Operation, 'access' | 'method'>) => op.access !== 'public' && (op.method === 'post' || op.method === 'patch');
+// A streamed body (an upload) cannot be fingerprinted without reading it whole, so it takes none.
+export const takesIdempotencyKey = (op: Pick<Operation, 'access' | 'method' | 'streamBody'>) => op.access !== 'public' && !op.streamBody && (op.method === 'post' || op.method === 'patch');
 
 /** `If-Match: "3", W/"4"` → ['3'] (a weak tag never matches a write); `*` → '*'. */
 export function parseIfMatch(header: string): VersionCondition {
@@ -152,7 +154,13 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
 
         let body: unknown = undefined;
         let rawInput: OperationInput<unknown, unknown, unknown>['raw'];
-        if (op.rawBody) {
+        let streamInput: OperationInput<unknown, unknown, unknown>['stream'];
+        if (op.streamBody) {
+          // The handler reads the body as it arrives; a compressed one it would have to inflate without a bound.
+          const encoding = req.headers['content-encoding'];
+          if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') throw refuse('unsupported_media_type', 'Send the body without a Content-Encoding.');
+          streamInput = { body: req, headers: req.headers };
+        } else if (op.rawBody) {
           try {
             await runMiddleware(raw, req, res);
           } catch (err) {
@@ -212,6 +220,7 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
               body,
               requestId: String(req.id),
               ...(rawInput ? { raw: rawInput } : {}),
+              ...(streamInput ? { stream: streamInput } : {}),
               ...(op.versioned && req.get('if-match') !== undefined ? { ifMatch: parseIfMatch(req.get('if-match')!) } : {}),
               ...(op.eventStream && req.get('last-event-id') !== undefined ? { lastEventId: req.get('last-event-id')! } : {}),
               ...(op.readsHeaders ? { headers: Object.fromEntries(op.readsHeaders.map((h) => [h.toLowerCase(), req.get(h)])) } : {}),
@@ -288,6 +297,17 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
           return;
         }
         const status = result.status ?? op.response.status;
+        if (result.bytes) {
+          // A file's bytes, as they are read: a client that goes away stops the read (pipeline destroys both).
+          res.status(status);
+          try {
+            await pipeline(result.bytes, res);
+          } catch (err) {
+            req.log.warn({ err_code: 'bytes_not_sent', cause: (err as Error)?.message }, 'answer of bytes ended early');
+            res.destroy();
+          }
+          return;
+        }
         if (result.text) {
           // A provider's own answer format (Twilio's TwiML, Meta's handshake challenge): sent as it is.
           res.status(status).type(result.text.contentType).send(result.text.body);
@@ -332,6 +352,9 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
         }
         res.status(status).json(out);
       } catch (err) {
+        // A refused upload still on its way (too large, over quota, malformed): the answer closes the connection
+        // rather than reading the rest only to throw it away (see src/domains/files/routes.ts).
+        if (op.streamBody && !req.complete && !res.headersSent) res.setHeader('Connection', 'close');
         next(op.chargeRefusals ? await services.intakeRefusals.charge(req.ip, err) : err);
       }
     });

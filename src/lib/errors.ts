@@ -29,6 +29,7 @@ export type ErrorKind =
   | 'conflict' // the resource's state forbids it now
   | 'precondition' // the caller's If-Match names a version that is no longer current
   | 'too_large'
+  | 'range' // the byte range asked for lies outside the resource
   | 'unsupported_media'
   | 'unprocessable' // well-formed, but names something that does not exist or cannot be
   | 'throttled' // retry after the given time
@@ -113,6 +114,11 @@ export const ERRORS = {
   visitor_session_ended: ['unauthenticated', 'This web chat session has ended: the connection\'s inbound token was rotated or the connection disabled; open a new session.'],
   too_many_streams: ['throttled', 'This API key already has 10 event streams open, the most allowed; close one, or retry later.'],
   payload_too_large: ['too_large', 'The request body exceeds the size limit.'],
+  file_too_large: ['too_large', 'The file is larger than 26214400 bytes (FILES_MAX_BYTES), the most one file may be; nothing was stored.'],
+  files_quota_exceeded: ['too_large', 'This workspace holds 10737418240 of its 10737418240 bytes of files (FILES_WORKSPACE_QUOTA_BYTES); this file was not stored.'],
+  upload_token_invalid: ['unprocessable', 'attachments[1] is not an upload of yours in this workspace that is stored and unused within its hour: unknown, expired, already used or not stored.'],
+  attachment_unavailable: ['conflict', 'This file is quarantined: the scanner found Eicar-Test-Signature. It cannot be downloaded.'],
+  range_not_satisfiable: ['range', 'The file has 48213 bytes; the range bytes=50000- starts past its end.'],
   unsupported_media_type: ['unsupported_media', 'Send the body as application/json.'],
   /** Answered by the operator dashboard (/admin/queues), not by an API operation. */
   cross_site_request: ['forbidden', 'State-changing requests to the operator dashboard must come from the dashboard itself.'],

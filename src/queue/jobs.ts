@@ -1,7 +1,7 @@
 import type { JobsOptions } from 'bullmq';
 import { z } from 'zod';
 
-export const QUEUE_NAMES = ['ingest', 'webhooks', 'mailbox', 'outbound', 'rollups', 'maintenance', 'events', 'deliveries'] as const;
+export const QUEUE_NAMES = ['ingest', 'webhooks', 'mailbox', 'outbound', 'rollups', 'maintenance', 'events', 'deliveries', 'files'] as const;
 /** A queue as the job table names it. */
 export type LogicalQueue = (typeof QUEUE_NAMES)[number];
 
@@ -40,6 +40,25 @@ export function shardOf(tenantId: string, shards: number): number {
  * Every job: its queue, its payload schema (shared by producer and processor) and nothing else. Later
  * domains add their rows here; the worker refuses to start if a row has no processor or two.
  */
+/**
+ * A file a message carries (issue 34), as the adapter listed it and the edge prepared it: `staged` is the blob
+ * key of a Postmark part's base64 text, `skip` says why it is listed but not fetched.
+ */
+const inboundFileRef = z.object({
+  name: z.string().min(1).max(1024),
+  declaredType: z.string().max(100).optional(),
+  size: z.number().int().min(0).optional(),
+  contentId: z.string().max(998).optional(),
+  source: z.discriminatedUnion('kind', [
+    z.object({ kind: z.literal('postmark'), index: z.number().int().min(0) }),
+    z.object({ kind: z.literal('twilio'), url: z.string().max(2048) }),
+    z.object({ kind: z.literal('whatsapp'), mediaId: z.string().max(256) }),
+    z.object({ kind: z.literal('telegram'), fileId: z.string().max(1024) }),
+  ]),
+  staged: z.string().max(512).optional(),
+  skip: z.object({ reason: z.string().max(500), limit: z.number().int().optional() }).optional(),
+});
+
 const inboundMessage = z.object({
   providerMessageId: z.string().min(1),
   sender: z.object({ handle: z.string().min(1), name: z.string().optional(), email: z.string().optional() }),
@@ -53,6 +72,8 @@ const inboundMessage = z.object({
   sentAt: z.string().optional(),
   /** Set only for mail polled from the connected mailbox (never read from a caller's payload). */
   mailbox: z.object({ provider: z.string(), address: z.string(), messageId: z.string(), threadId: z.string().optional() }).optional(),
+  files: z.array(inboundFileRef).max(200).optional(),
+  filesOmitted: z.number().int().min(1).optional(),
 });
 
 /** The configuration job rows read (their options and schedules). */
@@ -121,6 +142,21 @@ export const JOBS = {
     data: z.object({ retention_days: z.number().int().min(1).optional() }),
     options: () => ({ attempts: 3 }),
     schedule: { id: 'events-prune-daily', everyMs: () => 24 * 3600 * 1000 },
+  },
+  /** Unused uploads past their hour (FILES_UPLOAD_TTL_SECONDS), rows and bytes, every 10 minutes (issue 34). */
+  'uploads.sweep': {
+    queue: 'maintenance',
+    data: z.object({}),
+    schedule: { id: 'uploads-sweep', everyMs: () => 10 * 60 * 1000 },
+  },
+  /**
+   * The orphan sweep (issue 34): one stretch of the file store's keys per run, compared with the rows of the same
+   * keys; objects without a row older than an hour are deleted, rows whose bytes are gone marked failed.
+   */
+  'files.orphans': {
+    queue: 'maintenance',
+    data: z.object({}),
+    schedule: { id: 'files-orphans', everyMs: () => 15 * 60 * 1000 },
   },
   /** Expired Idempotency-Keys of every workspace, hourly. */
   'idempotency.prune': {
@@ -251,6 +287,25 @@ export const JOBS = {
     data: z.object({}),
     options: () => SINGLE_SHOT,
     schedule: { id: 'events-sweep', everyMs: (c: JobSettings) => c.WEBHOOK_SWEEP_MS },
+  },
+  /**
+   * The files one inbound message carries (issue 34), fetched from its provider and stored after the message's
+   * ticket and event are committed: one job per event (a second add while it is kept is a no-op), on a queue of
+   * its own so a slow provider download never holds an intake slot. A file's own failure is its row's state, not
+   * the job's; the job fails (and is retried) only when the database or the store is away.
+   */
+  'files.fetch': {
+    queue: 'files',
+    data: z.object({ tenant_id: z.uuid(), ticket_id: z.uuid(), event_id: z.uuid(), channel: z.string().min(1), files: z.array(inboundFileRef).min(1).max(200) }),
+    jobId: (d: { event_id: string }) => `files-${d.event_id}`,
+    options: () => ({ removeOnComplete: { age: 3600, count: 10_000 }, attempts: 5, backoff: { type: 'exponential', delay: 2000 } }),
+  },
+  /** Scheduled: inbound files a dead worker left pending are failed with the reason; stale staged parts removed. */
+  'files.inbound-sweep': {
+    queue: 'files',
+    data: z.object({}),
+    options: () => SINGLE_SHOT,
+    schedule: { id: 'files-inbound-sweep', everyMs: () => 5 * 60 * 1000 },
   },
 } as const satisfies Record<string, JobRow>;
 

@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Server } from 'node:http';
 import { Client } from 'pg';
 import { exportSPKI, generateKeyPair, SignJWT, type JWTPayload } from 'jose';
@@ -93,6 +96,8 @@ export async function startTestApp(options: ContextOptions = {}): Promise<TestCo
     await admin.end();
   }
   const realm = await createRealm();
+  // Each app's attachments in a directory of its own (issue 34), removed when it closes.
+  const filesDir = join(tmpdir(), `hd-files-${runId()}-${suffix}`);
   const config = loadConfig({
     NODE_ENV: 'test',
     LOG_LEVEL: 'info',
@@ -109,6 +114,7 @@ export async function startTestApp(options: ContextOptions = {}): Promise<TestCo
     AUTH_FAILURE_RATE_POINTS: '1000000',
     INGEST_REFUSAL_RATE_POINTS: '1000000',
     ...(databaseName ? { DATABASE_URL: serverUrl(databaseName) } : {}),
+    FILES_DIR: filesDir,
     // The Redis Cluster run of the intake, exactly-once, SIGKILL and dashboard suites (scripts/test.sh).
     ...(process.env.REDIS_CLUSTER_NODES ? { REDIS_CLUSTER_NODES: process.env.REDIS_CLUSTER_NODES } : {}),
     ...options.env,
@@ -144,6 +150,7 @@ export async function startTestApp(options: ContextOptions = {}): Promise<TestCo
       server.closeAllConnections();
       await cleanRedis(runtime, config.REDIS_PREFIX);
       await runtime.close();
+      rmSync(filesDir, { recursive: true, force: true });
       if (databaseName) {
         const admin = new Client({ connectionString: serverUrl('postgres') });
         await admin.connect();

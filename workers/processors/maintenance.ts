@@ -13,5 +13,7 @@ export const maintenanceProcessors = (services: Services, config: ConfigSection<
     'events.prune': (data: JobData<'events.prune'>) => bulk(() => services.events.prune(data.retention_days ?? config.EVENT_RETENTION_DAYS)),
     'idempotency.prune': () => bulk(async () => ({ pruned: await services.idempotency.pruneExpired() })),
     'macros.trigger': (data: JobData<'macros.trigger'>) => services.macros.runTriggered(data),
+    'uploads.sweep': () => bulk(() => services.files.sweepUploads()),
+    'files.orphans': () => bulk(() => services.files.sweepOrphans()),
   };
 };

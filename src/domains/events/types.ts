@@ -17,6 +17,8 @@ export const EVENT_TYPES = [
   'csat.created',
   'transcript.event_recorded',
   'mailbox.health_changed',
+  /** A workspace's files reached FILES_WORKSPACE_QUOTA_BYTES and a file was refused (once until usage falls back; issue 34). */
+  'files.quota_reached',
 ] as const;
 
 export type EventType = (typeof EVENT_TYPES)[number];

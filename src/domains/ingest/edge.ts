@@ -17,6 +17,7 @@ import type { ChannelService } from '../channels/service';
 import { channelById, type ChannelDefinition } from '../channels/registry';
 import * as channelStore from '../channels/store';
 import type { InboundMessage } from '../channels/adapters/types';
+import type { InboundFiles } from '../inbound-files/service';
 import type { IngestItem, IngestResult } from './worker';
 import * as store from './store';
 
@@ -42,6 +43,8 @@ export function createIngestGateway(deps: {
   bus: ResultBus;
   channels: ChannelService;
   fair: FairShare;
+  /** Inbound files (issue 34): caps each message's files and stages Postmark's parts before the job is queued. */
+  files?: Pick<InboundFiles, 'prepare' | 'discard'>;
 }) {
   const { db, config, queues, channels } = deps;
   const edge = createIntakeEdge<IngestItem>({
@@ -89,11 +92,41 @@ export function createIngestGateway(deps: {
   }
 
   /** Charges the budget, queues the messages and answers with the worker's results. */
-  async function deliver(def: ChannelDefinition, tenantId: string, tokenHash: string | undefined, cacheKey: string | undefined, messages: InboundMessage[], bulk: boolean): Promise<IntakeOutcome> {
-    const charged = messages.length;
+  async function deliver(
+    def: ChannelDefinition,
+    tenantId: string,
+    tokenHash: string | undefined,
+    cacheKey: string | undefined,
+    parsed: InboundMessage[],
+    bulk: boolean,
+    payload?: unknown,
+  ): Promise<IntakeOutcome> {
+    const charged = parsed.length;
     const refund = await edge.charge(`${tenantId}:${def.id}`, charged);
+    // Files: capped, and Postmark's parts staged as blobs (the job carries their keys, never their bytes).
+    let prepared: { messages: InboundMessage[]; staged: string[][] };
+    try {
+      prepared = deps.files ? await deps.files.prepare(tenantId, parsed, payload) : { messages: parsed, staged: [] };
+    } catch (err) {
+      await refund(charged);
+      throw err;
+    }
+    const { messages, staged } = prepared;
+    // Staged parts the worker will never fetch (a refused delivery, a redelivery) go at once; the sweep takes
+    // what an unanswered (202) delivery leaves.
+    const unused = (which: (i: number) => boolean) => deps.files?.discard(staged.flatMap((keys, i) => (which(i) ? keys : [])));
     const ids = messages.map(() => edge.newId());
-    const submitted = await edge.submit(messages.map((message, i) => ({ id: ids[i]!, tenant_id: tenantId, channel: def.id, ...(tokenHash ? { token_hash: tokenHash } : {}), message })), { bulk });
+    let submitted;
+    try {
+      submitted = await edge.submit(messages.map((message, i) => ({ id: ids[i]!, tenant_id: tenantId, channel: def.id, ...(tokenHash ? { token_hash: tokenHash } : {}), message })), { bulk });
+    } catch (err) {
+      await unused(() => true);
+      throw err;
+    }
+    if (!submitted.accepted) {
+      const answered = submitted.results;
+      await unused((i) => !answered[i]?.ok || (answered[i]?.value as IngestResult | undefined)?.was_duplicate === true);
+    }
     if (submitted.accepted) {
       // Still processed exactly once; the provider message ids are what GET /v1/ingest/deliveries lists.
       return { accepted: true, body: { status: 'accepted', channel: def.id, job_id: ids[0]!, provider_message_ids: messages.map((m) => m.providerMessageId) } };
@@ -145,7 +178,7 @@ export function createIngestGateway(deps: {
       // one point per message of its budget: a request carrying N messages writes up to N tickets.
       const { release, bulk } = await edge.enter(tenantId, parsed.messages.length);
       try {
-        return await deliver(def, tenantId, tokenHash, cacheKey, parsed.messages, bulk);
+        return await deliver(def, tenantId, tokenHash, cacheKey, parsed.messages, bulk, body.payload);
       } finally {
         release();
       }
@@ -157,12 +190,12 @@ export function createIngestGateway(deps: {
      * and budget, exactly as `receive` sends them on; the worker checks in its transaction that the token is
      * still the connection's (404 not_found when it was rotated meanwhile, nothing written).
      */
-    async receiveParsed(channel: string, tenantId: string, tokenHash: string, messages: InboundMessage[]): Promise<IntakeOutcome> {
+    async receiveParsed(channel: string, tenantId: string, tokenHash: string, messages: InboundMessage[], payload?: unknown): Promise<IntakeOutcome> {
       const def = channelById(channel);
       if (!def) throw notFound('channel');
       const { release, bulk } = await edge.enter(tenantId, messages.length);
       try {
-        return await deliver(def, tenantId, tokenHash, undefined, messages, bulk);
+        return await deliver(def, tenantId, tokenHash, undefined, messages, bulk, payload);
       } finally {
         release();
       }

@@ -11,6 +11,8 @@ import { senderKey, type CustomerService, type Sender } from '../customers/servi
 import { LIMITS } from '../tickets/schemas';
 import type { EventActor, LockedTicket, OpenSpec, TicketCommands } from '../tickets/commands';
 import * as channelStore from '../channels/store';
+import type { FetchJob, InboundFiles } from '../inbound-files/service';
+import { inboundEventOf } from '../inbound-files/store';
 import * as store from './store';
 
 export interface IngestResult {
@@ -25,7 +27,8 @@ export interface IngestResult {
 export type IngestItem = JobData<'ingest.batch'>['items'][number];
 
 type Trigger = { event: 'ticket.created' | 'ticket.reopened'; eventId: string };
-type Outcome = { result: IngestResult; trigger?: Trigger };
+/** `eventId`: the message's own event (its files are fetched onto it after commit). */
+type Outcome = { result: IngestResult; trigger?: Trigger; eventId?: string };
 
 /** A delivery this transaction claimed, with what the writes need to know about it. */
 interface Fresh {
@@ -61,6 +64,9 @@ const eventMeta = (m: InboundMessage) => ({
   ...(m.mailbox
     ? { mailbox: { provider: m.mailbox.provider, address: m.mailbox.address, message_id: m.mailbox.messageId, ...(m.mailbox.threadId ? { thread_id: m.mailbox.threadId } : {}) } }
     : {}),
+  // How many files came with it (issue 34): fetched after commit, each then listed with its state on the event.
+  ...(m.files && m.files.length > 0 ? { files_expected: m.files.length + (m.filesOmitted ?? 0) } : {}),
+  ...(m.filesOmitted ? { files_omitted: m.filesOmitted } : {}),
 });
 
 /**
@@ -95,6 +101,8 @@ export function createIngestWorker(deps: {
   tickets: Pick<TicketCommands, 'threadInbound' | 'open' | 'reopen' | 'appendInbound' | 'rememberMessageIds' | 'afterCommit'>;
   customers: CustomerService;
   logger: Logger;
+  /** Inbound files (issue 34): one fetch job per message with files, queued after commit. */
+  files?: Pick<InboundFiles, 'queueFetch' | 'discard'>;
 }) {
   const { db, customers } = deps;
   const t = deps.tickets;
@@ -163,13 +171,18 @@ export function createIngestWorker(deps: {
       outcomes.set(f.item.id, {
         result: { channel: f.def.id, ticket_id: row.id, customer_id: row.customer_id, was_created: true, was_duplicate: false },
         trigger: { event: 'ticket.created', eventId },
+        eventId,
       });
     });
-    await t.appendInbound(
+    const appended = await t.appendInbound(
       tx,
       tenantId,
       replies.map(({ f, ticket }) => ({ by: actorOf(f), ticket, kind: `inbound_${f.def.id}`, body: f.item.message.body.slice(0, LIMITS.body), meta: eventMeta(f.item.message) })),
     );
+    replies.forEach(({ f }, i) => {
+      const o = outcomes.get(f.item.id);
+      if (o && appended[i]) o.eventId = appended[i];
+    });
     await t.rememberMessageIds(
       tx,
       tenantId,
@@ -211,6 +224,35 @@ export function createIngestWorker(deps: {
     }
   }
 
+  /**
+   * After commit: the fetch job of every fresh message with files. A rerun (this job ran before and committed,
+   * then died before it was done) queues its messages' jobs again, finding each event by its provider message
+   * id: the job id dedupes a job still kept, and the fetch skips files that have rows. A redelivery fetches
+   * nothing: its staged parts are dropped.
+   */
+  async function queueFiles(items: IngestItem[], outcomes: Map<string, Outcome>) {
+    const files = deps.files;
+    if (!files) return;
+    const jobs: FetchJob[] = [];
+    const unused: string[] = [];
+    for (const item of items) {
+      const refs = item.message.files;
+      const o = outcomes.get(item.id);
+      if (!refs || refs.length === 0 || !o) continue;
+      let eventId = o.eventId;
+      if (!eventId && o.result.was_duplicate) {
+        unused.push(...refs.flatMap((r) => (r.staged ? [r.staged] : [])));
+        continue;
+      }
+      eventId ??= await inboundEventOf(db, item.tenant_id, o.result.ticket_id, `inbound_${item.channel}`, item.message.providerMessageId);
+      if (!eventId) continue;
+      jobs.push({ tenant_id: item.tenant_id, ticket_id: o.result.ticket_id, event_id: eventId, channel: item.channel, files: refs });
+    }
+    await files.discard(unused);
+    // A failure here fails the ingest job, whose retry is a rerun: it queues these again (nothing is written twice).
+    await files.queueFetch(jobs);
+  }
+
   // New tickets' SLA targets need nothing here: the SLA sweep reads their due times where they are stored.
   async function afterCommit(items: IngestItem[], outcomes: Map<string, Outcome>) {
     const memo = new Map<string, boolean>();
@@ -229,6 +271,7 @@ export function createIngestWorker(deps: {
       for (const tenantId of tenants) await writeBatch(tx, tenantId, items.filter((i) => i.tenant_id === tenantId), outcomes, refusals);
     });
     await afterCommit(items.filter((i) => outcomes.has(i.id)), outcomes);
+    await queueFiles(items, outcomes);
     return { outcomes, refusals };
   }
 

@@ -71,7 +71,8 @@ export function createProviderHooks(deps: {
     if (parsed.messages.length > config.INGEST_MAX_MESSAGES_PER_REQUEST) {
       throw payloadTooComplex([{ path: 'body', message: `the payload carries ${parsed.messages.length} messages; at most ${config.INGEST_MAX_MESSAGES_PER_REQUEST} are accepted per request` }]);
     }
-    return ingest.receiveParsed(c.def.id, c.tenantId, c.tokenHash, parsed.messages);
+    // The payload goes along for the files its messages carry (Postmark's parts are staged from it).
+    return ingest.receiveParsed(c.def.id, c.tenantId, c.tokenHash, parsed.messages, payload);
   }
 
   const statuses = (c: Awaited<ReturnType<typeof connection>>, updates: DeliveryUpdate[]) => (updates.length > 0 ? outbound.applyStatuses(c.tenantId, c.def.id, updates) : Promise.resolve(0));

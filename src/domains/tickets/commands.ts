@@ -12,6 +12,7 @@ import { teamExists } from '../teams/store';
 import type { PatchTicketInput, TicketFilters } from './schemas';
 import type { TicketTimeline } from './timeline';
 import type { TicketSla } from './sla';
+import type { AttachmentSummary } from '../files/types';
 import { canTransition, legalNextStates, REOPENABLE } from './status';
 import * as store from './store';
 
@@ -270,9 +271,19 @@ export function createTicketCommands(deps: {
 
   /**
    * A reply or note on a locked ticket, with the notifications it causes. A reply on an email ticket is also
-   * recorded for sending; `queued` tells the caller to `dispatch` it after commit.
+   * recorded for sending; `queued` tells the caller to `dispatch` it after commit. `files` binds the caller's
+   * uploads to the event about to be written (it may refuse the write), so the event shows them from the start.
    */
-  async function addMessage(tx: Executor, tenantId: string, by: EventActor, t: LockedTicket, kind: 'reply' | 'internal_note', body: string, template?: ReplyTemplate) {
+  async function addMessage(
+    tx: Executor,
+    tenantId: string,
+    by: EventActor,
+    t: LockedTicket,
+    kind: 'reply' | 'internal_note',
+    body: string,
+    template?: ReplyTemplate,
+    files?: (eventId: string) => Promise<AttachmentSummary[]>,
+  ) {
     refuseMerged(t);
     const firstResponse = kind === 'reply' && t.first_responded_at === null;
     // The outbox first: it may refuse the reply (nothing is written then), and its row names the event to come.
@@ -283,7 +294,8 @@ export function createTicketCommands(deps: {
     const meta = kind === 'reply' ? { first_response: firstResponse, ...(delivery ? { delivery: delivery.state, channel: delivery.channel } : {}), ...(template ? { template } : {}) } : {};
     const event = { ...eventFor(by, t.id, kind, body, meta), id: replyId };
     const deliveryEvent = delivery ? [eventFor(DELIVERY_ACTOR, t.id, 'delivery', delivery.detail, delivery.meta)] : [];
-    await timeline(tx, tenantId, [event, ...deliveryEvent], freshly(fresh));
+    const attached = files ? await files(replyId) : [];
+    await timeline(tx, tenantId, [event, ...deliveryEvent], { ...freshly(fresh), ...(attached.length > 0 ? { attachments: new Map([[replyId, attached]]) } : {}) });
     const queued = delivery?.dispatch === true;
     if (kind === 'reply' && t.assignee_id) {
       await notifications.notify(tx, tenantId, [t.assignee_id], by.actor_user_id, { kind: 'reply_on_assigned', ticketId: t.id, body: t.subject });

@@ -9,11 +9,15 @@ import { pageOf } from '../../lib/paging';
 import { legalNextStates } from './status';
 import * as store from './store';
 import type { TicketDetailRow, TimelineEventJson } from './store';
+import type { AttachmentSummary } from '../files/types';
 
 /** How tickets read: one event of a timeline, a list row, and the whole ticket with its timeline. */
 
-/** An event as the API shows it, from its row (a write's RETURNING) or from the detail read's JSON. */
-export const presentEvent = (e: TicketEventRow | TimelineEventJson) => ({
+/**
+ * An event as the API shows it, from its row (a write's RETURNING) or from the detail read's JSON; its files
+ * (issue 34) from the read's JSON or, for a write's new events, as the write bound them.
+ */
+export const presentEvent = (e: (TicketEventRow | TimelineEventJson) & { attachments?: AttachmentSummary[] | null }, files?: AttachmentSummary[]) => ({
   id: e.id,
   kind: e.kind,
   body: e.body,
@@ -22,6 +26,7 @@ export const presentEvent = (e: TicketEventRow | TimelineEventJson) => ({
   ...(e.actor_user_id ? { actor_user_id: e.actor_user_id } : {}),
   ...(e.actor_name ? { actor_name: e.actor_name } : {}),
   created_at: typeof e.created_at === 'string' ? e.created_at : iso(e.created_at),
+  ...((files ?? e.attachments)?.length ? { attachments: (files ?? e.attachments)! } : {}),
 });
 
 export const presentSummary = (t: TicketRow) => ({
@@ -68,7 +73,7 @@ export function createTicketQueries(deps: { db: Db; timelineCacheBytes?: number 
     if (!row) throw notFound('ticket');
     const { version, ...fields } = present(row);
     // No version held: the statement always reads the timeline.
-    return { ...fields, events: (row.events ?? []).map(presentEvent), version };
+    return { ...fields, events: (row.events ?? []).map((e) => presentEvent(e)), version };
   }
 
   /** The ticket as its read shows it, without the timeline. */
@@ -133,7 +138,7 @@ export function createTicketQueries(deps: { db: Db; timelineCacheBytes?: number 
       }
       const { version, ...ticket } = present(row);
       if (held && row.events === null) return { ticket, events: held.json, version };
-      const json = Buffer.from(JSON.stringify(timelineSchema.parse((row.events ?? []).map(presentEvent))));
+      const json = Buffer.from(JSON.stringify(timelineSchema.parse((row.events ?? []).map((e) => presentEvent(e)))));
       timelines?.set(key, { version, json });
       return { ticket, events: json, version };
     },

@@ -5,6 +5,7 @@ import { afterParam, listParam, pageSchema } from '../../lib/paging';
 import { PRIORITIES } from '../sla/targets';
 import type { TicketEventsTable } from '../../db/types';
 import { STATUSES } from './status';
+import { attachmentSummary, attachmentTokens } from '../files/schemas';
 
 /** At most this many ids in one multi-value filter (`assignee_id=a,b,c`). */
 const MAX_FILTER_IDS = 50;
@@ -59,7 +60,11 @@ export const patchTicketBody = z
   })
   .refine((b) => Object.values(b).some((v) => v !== undefined), { message: 'send at least one field to change' });
 
-export const messageBody = z.strictObject({ body: z.string().trim().min(1).max(LIMITS.body).meta({ examples: [REPLY] }) });
+export const messageBody = z.strictObject({
+  body: z.string().trim().min(1).max(LIMITS.body).meta({ examples: [REPLY] }),
+  // Files uploaded with POST /v1/uploads, bound to this reply or note in its transaction (issue 34).
+  attachments: attachmentTokens.optional(),
+});
 
 /**
  * A reply may name an approved WhatsApp template (the only thing WhatsApp delivers past 24 hours after the
@@ -131,6 +136,8 @@ export const ticketEvent = z.object({
   actor_user_id: z.uuid().optional(),
   actor_name: z.string().optional(),
   created_at: z.string(),
+  /** The files that came with this event (a reply's or note's uploads, an inbound message's files); absent when none. */
+  attachments: z.array(attachmentSummary).optional(),
 }).meta({ id: 'TicketEvent' });
 
 const ticketCore = {

@@ -17,6 +17,7 @@ import type { CreateTicketInput, ListTicketsQuery, PatchTicketInput } from './sc
 import { createTicketSla } from './sla';
 import * as store from './store';
 import type { TicketDetailRow } from './store';
+import type { AttachmentBinder, AttachmentSummary } from '../files/types';
 
 /**
  * The tickets' own use cases (the operations of the tickets routes), each one transaction over the commands,
@@ -38,6 +39,8 @@ export function createTicketService(deps: {
   later?: AfterAnswer;
   /** Rendered timelines kept for GET, in bytes (0 or absent: none). */
   timelineCacheBytes?: number;
+  /** Binds agents' uploads to replies and notes (issue 34); without it a write naming attachments is refused. */
+  attachments?: AttachmentBinder;
 }) {
   const { db, customers, notifications } = deps;
   const queries = createTicketQueries(deps);
@@ -45,7 +48,7 @@ export function createTicketService(deps: {
    * What each transaction's timeline wrote: the event rows, and the detail rows the UPDATEs before them
    * returned. A write answers with exactly these, so its answer reads neither the ticket nor its timeline.
    */
-  const written = new WeakMap<Executor, { rows: TicketEventRow[]; fresh: Map<string, TicketDetailRow> }>();
+  const written = new WeakMap<Executor, { rows: TicketEventRow[]; fresh: Map<string, TicketDetailRow>; files: Map<string, AttachmentSummary[]> }>();
   const emitting = createTicketTimeline({
     ...(deps.events ? { events: deps.events } : {}),
     present: async (exec, tenantId, ids, fresh) => {
@@ -57,9 +60,10 @@ export function createTicketService(deps: {
   const timeline: TicketTimeline = async (tx, tenantId, events, opts) => {
     const rows = await emitting(tx, tenantId, events, opts);
     let w = written.get(tx);
-    if (!w) written.set(tx, (w = { rows: [], fresh: new Map() }));
+    if (!w) written.set(tx, (w = { rows: [], fresh: new Map(), files: new Map() }));
     w.rows.push(...rows);
     for (const t of opts?.fresh ?? []) w.fresh.set(t.id, t);
+    for (const [eventId, files] of opts?.attachments ?? []) w.files.set(eventId, files);
     return rows;
   };
 
@@ -72,15 +76,23 @@ export function createTicketService(deps: {
     const fresh = w?.fresh.get(id);
     const ticket = (await queries.manyWithoutTimeline(tx, tenantId, [id], fresh ? [fresh] : [])).get(id);
     if (!ticket) throw notFound('ticket');
-    return { ...ticket, new_events: (w?.rows ?? []).filter((r) => r.ticket_id === id).map(presentEvent) };
+    return { ...ticket, new_events: (w?.rows ?? []).filter((r) => r.ticket_id === id).map((r) => presentEvent(r, w?.files.get(r.id))) };
   }
   const sla = createTicketSla({ ...deps, timeline });
   const commands = createTicketCommands({ ...deps, sla, timeline });
 
-  async function message(actor: Principal, id: string, kind: 'reply' | 'internal_note', body: string, template?: ReplyTemplate) {
+  async function message(actor: Principal, id: string, kind: 'reply' | 'internal_note', body: string, template?: ReplyTemplate, tokens: string[] = []) {
     const { view, sent } = await db.transaction().execute(async (tx) => {
       const t = await commands.lockForChange(tx, actor.tenantId, id);
-      const sent = await commands.addMessage(tx, actor.tenantId, await commands.userActor(tx, actor), t, kind, body, template);
+      // The caller's uploads are bound to the event about to be written, or the write is refused (issue 34).
+      const files =
+        tokens.length > 0
+          ? (eventId: string) => {
+              if (!deps.attachments) throw refuse('upload_token_invalid', 'This service takes no attachments.');
+              return deps.attachments.bindUploads(tx, actor, tokens, { ticketId: t.id, eventId, internal: kind === 'internal_note' });
+            }
+          : undefined;
+      const sent = await commands.addMessage(tx, actor.tenantId, await commands.userActor(tx, actor), t, kind, body, template, files);
       return { view: await answerOf(tx, actor.tenantId, id), sent };
     });
     if (sent.queued) await deps.outbound!.dispatch(actor.tenantId, sent.eventId);
@@ -100,7 +112,7 @@ export function createTicketService(deps: {
      */
     async writeAnswerAgain(actor: Principal, id: string, eventIds: string[]) {
       const { version: _etag, ...ticket } = await queries.withoutTimeline(db, actor.tenantId, id);
-      return { ...ticket, new_events: (await store.eventsByIds(db, actor.tenantId, id, eventIds)).map(presentEvent) };
+      return { ...ticket, new_events: (await store.eventsByIds(db, actor.tenantId, id, eventIds)).map((e) => presentEvent(e)) };
     },
     list: async (actor: Principal, query: ListTicketsQuery) => queries.list(actor.tenantId, query, deps.reads ? await deps.reads.forReading(actor) : db),
 
@@ -155,8 +167,8 @@ export function createTicketService(deps: {
       return result;
     },
 
-    reply: (actor: Principal, id: string, body: string, template?: ReplyTemplate) => message(actor, id, 'reply', body, template),
-    note: (actor: Principal, id: string, body: string) => message(actor, id, 'internal_note', body),
+    reply: (actor: Principal, id: string, body: string, template?: ReplyTemplate, attachments?: string[]) => message(actor, id, 'reply', body, template, attachments),
+    note: (actor: Principal, id: string, body: string, attachments?: string[]) => message(actor, id, 'internal_note', body, undefined, attachments),
 
     async reopen(actor: Principal, id: string) {
       const result = await db.transaction().execute(async (tx) => {

@@ -1,4 +1,4 @@
-import { sql, type Compilable, type SelectQueryBuilder } from 'kysely';
+import { sql, type Compilable, type RawBuilder, type SelectQueryBuilder } from 'kysely';
 import type { Executor } from '../../db';
 import type { Database, NewTicket, NewTicketEvent, TicketEventRow, TicketRow } from '../../db/types';
 import { SLA_LIVE } from './status';
@@ -6,6 +6,7 @@ import type { TicketFilters, TicketSort } from './schemas';
 import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
 import type { Cursor } from '../../lib/paging';
 import { named, prepared, preparedShapes } from '../../db/prepared';
+import type { AttachmentSummary } from '../files/types';
 
 /** Rows come back in the order given (RETURNING's order is not promised, so they are matched by id). */
 export async function insertTickets(db: Executor, tenantId: string, ts: (Omit<NewTicket, 'tenant_id'> & { id: string })[]): Promise<TicketRow[]> {
@@ -134,6 +135,8 @@ export interface TimelineEventJson {
   actor_user_id: string | null;
   actor_name: string | null;
   created_at: string;
+  /** The event's files (issue 34), only on events that have any. */
+  attachments?: AttachmentSummary[];
 }
 
 /** Where a detail read starts: the tickets table, or the rows an UPDATE just returned, named `t` either way. */
@@ -202,32 +205,49 @@ export async function getTicketWithTimeline(
   return (await ticketWithTimeline(db, tenantId, id, unlessVersion))[0];
 }
 
+/** One event of a timeline as JSON (times as the API writes them: ISO 8601, UTC, milliseconds). */
+const eventJson = (more: RawBuilder<unknown>) => sql`json_build_object(
+  'id', e.id, 'kind', e.kind, 'body', e.body, 'meta', e.meta, 'actor_type', e.actor_type,
+  'actor_user_id', e.actor_user_id, 'actor_name', e.actor_name,
+  'created_at', to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')${more}
+)`;
+/** One file as the timeline lists it on its event. */
+const fileJson = sql`jsonb_build_object('id', a.id, 'name', a.name, 'content_type', a.content_type, 'size', a.size, 'sha256', a.sha256, 'state', a.state)`;
+
 // Every GET of a ticket runs this: compiled once (src/db/prepared.ts).
+// The ticket's files (issue 34) are read in the same statement: one range scan of their (tenant, ticket) index,
+// grouped by event and joined to the events by hash, so a timeline of 5,000 events costs one lookup, not 5,000.
 const ticketWithTimeline = prepared(3, (db: Executor, tenantId: string, id: string, unlessVersion: string | number) =>
   detailQuery(db, tenantId)
     .select(
       sql<TimelineEventJson[] | null>`CASE WHEN t.version = ${unlessVersion}::bigint THEN NULL ELSE (
-        SELECT coalesce(json_agg(json_build_object(
-          'id', e.id, 'kind', e.kind, 'body', e.body, 'meta', e.meta, 'actor_type', e.actor_type,
-          'actor_user_id', e.actor_user_id, 'actor_name', e.actor_name,
-          'created_at', to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-        ) ORDER BY e.created_at, e.seq), '[]'::json)
-        FROM ticket_events e WHERE e.tenant_id = t.tenant_id AND e.ticket_id = t.id) END`.as('events'),
+        SELECT coalesce(json_agg(CASE WHEN f.files IS NULL THEN ${eventJson(sql``)} ELSE ${eventJson(sql`, 'attachments', f.files`)} END
+          ORDER BY e.created_at, e.seq), '[]'::json)
+        FROM ticket_events e
+        LEFT JOIN (
+          SELECT a.event_id, jsonb_agg(${fileJson} ORDER BY a.created_at, a.id) AS files
+          FROM attachments a WHERE a.tenant_id = t.tenant_id AND a.ticket_id = t.id AND a.event_id IS NOT NULL
+          GROUP BY a.event_id
+        ) f ON f.event_id = e.id
+        WHERE e.tenant_id = t.tenant_id AND e.ticket_id = t.id) END`.as('events'),
     )
     .where('t.id', '=', id),
 );
 
 /** Some events of one ticket, by id, in timeline order (a replayed write's answer names the events it appended). */
-export async function eventsByIds(db: Executor, tenantId: string, ticketId: string, ids: string[]): Promise<TicketEventRow[]> {
+export async function eventsByIds(db: Executor, tenantId: string, ticketId: string, ids: string[]): Promise<(TicketEventRow & { attachments: AttachmentSummary[] | null })[]> {
   if (ids.length === 0) return [];
   return db
-    .selectFrom('ticket_events')
-    .selectAll()
-    .where('tenant_id', '=', tenantId)
-    .where('ticket_id', '=', ticketId)
-    .where('id', 'in', ids)
-    .orderBy('created_at')
-    .orderBy('seq')
+    .selectFrom('ticket_events as e')
+    .selectAll('e')
+    .select(
+      sql<AttachmentSummary[] | null>`(SELECT jsonb_agg(${fileJson} ORDER BY a.created_at, a.id) FROM attachments a WHERE a.tenant_id = e.tenant_id AND a.event_id = e.id)`.as('attachments'),
+    )
+    .where('e.tenant_id', '=', tenantId)
+    .where('e.ticket_id', '=', ticketId)
+    .where('e.id', 'in', ids)
+    .orderBy('e.created_at')
+    .orderBy('e.seq')
     .execute();
 }
 

@@ -4,6 +4,7 @@ import type { EventSink, EventType, NewOutboundEvent } from '../events/types';
 import { presentEvent } from './queries';
 import * as store from './store';
 import type { TicketDetailRow } from './store';
+import type { AttachmentSummary } from '../files/types';
 
 type NewEvent = Omit<NewTicketEvent, 'tenant_id'>;
 
@@ -56,7 +57,13 @@ export function createTicketTimeline(deps: {
   present: (exec: Executor, tenantId: string, ids: string[], fresh: TicketDetailRow[]) => Promise<Map<string, Record<string, unknown>>>;
 }) {
   /** Returns the rows written. */
-  return async function write(tx: Executor, tenantId: string, events: NewEvent[], opts: { opened?: boolean; fresh?: TicketDetailRow[] } = {}): Promise<TicketEventRow[]> {
+  /** `attachments`: the files bound to some of these events in this transaction (issue 34), shown on them. */
+  return async function write(
+    tx: Executor,
+    tenantId: string,
+    events: NewEvent[],
+    opts: { opened?: boolean; fresh?: TicketDetailRow[]; attachments?: Map<string, AttachmentSummary[]> } = {},
+  ): Promise<TicketEventRow[]> {
     const rows = await store.insertEvents(tx, tenantId, events);
     if (!deps.events || rows.length === 0) return rows;
     const emitting = rows.map((row) => ({ row, types: outboundTypes(row, opts.opened === true) })).filter((e) => e.types.length > 0);
@@ -67,7 +74,7 @@ export function createTicketTimeline(deps: {
       const ticket = tickets.get(row.ticket_id)!;
       const kind = messageKind(row.kind);
       for (const type of types) {
-        out.push({ type, ticketId: row.ticket_id, data: { ticket, event: presentEvent(row), ...(type === 'message.created' && kind ? { message_kind: kind } : {}) } });
+        out.push({ type, ticketId: row.ticket_id, data: { ticket, event: presentEvent(row, opts.attachments?.get(row.id)), ...(type === 'message.created' && kind ? { message_kind: kind } : {}) } });
       }
     }
     await deps.events.emit(tx, tenantId, out);

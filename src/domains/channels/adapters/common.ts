@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { InboundMessage, ParseResult } from './types';
+import type { InboundFileRef, InboundMessage, ParseResult } from './types';
 
 /** Small helpers shared by the channel adapters. Pure: no I/O. */
 
@@ -62,3 +62,59 @@ export function dateToIso(value: string | null | undefined): string | undefined 
 export const MAX_ID_LENGTH = 256;
 
 export const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+/**
+ * A file name as a provider gave it, bounded (the files domain sanitises it before storing; this only keeps a
+ * hostile name from bloating the job and the event). Undefined when absent or blank.
+ */
+export function fileName(value: unknown): string | undefined {
+  return typeof value === 'string' ? nonBlank(value)?.slice(0, 1024) : undefined;
+}
+
+/** A declared MIME type when it looks like one (`image/jpeg`), lower-cased; anything else is not kept. */
+export function mimeType(value: unknown): string | undefined {
+  if (typeof value !== 'string') return undefined;
+  const t = value.split(';')[0]!.trim().toLowerCase();
+  return t.length <= 100 && /^[\w.+-]+\/[\w.+-]+$/.test(t) ? t : undefined;
+}
+
+/** A declared size in bytes when it is one. */
+export function byteSize(value: unknown): number | undefined {
+  const n = typeof value === 'string' && /^\d{1,15}$/.test(value.trim()) ? Number(value) : value;
+  return typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : undefined;
+}
+
+const EXTENSIONS: Record<string, string> = {
+  'image/jpeg': '.jpg',
+  'image/png': '.png',
+  'image/gif': '.gif',
+  'image/webp': '.webp',
+  'image/heic': '.heic',
+  'application/pdf': '.pdf',
+  'audio/ogg': '.ogg',
+  'audio/mpeg': '.mp3',
+  'audio/mp4': '.m4a',
+  'audio/amr': '.amr',
+  'audio/aac': '.aac',
+  'video/mp4': '.mp4',
+  'video/3gpp': '.3gp',
+  'text/plain': '.txt',
+  'text/vcard': '.vcf',
+  'text/x-vcard': '.vcf',
+  'application/x-tgsticker': '.tgs',
+  'video/webm': '.webm',
+};
+
+/** A name for a file the provider sends without one (`image.jpg`, `media-2.pdf`): the kind and its type's extension. */
+export const nameFor = (stem: string, type: string | undefined) => `${stem}${(type && EXTENSIONS[type]) ?? ''}`;
+
+/** A file reference with only the fields that have a value. */
+export function fileRef(name: string, source: InboundFileRef['source'], o: { declaredType?: string; size?: number; contentId?: string } = {}): InboundFileRef {
+  return {
+    name,
+    ...(o.declaredType ? { declaredType: o.declaredType } : {}),
+    ...(o.size !== undefined ? { size: o.size } : {}),
+    ...(o.contentId ? { contentId: o.contentId } : {}),
+    source,
+  };
+}

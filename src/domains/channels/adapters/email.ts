@@ -1,7 +1,7 @@
 import { Tokenizer } from 'htmlparser2';
 import { z } from 'zod';
-import { dateToIso, describeType, fail, formatIssues, isRecord, MAX_ID_LENGTH, nonBlank, ok, plural } from './common';
-import type { ChannelAdapter, InboundMessage, ParseResult } from './types';
+import { byteSize, dateToIso, describeType, fail, fileName, fileRef, formatIssues, isRecord, MAX_ID_LENGTH, mimeType, nonBlank, ok, plural } from './common';
+import type { ChannelAdapter, InboundFileRef, InboundMessage, ParseResult } from './types';
 
 /**
  * Email: Postmark-style inbound JSON. Only the fields read below are checked; every one is optional at the
@@ -167,6 +167,23 @@ function attachmentNames(attachments: unknown[] | null | undefined): string[] {
   return (attachments ?? []).map((a) => (isRecord(a) && typeof a.Name === 'string' && a.Name.trim() ? a.Name.trim() : 'unnamed'));
 }
 
+/**
+ * Every attachment, inline images included, as a file the worker stores: Postmark sends the bytes in the
+ * payload (base64 `Content`), so the reference is the entry's position; the edge stages the text before the job
+ * is queued. An entry that is not an object is still a file the customer sent: it is listed (and its fetch
+ * fails, saying so) rather than dropped.
+ */
+function attachmentFiles(attachments: unknown[] | null | undefined, names: string[]): InboundFileRef[] {
+  return (attachments ?? []).map((a, index) => {
+    const cid = isRecord(a) && typeof a.ContentID === 'string' ? nonBlank(a.ContentID.replace(/^\s*<|>\s*$/g, ''))?.slice(0, 998) : undefined;
+    return fileRef(fileName(names[index]) ?? 'unnamed', { kind: 'postmark', index }, {
+      declaredType: isRecord(a) ? mimeType(a.ContentType) : undefined,
+      size: isRecord(a) ? byteSize(a.ContentLength) : undefined,
+      contentId: cid,
+    });
+  });
+}
+
 function parseEmail(payload: unknown): ParseResult {
   if (!isRecord(payload)) return fail(`email payload must be a JSON object (Postmark inbound message), got ${describeType(payload)}`);
   const parsed = inboundEmail.safeParse(payload);
@@ -223,6 +240,7 @@ function parseEmail(payload: unknown): ParseResult {
   if (rfcWritten && rfcWritten !== rfcId) message.messageIdAsWritten = rfcWritten;
   if (inReplyTo.length > 0) message.inReplyTo = inReplyTo;
   if (mailboxHash) message.mailboxHash = mailboxHash;
+  if (names.length > 0) message.files = attachmentFiles(p.Attachments, names);
   const subject = nonBlank(p.Subject);
   if (subject) message.subject = subject;
   const sentAt = dateToIso(p.Date);

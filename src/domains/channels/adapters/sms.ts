@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { describeType, fail, formatIssues, isRecord, MAX_ID_LENGTH, nonBlank, ok, plural } from './common';
-import type { ChannelAdapter, InboundMessage, ParseResult } from './types';
+import { describeType, fail, fileRef, formatIssues, isRecord, MAX_ID_LENGTH, mimeType, nameFor, nonBlank, ok, plural } from './common';
+import type { ChannelAdapter, InboundFileRef, InboundMessage, ParseResult } from './types';
 
 /**
  * SMS: Twilio Messaging webhook fields, posted by the customer's relay as a JSON object of the form fields
@@ -51,21 +51,25 @@ function parseSms(payload: unknown): ParseResult {
   if (OPT_OUT_TYPES.has(nonBlank(p.OptOutType)?.toUpperCase() ?? '')) return ok([]);
 
   const count = p.NumMedia ?? 0;
-  const urls: string[] = [];
+  const files: InboundFileRef[] = [];
   const types = new Set<string>();
   for (let i = 0; i < count; i++) {
-    const url = payload[`MediaUrl${i}`];
-    if (typeof url === 'string' && url.trim() !== '') urls.push(url.trim());
-    const type = payload[`MediaContentType${i}`];
-    if (typeof type === 'string' && /^[\w.+-]+\/[\w.+-]+$/.test(type.trim()) && type.trim().length <= 100) types.add(type.trim().toLowerCase());
+    const raw = payload[`MediaUrl${i}`];
+    const type = mimeType(payload[`MediaContentType${i}`]);
+    if (type) types.add(type);
+    // A missing or odd URL is still a file the customer sent: the worker refuses to fetch it and says why
+    // (only Twilio's own hosts are ever asked, see src/domains/files/inbound.ts).
+    const url = typeof raw === 'string' ? raw.trim().slice(0, 2048) : '';
+    files.push(fileRef(nameFor(`media-${i + 1}`, type), { kind: 'twilio', url }, { declaredType: type }));
   }
   const text = nonBlank(p.Body);
   if (!text && count === 0) return fail('sms payload has an empty Body and no media (NumMedia is 0)');
 
   const parts: string[] = [];
   if (text) parts.push(text);
-  // The content types say what was sent (a photo, a PDF) before anyone opens the link.
-  if (count > 0) parts.push(`[${plural(count, 'media attachment')}${types.size > 0 ? `: ${[...types].join(', ')}` : ''}]`, ...urls);
+  // The content types say what was sent (a photo, a PDF); the files themselves are fetched and stored by the
+  // worker (issue 34), so the links, which need the account's credentials, are not written into the text.
+  if (count > 0) parts.push(`[${plural(count, 'media attachment')}${types.size > 0 ? `: ${[...types].join(', ')}` : ''}]`);
 
   const message: InboundMessage = {
     providerMessageId: p.MessageSid,
@@ -73,6 +77,7 @@ function parseSms(payload: unknown): ParseResult {
     conversationKey: `${p.From}|${p.To}`,
     body: parts.join('\n'),
   };
+  if (files.length > 0) message.files = files;
   // WhatsApp over Twilio: the sender's WhatsApp profile name.
   const name = nonBlank(p.ProfileName);
   if (name) message.sender.name = name;

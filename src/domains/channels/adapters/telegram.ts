@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { describeType, fail, formatIssues, isRecord, nonBlank, ok, unixToIso } from './common';
-import type { ChannelAdapter, InboundMessage, ParseResult } from './types';
+import { byteSize, describeType, fail, fileName, fileRef, formatIssues, isRecord, mimeType, nameFor, nonBlank, ok, unixToIso } from './common';
+import type { ChannelAdapter, InboundFileRef, InboundMessage, ParseResult } from './types';
 
 /**
  * Telegram Bot API Update. Only `message` carries a new customer message; `edited_message`, `channel_post`,
@@ -124,6 +124,46 @@ function body(m: TgMessage): string | undefined {
   return '[unsupported message]';
 }
 
+/** Media kinds that are a file the Bot API serves through getFile, with the type each has when none is declared. */
+const FILE_KINDS: Partial<Record<(typeof MEDIA_KINDS)[number], string | undefined>> = {
+  photo: 'image/jpeg',
+  video: 'video/mp4',
+  animation: 'video/mp4',
+  audio: 'audio/mpeg',
+  voice: 'audio/ogg',
+  video_note: 'video/mp4',
+  document: undefined,
+  sticker: 'image/webp',
+};
+
+const num = (obj: unknown, key: string): number => {
+  const v = isRecord(obj) ? obj[key] : undefined;
+  return typeof v === 'number' && Number.isFinite(v) ? v : 0;
+};
+
+/**
+ * The file a message carries (a Telegram message has at most one): a photo arrives in several sizes, the largest
+ * is kept (by file_size, else by pixels). An item without a file_id is still listed: its fetch fails, saying so.
+ */
+function messageFile(m: TgMessage): InboundFileRef | undefined {
+  const kind = MEDIA_KINDS.find((k) => m[k] !== undefined && m[k] !== null);
+  if (!kind || !(kind in FILE_KINDS)) return undefined;
+  let item: unknown = m[kind];
+  if (kind === 'photo') {
+    const sizes = Array.isArray(item) ? item.filter(isRecord) : [];
+    item = sizes.reduce<unknown>((best, s) => {
+      if (best === undefined) return s;
+      const [a, b] = [num(s, 'file_size'), num(best, 'file_size')];
+      return a > b || (a === b && num(s, 'width') * num(s, 'height') > num(best, 'width') * num(best, 'height')) ? s : best;
+    }, undefined);
+  }
+  const fileId = str(item, 'file_id')?.slice(0, 1024) ?? '';
+  let declaredType = mimeType(isRecord(item) ? item.mime_type : undefined) ?? FILE_KINDS[kind];
+  if (kind === 'sticker' && isRecord(item)) declaredType = item.is_animated === true ? 'application/x-tgsticker' : item.is_video === true ? 'video/webm' : declaredType;
+  const name = fileName(isRecord(item) ? item.file_name : undefined) ?? nameFor(kind, declaredType);
+  return fileRef(name, { kind: 'telegram', fileId }, { declaredType, size: byteSize(isRecord(item) ? item.file_size : undefined) });
+}
+
 function senderName(m: TgMessage): string | undefined {
   if (m.from) {
     const full = [nonBlank(m.from.first_name), nonBlank(m.from.last_name)].filter(Boolean).join(' ');
@@ -153,6 +193,8 @@ function parseTelegram(payload: unknown): ParseResult {
   };
   const name = senderName(m);
   if (name) msg.sender.name = name;
+  const file = messageFile(m);
+  if (file) msg.files = [file];
   const sentAt = unixToIso(m.date);
   if (sentAt) msg.sentAt = sentAt;
   return ok([msg]);

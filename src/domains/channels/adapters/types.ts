@@ -2,6 +2,29 @@
  * A channel adapter turns a provider's own payload into inbound messages. It is pure (no I/O), so the HTTP
  * tier runs it before anything is enqueued or written: a payload it cannot read is refused at the edge.
  */
+/**
+ * How the worker gets a file's bytes (issue 34): a Postmark attachment by its position in the payload's
+ * `Attachments` (the base64 stays in the request, see the ingest edge), a Twilio `MediaUrl{N}` (fetched with the
+ * account's credentials, only from Twilio's hosts), a WhatsApp media id (resolved through the Graph media
+ * endpoint), a Telegram file id (`getFile`). Adapters only say where a file is; they never fetch it.
+ */
+export type InboundFileSource =
+  | { kind: 'postmark'; index: number }
+  | { kind: 'twilio'; url: string }
+  | { kind: 'whatsapp'; mediaId: string }
+  | { kind: 'telegram'; fileId: string };
+
+/** A file a customer's message carries, as the provider declared it (the stored type is sniffed from the bytes). */
+export interface InboundFileRef {
+  name: string;
+  declaredType?: string;
+  /** Bytes, when the provider says (Postmark ContentLength, Telegram file_size). */
+  size?: number;
+  /** Email inline parts: the Content-ID the HTML body's cid: links name. */
+  contentId?: string;
+  source: InboundFileSource;
+}
+
 export interface InboundMessage {
   /** The provider's id for this message: the dedupe key of the ingest ledger (per workspace and channel). */
   providerMessageId: string;
@@ -27,6 +50,14 @@ export interface InboundMessage {
    * in that mailbox, so a reply can be filed in the customer's conversation there.
    */
   mailbox?: { provider: string; address: string; messageId: string; threadId?: string };
+  /**
+   * The files the message carries, every one of them, in the provider's order (issue 34). The body keeps a short
+   * marker (`[2 attachments: a.pdf, b.png]`, `[image] caption`) so text readers still see something came; the
+   * edge caps how many are fetched (FILES_MAX_PER_MESSAGE) and reports the rest as skipped.
+   */
+  files?: InboundFileRef[];
+  /** Set by the ingest edge, never an adapter: files past the ones listed (FILES_MAX_PER_MESSAGE + 100), counted. */
+  filesOmitted?: number;
 }
 
 export type ParseResult = { ok: true; messages: InboundMessage[] } | { ok: false; reason: string };

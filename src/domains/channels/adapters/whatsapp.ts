@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { describeType, fail, formatIssues, isRecord, MAX_ID_LENGTH, nonBlank, ok, plural, unixToIso } from './common';
-import type { ChannelAdapter, InboundMessage, ParseResult } from './types';
+import { describeType, fail, fileName, fileRef, formatIssues, isRecord, MAX_ID_LENGTH, mimeType, nameFor, nonBlank, ok, plural, unixToIso } from './common';
+import type { ChannelAdapter, InboundFileRef, InboundMessage, ParseResult } from './types';
 
 /**
  * WhatsApp Cloud API webhook: `{object: "whatsapp_business_account", entry: [{changes: [{field, value}]}]}`.
@@ -98,6 +98,24 @@ function describe(m: WaMessage): string {
   }
 }
 
+/** Message types whose content is a media object (`{id, mime_type, sha256, …}`) the Graph media endpoint serves. */
+const MEDIA_TYPES = new Set(['image', 'document', 'audio', 'video', 'sticker']);
+
+/**
+ * The media file a message carries, by its media id (resolved and downloaded by the worker with the
+ * connection's token). A media message whose id is missing is still listed: its fetch fails, saying so.
+ */
+function mediaFile(m: WaMessage): InboundFileRef | undefined {
+  const type = nonBlank(m.type) ?? '';
+  if (!MEDIA_TYPES.has(type)) return undefined;
+  const content = m[type];
+  const declaredType = mimeType(field(content, 'mime_type'));
+  const id = field(content, 'id');
+  const mediaId = typeof id === 'string' ? id.trim().slice(0, MAX_ID_LENGTH) : typeof id === 'number' ? String(id) : '';
+  const name = (type === 'document' ? fileName(field(content, 'filename')) : undefined) ?? nameFor(type, declaredType);
+  return fileRef(name, { kind: 'whatsapp', mediaId }, { declaredType });
+}
+
 function parseWhatsapp(payload: unknown): ParseResult {
   if (!isRecord(payload)) return fail(`whatsapp payload must be a JSON object (Cloud API webhook), got ${describeType(payload)}`);
   if (payload.object !== 'whatsapp_business_account') {
@@ -144,6 +162,8 @@ function parseWhatsapp(payload: unknown): ParseResult {
         };
         const name = nonBlank(contact?.profile?.name);
         if (name) message.sender.name = name;
+        const file = mediaFile(m);
+        if (file) message.files = [file];
         const sentAt = unixToIso(m.timestamp);
         if (sentAt) message.sentAt = sentAt;
         out.push(message);
