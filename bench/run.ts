@@ -53,6 +53,7 @@ const BENCHES: BenchDef[] = [
   { name: 'streams', file: 'streams.ts', issue: 32, ports: [18131, 18132] },
   { name: 'outbound-fairness', file: 'outbound-fairness.ts', issue: 32, ports: [18141] },
   { name: 'outbound', file: 'outbound.ts', issue: 33, ports: [18151, 18152] },
+  { name: 'attachments', file: 'attachments.ts', issue: 34, ports: [18161, 18162] },
 ];
 /** Files in bench/ that are not benchmarks. */
 const HELPERS = new Set(['lib.ts', 'processes.ts', 'report.ts', 'run.ts', 'inline-ingest-server.ts']);
