@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import type { Logger } from 'pino';
 import { section, type Config } from './config';
 import type { Db } from './db';
@@ -64,7 +65,13 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   // Whether a workspace has a macro listening for a ticket event, remembered while this process LISTENs for
   // macro changes (the API server and the workers start that; see listenForChanges).
   const macroTriggers = createMacroTriggerSink({ db, queues });
-  const outboundSink = createOutboundSink({ queues, logger });
+  const outboundSink = createOutboundSink({
+    queues,
+    logger,
+    publicBaseUrl: config.PUBLIC_BASE_URL,
+    // The mailbox is made below; by the time a reply is written it exists.
+    emailVia: async (tenantId) => ((await mailbox.sender(tenantId)) ? 'mailbox' : 'postmark'),
+  });
   // Attachments (issue 34): the blob store of FILES_DIR or FILES_S3_*, scanning through clamd when configured. A
   // file's state change moves its ticket's version (the tickets service is made just below).
   const files = createFileService({
@@ -77,6 +84,8 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     redisPrefix: config.REDIS_PREFIX,
     scanner: scannerFromConfig(section(config, 'scanning')),
     bumpTicketVersion: (tx, tenantId, ticketId) => tickets.commands.bumpVersion(tx, tenantId, ticketId),
+    // Signed file links (Twilio's MMS media): a key of their own, derived from the pepper.
+    linkKey: createHmac('sha256', config.API_KEY_PEPPER).update('helpdesk file links v1').digest(),
   });
   const tickets = createTicketService({
     db,
@@ -118,7 +127,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     contended: createHostSaturation().saturated,
   });
   const mailbox = createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, ingest: ingestProcessor, events });
-  const outbound = createOutboundService({ db, config: section(config, 'outbound', 'http'), queues, logger, channels, mailbox, tickets: tickets.commands, sink: outboundSink });
+  const outbound = createOutboundService({ db, config: section(config, 'outbound', 'http'), queues, logger, channels, mailbox, tickets: tickets.commands, sink: outboundSink, files });
   const ingest = createIngestGateway({ db, config: section(config, 'intake', 'redis', 'http'), redis, queues, bus, channels, fair, files: inboundFiles });
   return {
     later,

@@ -408,6 +408,8 @@ export interface OutboundMessagesTable {
   error_code: string | null;
   segments: number | null;
   template: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
+  /** The parts of a reply sent in several provider messages that the provider acknowledged (migration 0036). */
+  parts: ColumnType<{ index: number; provider_message_id: string }[], string | undefined, string>;
   claimed_at: Date | null;
   next_attempt_at: Date | null;
   sent_at: Date | null;

@@ -118,6 +118,8 @@ export const ERRORS = {
   files_quota_exceeded: ['too_large', 'This workspace holds 10737418240 of its 10737418240 bytes of files (FILES_WORKSPACE_QUOTA_BYTES); this file was not stored.'],
   upload_token_invalid: ['unprocessable', 'attachments[1] is not an upload of yours in this workspace that is stored and unused within its hour: unknown, expired, already used or not stored.'],
   attachment_unavailable: ['conflict', 'This file is quarantined: the scanner found Eicar-Test-Signature. It cannot be downloaded.'],
+  attachment_not_sendable: ['unprocessable', 'report.pdf (12582912 bytes) cannot go by email through Postmark: a message carries at most 10000000 bytes of attachments.'],
+  file_link_invalid: ['not_found', 'This file link is unknown, altered or expired.'],
   range_not_satisfiable: ['range', 'The file has 48213 bytes; the range bytes=50000- starts past its end.'],
   unsupported_media_type: ['unsupported_media', 'Send the body as application/json.'],
   /** Answered by the operator dashboard (/admin/queues), not by an API operation. */

@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import { defineOperation } from '../../define-operation';
 import type { HandlerResult } from '../../http/result';
 import { attachmentDisposition } from './names';
@@ -83,6 +84,33 @@ export const fileOperations = [
         };
       }
       return { status: 200, headers: { ...head, 'Content-Length': String(got.size) }, bytes: got.body };
+    },
+  }),
+  defineOperation({
+    id: 'get_linked_file',
+    method: 'get',
+    path: '/v1/files/{file_token}',
+    summary: 'A file named by a signed, short-lived link (how Twilio fetches the media of an MMS reply)',
+    description:
+      "No credential: the token itself names the workspace and the file, signed with the service's key, and expires (30 minutes after the reply's send began). An altered, expired or unknown token, or a file no longer stored, is 404 file_link_invalid. Made for a reply's MediaUrl when PUBLIC_BASE_URL is set.",
+    access: 'public',
+    chargeRefusals: true,
+    params: z.object({ file_token: z.string().min(1).max(600).meta({ examples: ['eyJ0IjoiYjNlMWYwYTIiLCJhIjoiYzE5In0.Qm9yZWFsLWV4YW1wbGUtc2lnbmF0dXJl'] }) }),
+    response: { status: 200, description: 'The bytes', binary: true },
+    errors: ['file_link_invalid'],
+    handler: async ({ params }, s): Promise<HandlerResult> => {
+      const got = await s.files.openLink(params.file_token);
+      return {
+        status: 200,
+        headers: {
+          ...DOWNLOAD_HEADERS,
+          'Cache-Control': 'no-store',
+          'Content-Type': servedContentType(got.file.content_type),
+          'Content-Disposition': attachmentDisposition(got.file.name),
+          'Content-Length': String(got.size),
+        },
+        bytes: got.body,
+      };
     },
   }),
 ];

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ConfigSection } from '../../config';
@@ -128,6 +128,8 @@ export interface FileServiceDeps {
    * fetched at intake, the orphan sweep), its version (ETag, rendered timeline) moves on in the same transaction.
    */
   bumpTicketVersion?: (tx: Executor, tenantId: string, ticketId: string) => Promise<void>;
+  /** The HMAC key of signed file links (Twilio fetches MMS media from them); without it no link is made. */
+  linkKey?: Buffer;
 }
 
 export function createFileService(deps: FileServiceDeps) {
@@ -275,9 +277,70 @@ export function createFileService(deps: FileServiceDeps) {
   };
   const cursorKey = `${deps.redisPrefix ?? 'hd'}:files:orphan-cursor`;
 
+  const linkMac = (payload: string) => createHmac('sha256', deps.linkKey!).update(`file-link\n${payload}`).digest();
+
   return {
     ...binder,
     blobs,
+
+    /**
+     * The stored files of a reply, as its sender reads them (streamed from the store when sent). Only `stored`
+     * files go; a reply's files are bound stored, so another state means the file was lost since (orphan sweep).
+     */
+    async filesOfReply(tenantId: string, eventId: string) {
+      const rows = await store.attachmentsOfEvents(db, tenantId, [eventId]);
+      return rows.map((r) => ({
+        id: r.id,
+        name: r.name,
+        contentType: r.content_type,
+        size: Number(r.size),
+        sha256: r.sha256,
+        state: r.state,
+        open: async (): Promise<Readable> => {
+          const got = await blobs.get(r.storage_key);
+          if (!got) throw new Error(`the bytes of ${r.name} are missing from the file store`);
+          return got.body;
+        },
+      }));
+    },
+
+    /**
+     * A signed, expiring link token naming one file of one workspace (GET /v1/files/{token}): base64url of
+     * `{t: tenant, a: attachment, e: expiry (unix seconds)}`, a dot, and its HMAC-SHA256 under the link key.
+     */
+    signLink(tenantId: string, attachmentId: string, ttlSeconds: number): string {
+      if (!deps.linkKey) throw new Error('no file link key configured');
+      const payload = Buffer.from(JSON.stringify({ t: tenantId, a: attachmentId, e: Math.floor(Date.now() / 1000) + ttlSeconds })).toString('base64url');
+      return `${payload}.${linkMac(payload).toString('base64url')}`;
+    },
+
+    /**
+     * GET /v1/files/{token}: the bytes a signed link names, with no other credential. An altered, expired or
+     * unknown token, and a file no longer stored, are all the same 404 (a link says nothing of what it named).
+     */
+    async openLink(token: string) {
+      const invalid = () => new DomainError('file_link_invalid', 'This file link is unknown, altered or expired.');
+      if (!deps.linkKey) throw invalid();
+      const dot = token.indexOf('.');
+      if (dot <= 0) throw invalid();
+      const payload = token.slice(0, dot);
+      const mac = Buffer.from(token.slice(dot + 1), 'base64url');
+      const want = linkMac(payload);
+      if (mac.length !== want.length || !timingSafeEqual(mac, want)) throw invalid();
+      let claims: { t?: unknown; a?: unknown; e?: unknown };
+      try {
+        claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as typeof claims;
+      } catch {
+        throw invalid();
+      }
+      if (typeof claims.t !== 'string' || typeof claims.a !== 'string' || typeof claims.e !== 'number' || !isUuid(claims.t) || !isUuid(claims.a)) throw invalid();
+      if (claims.e * 1000 <= Date.now()) throw invalid();
+      const row = await store.getAttachment(db, claims.t, claims.a);
+      if (!row || row.state !== 'stored') throw invalid();
+      const got = await blobs.get(row.storage_key);
+      if (!got) throw invalid();
+      return { body: got.body, size: got.size, file: row };
+    },
 
     /** Scanning from now on (clamd), or none. */
     setScanner(s: Scanner | undefined) {

@@ -323,7 +323,18 @@ export function createMailboxService(deps: {
    */
   async function sendReply(
     tenantId: string,
-    r: { eventId: string; to: string; toName: string; subject: string; text: string; inReplyTo: string | null; references: string[]; mailboxRef: StoredMailboxRef | null },
+    r: {
+      eventId: string;
+      to: string;
+      toName: string;
+      subject: string;
+      text: string;
+      inReplyTo: string | null;
+      references: string[];
+      mailboxRef: StoredMailboxRef | null;
+      /** The reply's files (issue 34): MIME parts, each streamed from the file store into the composed message. */
+      attachments?: { name: string; contentType: string; open(): Promise<import('node:stream').Readable> }[];
+    },
   ): Promise<SendResult | undefined> {
     const m = await store.getMailbox(db, tenantId);
     if (!m || !m.connected || !m.sendable) return undefined;
@@ -347,6 +358,9 @@ export function createMailboxService(deps: {
       messageId: `<${messageId}>`,
       ...(r.inReplyTo ? { inReplyTo: `<${r.inReplyTo}>` } : {}),
       ...(r.references.length > 0 ? { references: r.references.map((id) => `<${id}>`) } : {}),
+      // Each file's bytes are read from the store as the message is composed (base64 parts); the mailbox APIs take
+      // the whole message, so it is held once, within the 25 MiB cap checked when the reply was written.
+      ...(r.attachments?.length ? { attachments: await Promise.all(r.attachments.map(async (a) => ({ filename: a.name, contentType: a.contentType, content: await a.open() }))) } : {}),
     })
       .compile()
       .build();

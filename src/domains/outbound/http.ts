@@ -25,7 +25,7 @@ const MAX_ANSWER_BYTES = 1024 * 1024;
 
 export function providerRequest(
   url: string,
-  init: { method: 'POST' | 'GET'; headers: Record<string, string>; body?: string; timeoutMs: number },
+  init: { method: 'POST' | 'GET'; headers: Record<string, string>; body?: string | { contentType: string; length: number; open(): import('node:stream').Readable }; timeoutMs: number },
 ): Promise<ProviderAnswer> {
   return new Promise((resolve, reject) => {
     const target = new URL(url);
@@ -38,10 +38,16 @@ export function providerRequest(
       clearTimeout(timer);
       fn();
     };
-    const body = init.body !== undefined ? Buffer.from(init.body) : undefined;
+    // A streamed body (a multipart upload of a stored file) goes with its known length, read as it is sent.
+    const streamed = init.body !== undefined && typeof init.body !== 'string' ? init.body : undefined;
+    const body = typeof init.body === 'string' ? Buffer.from(init.body) : undefined;
     const req = client.request(target, {
       method: init.method,
-      headers: { ...init.headers, ...(body ? { 'content-length': String(body.length) } : {}) },
+      headers: {
+        ...init.headers,
+        ...(body ? { 'content-length': String(body.length) } : {}),
+        ...(streamed ? { 'content-type': streamed.contentType, 'content-length': String(streamed.length) } : {}),
+      },
     });
     const timer = setTimeout(() => {
       req.destroy();
@@ -67,7 +73,14 @@ export function providerRequest(
       res.on('error', () => settle(() => reject(new NoAnswer('connection lost while reading the answer'))));
       res.on('end', () => settle(() => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') })));
     });
-    req.end(body);
+    if (streamed) {
+      const source = streamed.open();
+      // The file could not be read (the store failed): the request is cut short; the provider has only part of it.
+      source.on('error', (err) => {
+        req.destroy(err);
+      });
+      source.pipe(req);
+    } else req.end(body);
   });
 }
 

@@ -10,9 +10,11 @@ import type { Principal } from '../identity/principal';
 import type { MailboxService } from '../mailbox/service';
 import { DELIVERY_ACTOR, eventFor, type OutboundSink, type RecordedDelivery, type ReplyTemplate, type TicketCommands } from '../tickets/commands';
 import { sendPostmark } from './senders/postmark';
-import { sendTelegram } from './senders/telegram';
+import { sendTelegram, sendTelegramDocument } from './senders/telegram';
 import { sendTwilio } from './senders/twilio';
-import { sendWhatsapp } from './senders/whatsapp';
+import { sendWhatsapp, uploadWhatsappMedia, whatsappMediaType } from './senders/whatsapp';
+import type { AttachmentSummary } from '../files/types';
+import { assertSendable, MAX_CAPTION, readWhole, type EmailVia, type OutgoingFile } from './attachments';
 import * as store from './store';
 import type { OutgoingReply, SendResult } from './types';
 
@@ -43,12 +45,24 @@ function deliveryMeta(row: Pick<OutboundMessageRow, 'event_id' | 'channel' | 'at
  * in the reply's own transaction (a queue that is down loses nothing: the sweep re-queues it), and refuses
  * what the provider would refuse anyway, before anything is stored.
  */
-export function createOutboundSink(deps: { queues: QueueHub; logger: Logger }): OutboundSink {
+export function createOutboundSink(deps: {
+  queues: QueueHub;
+  logger: Logger;
+  /** Twilio fetches MMS media from signed links to this service: without a public URL an SMS reply carries no file. */
+  publicBaseUrl?: string | undefined;
+  /** How an email reply of the workspace leaves now (the connected mailbox or Postmark): their size limits differ. */
+  emailVia?: (tenantId: string) => Promise<EmailVia>;
+}): OutboundSink {
   return {
-    async record(tx: Executor, tenantId: string, t: TicketRow, replyEventId: string, reply: { body: string; template?: ReplyTemplate }): Promise<RecordedDelivery | undefined> {
+    async record(tx: Executor, tenantId: string, t: TicketRow, replyEventId: string, reply: { body: string; template?: ReplyTemplate; attachments?: AttachmentSummary[] }): Promise<RecordedDelivery | undefined> {
       const channel = t.source;
       if (!SENDING.has(channel)) return undefined;
       if (reply.template && channel !== 'whatsapp') throw refuse('template_not_allowed', `A template reply is a WhatsApp feature; this ticket came in by ${channel}.`);
+      const files = reply.attachments ?? [];
+      if (files.length > 0 && reply.template) throw refuse('attachment_not_sendable', 'A WhatsApp template reply carries no attachments; send the files in a free-form reply.');
+      if (files.length > 0) {
+        assertSendable(channel, files, { publicBaseUrl: deps.publicBaseUrl, ...(channel === 'email' && deps.emailVia ? { emailVia: await deps.emailVia(tenantId) } : {}) });
+      }
       const max = MAX_TEXT[channel];
       if (!reply.template && max !== undefined && reply.body.length > max) {
         throw refuse('reply_too_long', `A ${CHANNEL_NAME[channel]} message holds at most ${max} characters; this reply has ${reply.body.length}.`, [{ path: 'body.body', message: `at most ${max} characters on ${channel}` }]);
@@ -106,8 +120,40 @@ export function createOutboundService(deps: {
   mailbox: Pick<MailboxService, 'sendReply' | 'sender'>;
   tickets: Pick<TicketCommands, 'recordEvents' | 'rememberMessageIds'>;
   sink: OutboundSink;
+  /** A reply's stored files, and signed links to them (Twilio fetches MMS media from those). */
+  files?: {
+    filesOfReply(tenantId: string, eventId: string): Promise<(OutgoingFile & { state: string })[]>;
+    signLink(tenantId: string, attachmentId: string, ttlSeconds: number): string;
+  };
 }) {
   const { db, config, queues, logger, channels, mailbox, tickets } = deps;
+
+  /**
+   * A reply sent in several provider messages (WhatsApp, Telegram: one message per file, the text as the first
+   * file's caption when it fits): each part the provider acknowledged is recorded on the outbox row (committed)
+   * before the next goes, and a later attempt skips the recorded ones, so no part reaches the customer twice.
+   * The reply's provider message id is its first part's.
+   */
+  async function sendParts(tenantId: string, row: Claimed, parts: (() => Promise<SendResult>)[], leaving: () => void): Promise<SendResult> {
+    const done = new Map((row.parts ?? []).map((p) => [p.index, p.provider_message_id]));
+    for (let i = 0; i < parts.length; i++) {
+      if (done.has(i)) continue;
+      leaving();
+      const r = await parts[i]!();
+      if (r.outcome !== 'sent') {
+        const sent = done.size;
+        return sent > 0 && 'reason' in r ? { ...r, reason: `${r.reason} (part ${i + 1} of ${parts.length}; ${sent} already sent, not sent again)` } : r;
+      }
+      if (!(await store.recordPart(db, tenantId, row.event_id, row.claimed_at, { index: i, provider_message_id: r.providerMessageId }))) {
+        return { outcome: 'unknown', reason: 'the claim on this reply was lost while its parts were being sent' };
+      }
+      done.set(i, r.providerMessageId);
+    }
+    return { outcome: 'sent', providerMessageId: done.get(0) ?? [...done.values()][0] ?? '' };
+  }
+
+  /** How long a signed link to a reply's file lives: long enough for Twilio to fetch it (and retry), no longer. */
+  const LINK_TTL_SECONDS = 30 * 60;
 
   const deliveryEvent = (tx: Executor, tenantId: string, ticketId: string, detail: string, meta: Record<string, unknown>) =>
     tickets.recordEvents(tx, tenantId, [eventFor(DELIVERY_ACTOR, ticketId, 'delivery', detail, meta)]);
@@ -125,6 +171,9 @@ export function createOutboundService(deps: {
     if (row.channel !== 'email' && (!creds || !creds.enabled)) return { outcome: 'failed', reason: `The ${name} channel is not connected or is disabled; connect it, then send the reply again.` };
     const values = creds?.values ?? {};
     const reply: OutgoingReply = { eventId: row.event_id, text: ctx.body, to: '' };
+    const files = deps.files ? await deps.files.filesOfReply(tenantId, row.event_id) : [];
+    const lost = files.find((f) => f.state !== 'stored');
+    if (lost) return { outcome: 'failed', reason: `The attached file ${lost.name} is no longer stored (${lost.state}); send the reply again without it.` };
     const key = ctx.conversation_key ?? '';
     const sep = key.indexOf('|');
 
@@ -137,19 +186,33 @@ export function createOutboundService(deps: {
         const via = await mailbox.sender(tenantId);
         if (via) {
           leaving();
-          const r = await mailbox.sendReply(tenantId, { eventId: row.event_id, to: ctx.email, toName: ctx.display_name, subject, text: ctx.body, inReplyTo: ctx.lastInboundMessageId, references, mailboxRef: ctx.lastInboundMailbox });
+          const r = await mailbox.sendReply(tenantId, {
+            eventId: row.event_id,
+            to: ctx.email,
+            toName: ctx.display_name,
+            subject,
+            text: ctx.body,
+            inReplyTo: ctx.lastInboundMessageId,
+            references,
+            mailboxRef: ctx.lastInboundMailbox,
+            ...(files.length > 0 ? { attachments: files } : {}),
+          });
           if (r) return { ...r, sender: via };
         }
         const token = str(values.server_token);
         const from = str(values.from_address);
         if (!token || !from) return { outcome: 'failed', reason: 'No sender for email: connect a mailbox, or set server_token and from_address on the email channel, then send the reply again.' };
         const messageId = `${row.event_id}@${from.split('@')[1] ?? 'mail.invalid'}`;
+        // Postmark takes files as base64 in its JSON: read whole, within its 10 MB limit (checked at write time).
+        const emailAttachments = [];
+        for (const f of files) emailAttachments.push({ Name: f.name, Content: (await readWhole(f)).toString('base64'), ContentType: f.contentType });
         leaving();
         const r = await sendPostmark(config, { server_token: token, from_address: from, ...(str(values.from_name) ? { from_name: str(values.from_name)! } : {}) }, {
           ...reply,
           to: ctx.email,
           toName: ctx.display_name,
           email: { subject: /^re:/i.test(subject) ? subject : `Re: ${subject}`, messageId, ...(ctx.lastInboundMessageId ? { inReplyTo: ctx.lastInboundMessageId } : {}), references },
+          ...(emailAttachments.length > 0 ? { emailAttachments } : {}),
         });
         return { ...r, sender: 'postmark' };
       }
@@ -162,12 +225,18 @@ export function createOutboundService(deps: {
         if (!sid || !auth || (!str(values.phone_number) && !str(values.messaging_service_sid) && sep <= 0)) {
           return { outcome: 'failed', reason: 'The SMS channel lacks account_sid, auth_token and a phone_number or messaging_service_sid; set them, then send the reply again.' };
         }
+        let mediaUrls: string[] = [];
+        if (files.length > 0) {
+          if (!config.PUBLIC_BASE_URL || !deps.files) return { outcome: 'failed', reason: 'An SMS reply with attachments needs PUBLIC_BASE_URL: Twilio fetches each file from a signed link to this service. Set it, then send the reply again.' };
+          const base = config.PUBLIC_BASE_URL.replace(/\/$/, '');
+          mediaUrls = files.map((f) => `${base}/v1/files/${deps.files!.signLink(tenantId, f.id, LINK_TTL_SECONDS)}`);
+        }
         leaving();
         const callback = hookUrl('sms', creds?.inboundToken ?? null);
         const r = await sendTwilio(
           config,
           { account_sid: sid, auth_token: auth, ...(str(values.phone_number) ? { phone_number: str(values.phone_number)! } : {}), ...(str(values.messaging_service_sid) ? { messaging_service_sid: str(values.messaging_service_sid)! } : {}) },
-          { ...reply, to, ...(sep > 0 ? { from: key.slice(sep + 1) } : {}), ...(callback ? { statusCallbackUrl: callback } : {}) },
+          { ...reply, to, ...(sep > 0 ? { from: key.slice(sep + 1) } : {}), ...(callback ? { statusCallbackUrl: callback } : {}), ...(mediaUrls.length > 0 ? { mediaUrls } : {}) },
         );
         return { ...r, sender: 'twilio' };
       }
@@ -179,6 +248,21 @@ export function createOutboundService(deps: {
         if (!number || !to) return { outcome: 'failed', reason: 'The customer has no WhatsApp number to reply to.' };
         if (to.startsWith('group:')) return { outcome: 'failed', reason: 'Replies to WhatsApp groups are not supported; answer the customer one to one.' };
         const template = row.template as ReplyTemplate | null;
+        if (files.length > 0 && !template) {
+          // The text as the first file's caption when it fits, else its own message first; one message per file.
+          const caption = ctx.body.length <= MAX_CAPTION ? ctx.body : undefined;
+          const parts: (() => Promise<SendResult>)[] = caption === undefined ? [() => sendWhatsapp(config, { api_key: apiKey }, { ...reply, to, phoneNumberId: number })] : [];
+          files.forEach((f, i) =>
+            parts.push(async () => {
+              const up = await uploadWhatsappMedia(config, { api_key: apiKey }, number, f);
+              if (up.outcome !== 'sent') return up;
+              const type = whatsappMediaType(f);
+              return sendWhatsapp(config, { api_key: apiKey }, { ...reply, to, phoneNumberId: number, media: { type, id: up.providerMessageId, ...(i === 0 && caption ? { caption } : {}), filename: f.name } });
+            }),
+          );
+          const r = await sendParts(tenantId, row, parts, leaving);
+          return { ...r, sender: 'whatsapp' };
+        }
         leaving();
         const r = await sendWhatsapp(config, { api_key: apiKey }, { ...reply, to, phoneNumberId: number, ...(template ? { template } : {}) });
         return { ...r, sender: 'whatsapp' };
@@ -190,8 +274,20 @@ export function createOutboundService(deps: {
         // The customer's last message, `chat:message_id` as the adapter names it: the answer quotes it.
         const lastId = ctx.lastInbound?.provider_message_id ?? '';
         const messageId = Number(lastId.slice(lastId.lastIndexOf(':') + 1));
+        const quote = Number.isSafeInteger(messageId) && messageId > 0 ? { replyToMessageId: messageId } : {};
+        if (files.length > 0) {
+          // One sendDocument per file, the first quoting the customer and captioned with the text when it fits
+          // (1024 characters); a longer text goes first by sendMessage. Each acknowledged part is recorded.
+          const caption = ctx.body.length <= MAX_CAPTION ? ctx.body : undefined;
+          const parts: (() => Promise<SendResult>)[] = caption === undefined ? [() => sendTelegram(config, { bot_token: token }, { ...reply, to: key, ...quote })] : [];
+          files.forEach((f, i) =>
+            parts.push(() => sendTelegramDocument(config, { bot_token: token }, { to: key, file: f, ...(i === 0 && caption !== undefined ? { caption, ...quote } : {}) })),
+          );
+          const r = await sendParts(tenantId, row, parts, leaving);
+          return { ...r, sender: 'telegram' };
+        }
         leaving();
-        const r = await sendTelegram(config, { bot_token: token }, { ...reply, to: key, ...(Number.isSafeInteger(messageId) && messageId > 0 ? { replyToMessageId: messageId } : {}) });
+        const r = await sendTelegram(config, { bot_token: token }, { ...reply, to: key, ...quote });
         return { ...r, sender: 'telegram' };
       }
       default:

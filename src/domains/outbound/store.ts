@@ -217,3 +217,19 @@ export async function handleOf(db: Executor, tenantId: string, customerId: strin
 export async function ticketDeliveries(db: Executor, tenantId: string, ticketId: string): Promise<OutboundMessageRow[]> {
   return db.selectFrom('outbound_messages').selectAll().where('tenant_id', '=', tenantId).where('ticket_id', '=', ticketId).orderBy('created_at', 'desc').limit(500).execute();
 }
+
+/**
+ * One part of a reply sent in several provider messages, acknowledged: recorded (committed) before the next part
+ * goes, and only while this worker's claim holds, so a retry never sends an acknowledged part again.
+ */
+export async function recordPart(db: Executor, tenantId: string, eventId: string, claimedAt: Date, part: { index: number; provider_message_id: string }): Promise<boolean> {
+  const r = await db
+    .updateTable('outbound_messages')
+    .set({ parts: sql`parts || ${JSON.stringify([part])}::jsonb`, updated_at: sql`now()` })
+    .where('tenant_id', '=', tenantId)
+    .where('event_id', '=', eventId)
+    .where('state', '=', 'sending')
+    .where('claimed_at', '=', claimedAt)
+    .executeTakeFirst();
+  return Number(r.numUpdatedRows) === 1;
+}

@@ -33,6 +33,10 @@ export interface OutgoingReply {
   template?: { name: string; language: string; components?: unknown[] };
   /** Email: the subject, this reply's Message-ID, and the thread's ids (oldest first). */
   email?: { subject: string; messageId: string; inReplyTo?: string; references: string[] };
+  /** SMS/MMS: links Twilio fetches the reply's files from (signed, short-lived links to this service). */
+  mediaUrls?: string[];
+  /** Email through Postmark: the reply's files, base64 (Postmark's `Attachments`). */
+  emailAttachments?: { Name: string; Content: string; ContentType: string }[];
   /** Where the provider posts status callbacks for this send (Twilio), when the deployment knows its own URL. */
   statusCallbackUrl?: string;
 }

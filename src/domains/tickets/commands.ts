@@ -101,7 +101,7 @@ export interface RecordedDelivery {
  * cannot carry); `dispatch` runs after commit.
  */
 export interface OutboundSink {
-  record(tx: Executor, tenantId: string, ticket: TicketRow, replyEventId: string, reply: { body: string; template?: ReplyTemplate }): Promise<RecordedDelivery | undefined>;
+  record(tx: Executor, tenantId: string, ticket: TicketRow, replyEventId: string, reply: { body: string; template?: ReplyTemplate; attachments?: AttachmentSummary[] }): Promise<RecordedDelivery | undefined>;
   dispatch(tenantId: string, replyEventId: string): Promise<void>;
 }
 
@@ -288,13 +288,15 @@ export function createTicketCommands(deps: {
     const firstResponse = kind === 'reply' && t.first_responded_at === null;
     // The outbox first: it may refuse the reply (nothing is written then), and its row names the event to come.
     const replyId = newId();
-    const delivery = kind === 'reply' && outbound ? await outbound.record(tx, tenantId, t, replyId, { body, ...(template ? { template } : {}) }) : undefined;
+    // The uploads are bound first (the event's foreign key is deferred), so the outbox checks the channel's limits on
+    // them; a refusal rolls all of it back.
+    const attached = files ? await files(replyId) : [];
+    const delivery = kind === 'reply' && outbound ? await outbound.record(tx, tenantId, t, replyId, { body, ...(template ? { template } : {}), ...(attached.length > 0 ? { attachments: attached } : {}) }) : undefined;
     if (template && !delivery) throw refuse('template_not_allowed', `A template reply is a WhatsApp feature; this ticket came in by ${t.source}.`);
     const fresh = await store.updateTicketDetail(tx, tenantId, t.id, firstResponse ? { first_responded_at: new Date() } : {});
     const meta = kind === 'reply' ? { first_response: firstResponse, ...(delivery ? { delivery: delivery.state, channel: delivery.channel } : {}), ...(template ? { template } : {}) } : {};
     const event = { ...eventFor(by, t.id, kind, body, meta), id: replyId };
     const deliveryEvent = delivery ? [eventFor(DELIVERY_ACTOR, t.id, 'delivery', delivery.detail, delivery.meta)] : [];
-    const attached = files ? await files(replyId) : [];
     await timeline(tx, tenantId, [event, ...deliveryEvent], { ...freshly(fresh), ...(attached.length > 0 ? { attachments: new Map([[replyId, attached]]) } : {}) });
     const queued = delivery?.dispatch === true;
     if (kind === 'reply' && t.assignee_id) {

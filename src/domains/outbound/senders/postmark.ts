@@ -21,7 +21,7 @@ export async function sendPostmark(s: SenderSettings, creds: { server_token: str
     answer = await providerRequest(`${s.POSTMARK_API_URL.replace(/\/$/, '')}/email`, {
       method: 'POST',
       headers: { accept: 'application/json', 'content-type': 'application/json', 'x-postmark-server-token': creds.server_token },
-      body: JSON.stringify({ From: from, To: r.to, Subject: e.subject, TextBody: r.text, Headers: headers, MessageStream: 'outbound' }),
+      body: JSON.stringify({ From: from, To: r.to, Subject: e.subject, TextBody: r.text, Headers: headers, MessageStream: 'outbound', ...(r.emailAttachments?.length ? { Attachments: r.emailAttachments } : {}) }),
       timeoutMs: s.OUTBOUND_SEND_TIMEOUT_MS,
     });
   } catch (err) {

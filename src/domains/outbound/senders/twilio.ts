@@ -18,6 +18,8 @@ export async function sendTwilio(
   if (creds.messaging_service_sid) form.set('MessagingServiceSid', creds.messaging_service_sid);
   else form.set('From', r.from ?? creds.phone_number ?? '');
   if (r.statusCallbackUrl) form.set('StatusCallback', r.statusCallbackUrl);
+  // MMS: one MediaUrl per file (at most 10), each a signed link Twilio fetches from this service.
+  for (const url of r.mediaUrls ?? []) form.append('MediaUrl', url);
   let answer;
   try {
     answer = await providerRequest(`${s.TWILIO_API_URL.replace(/\/$/, '')}/2010-04-01/Accounts/${encodeURIComponent(creds.account_sid)}/Messages.json`, {
