@@ -163,6 +163,22 @@ describe('replies and notes name their uploads', () => {
     expect((await ctx.http.get(`/v1/attachments/${a.attachment.id}`).set(bearer(ws.ownerKey))).body.internal).toBe(true);
   });
 
+  test('merging keeps the files: they follow their events to the winner, whose timeline lists them, and they still download', async () => {
+    const source = await createTicket(ctx, ws);
+    const target = await createTicket(ctx, ws);
+    const up = await uploaded(ws.ownerKey, PNG, 'receipt.png');
+    expect((await reply(ws.ownerKey, source.id, { body: 'Your receipt.', attachments: [up.upload_token] })).status).toBe(201);
+    const merged = await ctx.http.post(`/v1/tickets/${source.id}/merge`).set(bearer(ws.ownerKey)).send({ target_ticket_id: target.id });
+    expect(merged.status).toBe(200);
+    const copied = (await timeline(ws.ownerKey, target.id)).find((e) => e.kind === 'reply');
+    expect(copied?.attachments).toEqual([expect.objectContaining({ id: up.attachment.id, name: 'receipt.png', state: 'stored' })]);
+    const meta = await ctx.http.get(`/v1/attachments/${up.attachment.id}`).set(bearer(ws.ownerKey)).expect(200);
+    expect(meta.body).toMatchObject({ ticket_id: target.id, event_id: copied!.id });
+    const dl = await content(ws.ownerKey, up.attachment.id);
+    expect(dl.status).toBe(200);
+    expect(dl.body).toEqual(PNG);
+  });
+
   test('a token used, another user\'s, another workspace\'s, expired or unknown: 422 naming each, and nothing is written', async () => {
     const t = await createTicket(ctx, ws);
     const used = await uploaded(ws.ownerKey, PNG, 'a.png');

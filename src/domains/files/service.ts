@@ -230,6 +230,8 @@ export function createFileService(deps: FileServiceDeps) {
   }
 
   const binder: AttachmentBinder = {
+    followMerge: (tx, tenantId, from, moves) => store.followMerge(tx, tenantId, from.sourceTicketId, from.targetTicketId, moves),
+
     async bindUploads(tx, caller, tokens, to) {
       if (tokens.length === 0) return [];
       const rows = await store.lockUploads(tx, caller.tenantId, [...new Set(tokens.map(hashUploadToken))]);

@@ -62,6 +62,20 @@ export async function bindUploads(db: Executor, tenantId: string, ids: string[],
     .execute();
 }
 
+/**
+ * A merge copies the source's events to the winner: their files follow the copies (ticket and event), so the
+ * winner's timeline lists them and reach follows the live ticket. The bytes and the usage count do not change.
+ */
+export async function followMerge(db: Executor, tenantId: string, sourceTicketId: string, targetTicketId: string, moves: { from: string; to: string }[]): Promise<number> {
+  if (moves.length === 0) return 0;
+  const { rows } = await sql<{ id: string }>`
+    UPDATE attachments a SET ticket_id = ${targetTicketId}, event_id = m.to_id
+    FROM unnest(${moves.map((m) => m.from)}::uuid[], ${moves.map((m) => m.to)}::uuid[]) AS m(from_id, to_id)
+    WHERE a.tenant_id = ${tenantId} AND a.ticket_id = ${sourceTicketId} AND a.event_id = m.from_id
+    RETURNING a.id`.execute(db);
+  return rows.length;
+}
+
 /** The workspace's bytes held, without a lock (a quick refusal before any byte of an upload is read). */
 export async function usage(db: Executor, tenantId: string): Promise<{ bytes: number; quota_reached_at: Date | null }> {
   const row = await db.selectFrom('file_usage').select(['bytes', 'quota_reached_at']).where('tenant_id', '=', tenantId).executeTakeFirst();

@@ -85,4 +85,6 @@ export interface AttachmentBinder {
     tokens: string[],
     to: { ticketId: string; eventId: string; internal: boolean },
   ): Promise<AttachmentSummary[]>;
+  /** A merge's copied events take the source events' files (`moves`: source event id → its copy's id). */
+  followMerge(tx: import('../../db').Executor, tenantId: string, from: { sourceTicketId: string; targetTicketId: string }, moves: { from: string; to: string }[]): Promise<number>;
 }

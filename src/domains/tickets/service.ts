@@ -192,7 +192,8 @@ export function createTicketService(deps: {
         if (target.status === 'merged') throw ticketMerged(targetId);
 
         // The winner's timeline is complete: every source event, with its time and actor, marked via_merge.
-        const copies: Omit<NewTicketEvent, 'tenant_id'>[] = (await store.listEvents(tx, actor.tenantId, sourceId)).map((e) => ({
+        const sourceEvents = await store.listEvents(tx, actor.tenantId, sourceId);
+        const copies: Omit<NewTicketEvent, 'tenant_id'>[] = sourceEvents.map((e) => ({
           id: newId(),
           ticket_id: targetId,
           kind: e.kind,
@@ -204,6 +205,8 @@ export function createTicketService(deps: {
           created_at: e.created_at,
         }));
         await store.insertEvents(tx, actor.tenantId, copies);
+        // Merging keeps the files: they follow their events' copies to the winner (issue 34).
+        await deps.attachments?.followMerge(tx, actor.tenantId, { sourceTicketId: sourceId, targetTicketId: targetId }, sourceEvents.map((e, i) => ({ from: e.id, to: copies[i]!.id! })));
         await store.updateTicket(tx, actor.tenantId, sourceId, { status: 'merged', merged_into_id: targetId });
         await store.updateTicket(tx, actor.tenantId, targetId, {});
         const by = await commands.userActor(tx, actor);
