@@ -7,7 +7,7 @@
  * never sends one twice. Each channel's limits refuse the reply (422 attachment_not_sendable) with nothing stored.
  */
 import { createHash, randomBytes, randomInt } from 'node:crypto';
-import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DomainError } from '../src/lib/errors';
 import { assertSendable } from '../src/domains/outbound/attachments';
@@ -16,6 +16,7 @@ import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { connect, ingest } from './helpers/ingest';
 import { emailPayload, newEmailMessageId, smsPayload, telegramUpdate, whatsappPayload } from './helpers/payloads';
 import { freePort } from './helpers/ports';
+import { doublesEnv, startForwarder, stopForwarder } from './helpers/public-forwarder';
 import { startMailProviderDouble, type MailProviderDouble } from './helpers/mail-provider-double';
 import { helpers as mailboxHelpers, PROVIDERS, providerEnv, suite } from './helpers/mailbox';
 import { startProviderDoubles, type ProviderDoubles } from './helpers/provider-doubles';
@@ -42,18 +43,6 @@ let ctx: TestContext;
 let forwarder: Server;
 let publicBase: string;
 
-/** PUBLIC_BASE_URL is known before the app starts: a forwarder on a port chosen first relays to the app. */
-function startForwarder(port: number, target: () => number): Promise<Server> {
-  const server = createServer((req, res) => {
-    const up = httpRequest({ host: '127.0.0.1', port: target(), method: req.method, path: req.url, headers: req.headers }, (r) => {
-      res.writeHead(r.statusCode ?? 502, r.headers);
-      r.pipe(res);
-    });
-    up.on('error', () => res.headersSent || res.writeHead(502).end());
-    req.pipe(up);
-  });
-  return new Promise((resolve) => server.listen(port, '127.0.0.1', () => resolve(server)));
-}
 
 beforeAll(async () => {
   doubles = await startProviderDoubles();
@@ -67,10 +56,7 @@ beforeAll(async () => {
   ctx = await startTestApp({
     env: {
       ...providerEnv(),
-      POSTMARK_API_URL: doubles.urls.postmark,
-      TWILIO_API_URL: doubles.urls.twilio,
-      WHATSAPP_API_URL: doubles.urls.whatsapp,
-      TELEGRAM_API_URL: doubles.urls.telegram,
+      ...doublesEnv(doubles),
       PUBLIC_BASE_URL: publicBase,
       OUTBOUND_SEND_TIMEOUT_MS: '2000',
       OUTBOUND_RETRY_BASE_MS: '50',
@@ -83,10 +69,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await ctx?.close();
-  if (forwarder) {
-    forwarder.closeAllConnections();
-    await new Promise<void>((resolve) => forwarder.close(() => resolve()));
-  }
+  await stopForwarder(forwarder);
   await doubles?.close();
   await mailDouble?.close();
 });
@@ -449,6 +432,13 @@ describe('Telegram sendDocument', () => {
     expect(row.attempts).toBe(2);
     expect(row.parts.map((p) => p.index)).toEqual([0, 1]);
     expect(row.provider_message_id).toBe(sends[0]!.providerMessageId);
+    // The deliveries list shows the parts the provider accepted, in order.
+    const list = await ctx.http.get(`/v1/tickets/${ticketId}/deliveries`).set(bearer(ws.ownerKey)).expect(200);
+    const listed = (list.body.deliveries as { reply_event_id: string; parts: { index: number; provider_message_id: string }[] }[]).find((d) => d.reply_event_id === eventId)!;
+    expect(listed.parts).toEqual([
+      { index: 0, provider_message_id: sends[0]!.providerMessageId },
+      { index: 1, provider_message_id: sends[2]!.providerMessageId },
+    ]);
   });
 
   test('exactly once per part: a part whose answer never came makes the reply unknown; the agent\'s retry sends only the parts not acknowledged', async () => {

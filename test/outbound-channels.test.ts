@@ -7,7 +7,7 @@
  * agent's retry sends it again). Status callbacks come back through the native hook, signed like the provider
  * signs. Email replies through a connected mailbox are covered by mailbox-flows.test.ts.
  */
-import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes, randomInt } from 'node:crypto';
 import { startTestApp, type TestContext } from './helpers/context';
@@ -15,6 +15,7 @@ import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { connect, ingest, ticketDetail, type TicketEvent } from './helpers/ingest';
 import { emailPayload, newEmailMessageId, smsPayload, telegramUpdate, whatsappPayload } from './helpers/payloads';
 import { freePort } from './helpers/ports';
+import { doublesEnv, startForwarder, stopForwarder } from './helpers/public-forwarder';
 import { startProviderDoubles, type ProviderDoubles, type RecordedSend } from './helpers/provider-doubles';
 import { eventually, sleep } from './helpers/wait';
 
@@ -43,21 +44,6 @@ let forwarder: Server;
 let publicBase: string;
 let apiBase: string;
 
-/**
- * PUBLIC_BASE_URL must be known before the app starts, and the test app listens on an ephemeral port: a small
- * forwarder listens on a port chosen first and relays to the app, standing for the load balancer in front of it.
- */
-function startForwarder(port: number, target: () => number): Promise<Server> {
-  const server = createServer((req, res) => {
-    const up = httpRequest({ host: '127.0.0.1', port: target(), method: req.method, path: req.url, headers: req.headers }, (r) => {
-      res.writeHead(r.statusCode ?? 502, r.headers);
-      r.pipe(res);
-    });
-    up.on('error', () => res.headersSent || res.writeHead(502).end());
-    req.pipe(up);
-  });
-  return new Promise((resolve) => server.listen(port, '127.0.0.1', () => resolve(server)));
-}
 
 beforeAll(async () => {
   doubles = await startProviderDoubles();
@@ -70,10 +56,7 @@ beforeAll(async () => {
   publicBase = `http://127.0.0.1:${port}`;
   ctx = await startTestApp({
     env: {
-      POSTMARK_API_URL: doubles.urls.postmark,
-      TWILIO_API_URL: doubles.urls.twilio,
-      WHATSAPP_API_URL: doubles.urls.whatsapp,
-      TELEGRAM_API_URL: doubles.urls.telegram,
+      ...doublesEnv(doubles),
       PUBLIC_BASE_URL: publicBase,
       OUTBOUND_SEND_TIMEOUT_MS: '700',
       OUTBOUND_RETRY_BASE_MS: '50',
@@ -85,10 +68,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await ctx?.close();
-  if (forwarder) {
-    forwarder.closeAllConnections();
-    await new Promise<void>((resolve) => forwarder.close(() => resolve()));
-  }
+  await stopForwarder(forwarder);
   await doubles?.close();
 });
 beforeEach(() => doubles.reset());

@@ -14,6 +14,9 @@ const delivery = z
     provider_message_id: z.string().nullable().meta({ examples: ['SM3f1c0a9b8e7d6c5b4a3f2e1d0c9b8a7f'] }),
     attempts: z.number().int(),
     segments: z.number().int().nullable().meta({ description: 'SMS: the segments Twilio split the body into.' }),
+    parts: z
+      .array(z.object({ index: z.number().int(), provider_message_id: z.string() }))
+      .meta({ description: 'A reply sent as several provider messages (one per file on WhatsApp and Telegram): the parts the provider accepted, in order. A retry sends only the others.' }),
     error_code: z.string().nullable().meta({ description: "The provider's own code of a failure (Twilio 21211, WhatsApp 131047, Postmark 406…)." }),
     last_error: z.string().nullable(),
     sent_at: at,
@@ -34,6 +37,7 @@ const EXAMPLE = {
   provider_message_id: 'SM3f1c0a9b8e7d6c5b4a3f2e1d0c9b8a7f',
   attempts: 1,
   segments: 2,
+  parts: [],
   error_code: null,
   last_error: null,
   sent_at: '2025-03-14T09:31:02.114Z',
@@ -71,7 +75,7 @@ export const outboundOperations = [
     params: z.object({ ticket_id: z.uuid(), reply_event_id: z.uuid() }),
     response: { status: 202, description: 'Queued again', schema: delivery },
     errors: ['delivery_not_retryable', 'whatsapp_window_closed'],
-    example: { response: { ...EXAMPLE, state: 'queued', attempts: 1, sent_at: null, delivered_at: null, provider_message_id: null, segments: null } },
+    example: { response: { ...EXAMPLE, state: 'queued', attempts: 1, sent_at: null, delivered_at: null, provider_message_id: null, segments: null, parts: [] } },
     handler: async ({ principal, params }, s) => ({ status: 202, body: await s.outbound.retry(principal, params.ticket_id, params.reply_event_id) }),
   }),
 ];

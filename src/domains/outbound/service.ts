@@ -411,6 +411,7 @@ export function createOutboundService(deps: {
     provider_message_id: r.provider_message_id,
     attempts: r.attempts,
     segments: r.segments,
+    parts: [...(r.parts ?? [])].sort((a, b) => a.index - b.index),
     error_code: r.error_code,
     last_error: r.last_error,
     sent_at: r.sent_at ? iso(r.sent_at) : null,
