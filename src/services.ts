@@ -74,10 +74,12 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   });
   // Attachments (issue 34): the blob store of FILES_DIR or FILES_S3_*, scanning through clamd when configured. A
   // file's state change moves its ticket's version (the tickets service is made just below).
+  // One blob store for the process: uploads, downloads and the inbound fetches share its client (and S3 pool).
+  const blobs = blobStoreFromConfig(section(config, 'files'));
   const files = createFileService({
     db,
     config: section(config, 'files'),
-    blobs: blobStoreFromConfig(section(config, 'files')),
+    blobs,
     logger,
     events,
     redis,
@@ -109,7 +111,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   const inboundFiles = createInboundFiles({
     db,
     config: section(config, 'inboundFiles', 'outbound', 'files'),
-    blobs: blobStoreFromConfig(section(config, 'files')),
+    blobs,
     queues,
     channels,
     logger,

@@ -78,7 +78,6 @@ const inboundMessage = z.object({
 
 /** The configuration job rows read (their options and schedules). */
 export interface JobSettings {
-  OUTBOUND_ATTEMPTS: number;
   MAILBOX_REFRESH_SECONDS: number;
   WEBHOOK_SWEEP_MS: number;
   SLA_SWEEP_SECONDS: number;
@@ -323,7 +322,7 @@ export interface EnqueueOptions {
   priority?: number;
 }
 
-const DEFAULT_SETTINGS: JobSettings = { OUTBOUND_ATTEMPTS: 5, MAILBOX_REFRESH_SECONDS: 900, WEBHOOK_SWEEP_MS: 30000, SLA_SWEEP_SECONDS: 10 };
+const DEFAULT_SETTINGS: JobSettings = { MAILBOX_REFRESH_SECONDS: 900, WEBHOOK_SWEEP_MS: 30000, SLA_SWEEP_SECONDS: 10 };
 
 const delayOf = (o: EnqueueOptions) => o.delayMs ?? (o.dueAt !== undefined ? o.dueAt - Date.now() : 0);
 

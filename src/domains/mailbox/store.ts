@@ -123,7 +123,8 @@ export async function sentToday(db: Executor, tenantId: string): Promise<number>
     .where('channel', '=', 'email')
     .where((eb) => eb.or([eb('sender', 'is', null), eb('sender', 'in', ['google', 'microsoft'])]))
     .where('state', 'in', ['sent', 'delivered', 'read', 'unknown'])
-    .where('sent_at', '>=', sql<Date>`date_trunc('day', now() at time zone 'UTC') at time zone 'UTC'`)
+    // An unknown send has no sent_at: it counts from when it was claimed (it may have gone out then).
+    .where(sql<Date>`coalesce(sent_at, claimed_at)`, '>=', sql<Date>`date_trunc('day', now() at time zone 'UTC') at time zone 'UTC'`)
     .executeTakeFirstOrThrow();
   return Number(row.n);
 }
