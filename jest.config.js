@@ -6,9 +6,9 @@ module.exports = {
   transform: {
     '^.+\\.(t|j)sx?$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
   },
-  // jose, uuid, base-x and file-type (with its readers) ship ESM only; swc turns them into CommonJS for jest's
+  // jose, uuid, base-x, file-type (with its readers) and stream-json (with stream-chain) ship ESM only; swc turns them into CommonJS for jest's
   // module loader (Node itself loads them with require()).
-  transformIgnorePatterns: ['/node_modules/(?!(jose|uuid|base-x|file-type|strtok3|token-types|@tokenizer|uint8array-extras|@borewit)/)'],
+  transformIgnorePatterns: ['/node_modules/(?!(jose|uuid|base-x|file-type|strtok3|token-types|@tokenizer|uint8array-extras|@borewit|stream-json|stream-chain)/)'],
   globalSetup: '<rootDir>/test/helpers/global-setup.ts',
   globalTeardown: '<rootDir>/test/helpers/global-teardown.ts',
   testTimeout: 30000,

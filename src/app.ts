@@ -144,7 +144,7 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
   // The widget's visitor routes (sessions, messages, the live conversation) by the same rule (issue 33).
   app.use('/v1/web-chat', webChatVisitorCors((key, origin) => services.webChat.originAllowed(key, origin)));
   const router = express.Router({ caseSensitive: true, strict: false });
-  mountOperations(router, operations, services, { bodyLimit: config.BODY_LIMIT_BYTES });
+  mountOperations(router, operations, services, { bodyLimit: config.BODY_LIMIT_BYTES, spool: services.inboundFiles.spool });
   app.use(router);
 
   // A known path with another method is 405 with Allow, not a misleading 404.

@@ -280,6 +280,10 @@ const schema = z
     // the hosts besides TWILIO_API_URL's own a Twilio MediaUrl may name (`*.` for any subdomain): a MediaUrl
     // anywhere else is never fetched (it comes from the payload, and the account's credentials go with it).
     FILES_MAX_PER_MESSAGE: int(1, 100).default(20),
+    // The largest inbound email body (POST /v1/hooks/email/…, POST /v1/ingest/email) with its files inside the
+    // JSON as base64: Postmark takes mail up to 35 MB, which its JSON carries in about 48 MB. Over BODY_LIMIT_BYTES
+    // it is read as it arrives and the files' text goes straight to the file store (src/lib/spooled-json.ts).
+    INGEST_EMAIL_MAX_BYTES: int(1024, 1024 * 1024 * 1024).default(50 * 1024 * 1024),
     FILES_FETCH_CONCURRENCY: int(1, 256).default(8),
     FILES_FETCH_TIMEOUT_MS: int(100, 600_000).default(60_000),
     TWILIO_MEDIA_HOSTS: z.string().max(2048).regex(/^[a-z0-9.*,\s-]*$/i, 'must be a comma-separated list of host names (*.example.com for subdomains)').default('api.twilio.com,*.twilio.com'),
@@ -445,7 +449,7 @@ export const CONFIG_SECTIONS = {
     'FILES_S3_FORCE_PATH_STYLE',
     'FILES_S3_PRESIGN_SECONDS',
   ],
-  inboundFiles: ['FILES_MAX_PER_MESSAGE', 'FILES_FETCH_CONCURRENCY', 'FILES_FETCH_TIMEOUT_MS', 'TWILIO_MEDIA_HOSTS'],
+  inboundFiles: ['FILES_MAX_PER_MESSAGE', 'INGEST_EMAIL_MAX_BYTES', 'FILES_FETCH_CONCURRENCY', 'FILES_FETCH_TIMEOUT_MS', 'TWILIO_MEDIA_HOSTS'],
 } as const satisfies Record<string, readonly (keyof Config)[]>;
 
 export type SectionName = keyof typeof CONFIG_SECTIONS;

@@ -45,6 +45,7 @@ import { createReadRouting } from './db/reads';
 import { createAfterAnswer } from './lib/after-answer';
 import { createFileService } from './domains/files/service';
 import { blobStoreFromConfig } from './domains/files/blobs';
+import { createFetchTurns } from './domains/inbound-files/fair-queue';
 import { scannerFromConfig } from './domains/files/scan';
 import { createInboundFiles } from './domains/inbound-files/service';
 import { createSkippedRecorder } from './domains/inbound-files/skipped';
@@ -108,16 +109,22 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
   const rollups = createRollupService({ db, queues, logger, reads });
   // Inbound files (issue 34): staged at the edge, fetched by the files.fetch job after the ingest commit.
   const recordSkipped = createSkippedRecorder({ db, bumpTicketVersion: (tx, tenantId, ticketId) => tickets.commands.bumpVersion(tx, tenantId, ticketId) });
+  const fetchTurns = createFetchTurns({ redis, prefix: config.REDIS_PREFIX });
   const inboundFiles = createInboundFiles({
     db,
-    config: section(config, 'inboundFiles', 'outbound', 'files'),
+    // The mailbox APIs' base URLs only (not the OAuth clients): polled mail's files are read from them.
+    config: { ...section(config, 'inboundFiles', 'outbound', 'files'), GOOGLE_GMAIL_API_URL: config.GOOGLE_GMAIL_API_URL, MICROSOFT_GRAPH_API_URL: config.MICROSOFT_GRAPH_API_URL },
     blobs,
     queues,
     channels,
     logger,
     files: () => ({ storeInbound: (tenantId, to, opts) => files.storeInbound(tenantId, to, opts), recordSkipped }),
+    turns: fetchTurns,
+    // Polled mail's files are fetched with the mailbox's token, asked for when the file is (the mailbox is made
+    // below, and exists before any job runs); the job never carries it.
+    mailboxTokens: (tenantId, mailboxOfFile, opts) => mailbox.tokenForFiles(tenantId, mailboxOfFile, opts),
   });
-  const ingestProcessor = createIngestWorker({ db, tickets: tickets.commands, customers, logger, files: inboundFiles });
+  const ingestProcessor = createIngestWorker({ db, tickets: tickets.commands, customers, logger, files: inboundFiles, uploads: files });
   // Whether live intake saturates the host: background work makes way for it.
   const intakePressure = createIntakePressure(queues, config.INTAKE_QUEUE_SHARDS);
   // One lane per workspace per process, across channel ingest and provider webhooks.
@@ -128,7 +135,7 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     sharedQueued: config.INTAKE_WORKSPACE_SHARED_QUEUED,
     contended: createHostSaturation().saturated,
   });
-  const mailbox = createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, ingest: ingestProcessor, events });
+  const mailbox = createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, ingest: ingestProcessor, events, files: inboundFiles });
   const outbound = createOutboundService({ db, config: section(config, 'outbound', 'http'), queues, logger, channels, mailbox, tickets: tickets.commands, sink: outboundSink, files });
   const ingest = createIngestGateway({ db, config: section(config, 'intake', 'redis', 'http'), redis, queues, bus, channels, fair, files: inboundFiles });
   return {
@@ -156,9 +163,10 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     macros: createMacroService({ db, tickets: tickets.commands, queries: tickets.queries }),
     channels,
     ingest,
-    webChat: createWebChatService({ db, config: section(config, 'webChat', 'events', 'secrets', 'redis'), redis, logger, channels, ingest, live: events.live }),
+    webChat: createWebChatService({ db, config: section(config, 'webChat', 'events', 'secrets', 'redis'), redis, logger, channels, ingest, files, live: events.live }),
     ingestProcessor,
     inboundFiles,
+    fetchTurns,
     slaPolicies: createSlaPolicyService({ db }),
     rollups,
     work: createWorkService({ db, rollups, tickets: { find: tickets.queries.find, bumpVersion: tickets.commands.bumpVersion }, events }),

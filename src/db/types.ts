@@ -622,6 +622,8 @@ export interface AttachmentsTable {
   source: 'upload' | 'inbound';
   internal: ColumnType<boolean, boolean | undefined, boolean>;
   uploaded_by: string | null;
+  /** A web chat visitor's upload (migration 0037): their visitor id; `uploaded_by` is then null. */
+  uploaded_by_visitor: ColumnType<string | null, string | null | undefined, string | null>;
   expires_at: Date | null;
   created_at: CreatedAt;
   stored_at: Date | null;

@@ -78,5 +78,10 @@ export function webChatVisitorCors(allowed: (key: WebChatCorsKey, origin: string
     const visitorToken = queryString(req, 'visitor_token') ?? /^Bearer\s+(\S+)$/i.exec(req.get('authorization') ?? '')?.[1];
     return visitorToken !== undefined ? { visitorToken } : undefined;
   };
-  return connectionCors(keyOf, allowed, { methods: 'GET, POST', headers: 'Authorization, Content-Type, Last-Event-ID', expose: 'Retry-After, X-Request-Id' });
+  // Range and the download's own headers: a widget may fetch a visitor's file (or part of it) and name it.
+  return connectionCors(keyOf, allowed, {
+    methods: 'GET, POST',
+    headers: 'Authorization, Content-Type, Last-Event-ID, Range',
+    expose: 'Retry-After, X-Request-Id, Content-Disposition, Content-Range',
+  });
 }

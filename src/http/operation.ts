@@ -37,7 +37,13 @@ export interface OperationInput<P, Q, B> {
   /** Versioned operations: the If-Match the request sent, if any. */
   ifMatch?: VersionCondition;
   /** Operations with `rawBody`: the bytes exactly as sent (decompressed) and the request headers. */
-  raw?: { body: Buffer; headers: Record<string, string | string[] | undefined>; url: { protocol: string; host: string; originalUrl: string } };
+  raw?: {
+    body: Buffer;
+    headers: Record<string, string | string[] | undefined>;
+    url: { protocol: string; host: string; originalUrl: string };
+    /** A spooled body (`spooledJson`): the JSON as read, its large strings in the store; `body` is then empty. */
+    json?: unknown;
+  };
   /** Operations with `streamBody`: the request body as it arrives, unread, and the request headers. */
   stream?: { body: Readable; headers: IncomingHttpHeaders };
   /** Operations with `readsHeaders`: those request headers (lower-case names), undefined when not sent. */
@@ -81,6 +87,15 @@ export interface Operation<
    * documents `mediaType` with `schema` as the request body.
    */
   streamBody?: { mediaType: string; schema: Record<string, unknown>; description?: string };
+  /**
+   * A JSON body that may be far larger than BODY_LIMIT_BYTES (an email with its files, which Postmark sends inside
+   * the JSON). When `when` holds for the request's path parameters and the body is over BODY_LIMIT_BYTES or of
+   * unknown length, it is read as it arrives (src/http/spooled-body.ts): the strings at `spill` paths go to the file
+   * store as they arrive (the parsed body holds '' there; `spooledMember` says where the text went), the rest
+   * within BODY_LIMIT_BYTES, the whole within INGEST_EMAIL_MAX_BYTES. With `rawBody` the handler gets the parsed
+   * value as `raw.json`. Strings no handler adopted are removed after the answer.
+   */
+  spooledJson?: { when(params: Record<string, string>): boolean; spill(path: readonly (string | number)[]): boolean };
   /** Public intake: a 4xx refusal is charged to the client address's refusal budget (src/http/throttle.ts). */
   chargeRefusals?: boolean;
   /**

@@ -9,6 +9,8 @@ import { toFieldErrors } from './errors';
 import { setLogTenant } from '../lib/log-context';
 import { assertStorableJson, jsonTooComplex, unstorableText } from '../lib/json-limits';
 import { bodyScannedClean, scanJsonBody, TOO_COMPLEX } from './input-guard';
+import { readSpooledBody, releaseSpooled, wantsSpool, type SpoolStore } from './spooled-body';
+import type { SpooledString } from '../lib/spooled-json';
 import type { ApiLimits } from './api-limits';
 import type { AuthThrottle } from './auth-throttle';
 import type { HandlerResult, Operation, OperationInput } from './operation';
@@ -122,7 +124,7 @@ function splice(head: string, rendered: Record<string, Buffer>): Buffer {
   return Buffer.concat(parts);
 }
 
-export function mountOperations<S extends RouterServices>(router: Router, ops: Operation<S>[], services: S, opts: { bodyLimit: number }): void {
+export function mountOperations<S extends RouterServices>(router: Router, ops: Operation<S>[], services: S, opts: { bodyLimit: number; spool?: SpoolStore }): void {
   const json = express.json({ limit: opts.bodyLimit, strict: true, type: () => true, verify: scanJsonBody });
   const raw = express.raw({ limit: opts.bodyLimit, type: () => true });
   // What outlives its request (an event stream) checks its credential again; streams of one credential share it.
@@ -155,7 +157,19 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
         let body: unknown = undefined;
         let rawInput: OperationInput<unknown, unknown, unknown>['raw'];
         let streamInput: OperationInput<unknown, unknown, unknown>['stream'];
-        if (op.streamBody) {
+        if (opts.spool && op.spooledJson?.when(req.params as Record<string, string>) && wantsSpool(req, opts.bodyLimit)) {
+          // A large JSON body (an email with its files): read as it arrives, its files' text written to the store.
+          const read = await readSpooledBody(req, res, op.spooledJson.spill, opts.spool, opts.bodyLimit, !op.rawBody);
+          res.locals.spooled = read.spooled;
+          if (op.rawBody) {
+            rawInput = { body: Buffer.alloc(0), json: read.value, headers: req.headers, url: { protocol: req.protocol, host: req.get('host') ?? '', originalUrl: req.originalUrl } };
+          } else if (op.body) {
+            assertStorableJson(read.value, 'body');
+            const parsed = op.body.safeParse(read.value);
+            if (!parsed.success) throw validationFailed(toFieldErrors(parsed.error, 'body'));
+            body = parsed.data;
+          }
+        } else if (op.streamBody) {
           // The handler reads the body as it arrives; a compressed one it would have to inflate without a bound.
           const encoding = req.headers['content-encoding'];
           if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') throw refuse('unsupported_media_type', 'Send the body without a Content-Encoding.');
@@ -356,6 +370,8 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
         // rather than reading the rest only to throw it away (see src/domains/files/routes.ts).
         if (op.streamBody && !req.complete && !res.headersSent) res.setHeader('Connection', 'close');
         next(op.chargeRefusals ? await services.intakeRefusals.charge(req.ip, err) : err);
+      } finally {
+        await releaseSpooled(res.locals.spooled as SpooledString[] | undefined, opts.spool, req.log);
       }
     });
   }

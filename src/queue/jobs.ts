@@ -44,6 +44,9 @@ export function shardOf(tenantId: string, shards: number): number {
  * A file a message carries (issue 34), as the adapter listed it and the edge prepared it: `staged` is the blob
  * key of a Postmark part's base64 text, `skip` says why it is listed but not fetched.
  */
+/** The longest provider id a polled file's reference may carry (Gmail attachment ids run to several hundred characters). */
+export const MAILBOX_ID_MAX = 4096;
+
 const inboundFileRef = z.object({
   name: z.string().min(1).max(1024),
   declaredType: z.string().max(100).optional(),
@@ -54,6 +57,9 @@ const inboundFileRef = z.object({
     z.object({ kind: z.literal('twilio'), url: z.string().max(2048) }),
     z.object({ kind: z.literal('whatsapp'), mediaId: z.string().max(256) }),
     z.object({ kind: z.literal('telegram'), fileId: z.string().max(1024) }),
+    // Polled mail (issue 34): ids only. The access token is never here; the worker asks the mailbox service for it.
+    z.object({ kind: z.literal('gmail'), address: z.string().max(320), messageId: z.string().min(1).max(MAILBOX_ID_MAX), attachmentId: z.string().min(1).max(MAILBOX_ID_MAX).optional(), partId: z.string().min(1).max(64).optional() }),
+    z.object({ kind: z.literal('graph'), address: z.string().max(320), messageId: z.string().min(1).max(MAILBOX_ID_MAX), attachmentId: z.string().max(MAILBOX_ID_MAX) }),
   ]),
   staged: z.string().max(512).optional(),
   skip: z.object({ reason: z.string().max(500), limit: z.number().int().optional() }).optional(),
@@ -74,6 +80,8 @@ const inboundMessage = z.object({
   mailbox: z.object({ provider: z.string(), address: z.string(), messageId: z.string(), threadId: z.string().optional() }).optional(),
   files: z.array(inboundFileRef).max(200).optional(),
   filesOmitted: z.number().int().min(1).optional(),
+  /** Web chat sessions only: the ids of the visitor's checked uploads (never their tokens), bound by the worker. */
+  uploads: z.array(z.uuid()).min(1).max(20).optional(),
 });
 
 /** The configuration job rows read (their options and schedules). */

@@ -19,6 +19,13 @@ import type { AddressInfo } from 'node:net';
  *   thread in the sender's mailbox, which is what `sent()[i].threadId` shows. An unknown threadId → 404.
  * - Graph message: reply (POST /me/messages/{id}/reply, JSON or base64 MIME as text/plain) answers 202 and
  *   files the reply in the original message's conversation; an unknown id → 404 ErrorItemNotFound.
+ * - Attachments (issue 34). Gmail `format=full` lists each part with a filename with `body: {attachmentId, size}`
+ *   (or, for a part delivered with `gmailInlineData`, `body: {size, data}` inline), and users.messages.attachments.get
+ *   answers the MessagePartBody `{size, data}` with base64url data. Graph's message has `hasAttachments` (false when
+ *   every attachment is inline, as Graph documents), GET /me/messages/{id}/attachments lists them with their
+ *   `@odata.type` (fileAttachment, itemAttachment, referenceAttachment) and honours $select (contentBytes only
+ *   when not selected away), and …/attachments/{id}/$value answers a fileAttachment's raw bytes. A bad token is
+ *   401, an unknown message or attachment 404; `failAttachments` makes the byte endpoints answer a status.
  *
  * Control happens through the returned object's methods, never over HTTP.
  */
@@ -50,6 +57,20 @@ export interface DeliverOptions {
   /** Makes the message multipart/alternative (text/plain + text/html). */
   html?: string;
   date?: Date;
+  /** Files the message carries, in order (issue 34). */
+  attachments?: DeliverAttachment[];
+}
+
+export interface DeliverAttachment {
+  name: string;
+  /** Graph only: an attached Outlook item or a cloud link, which have no bytes of their own (default `file`). */
+  kind?: 'file' | 'item' | 'reference';
+  contentType?: string;
+  content?: Buffer;
+  /** Inline (Content-Disposition: inline; Graph isInline) with this Content-ID, without angle brackets. */
+  contentId?: string;
+  /** Gmail: the part's data comes inline in `format=full` (as Gmail does for small parts) instead of an attachmentId. */
+  gmailInlineData?: boolean;
 }
 
 export interface SentMessage {
@@ -118,6 +139,8 @@ export interface MailProviderDouble {
   forgetHistory(provider: MailProvider, email: string): void;
   /** Every request that reached a /google or /microsoft path, in order (a live array; splice(0) to clear). */
   requests: ProviderRequest[];
+  /** While set, Gmail attachments.get and Graph $value answer this status (null: serve the bytes). */
+  failAttachments(provider: MailProvider, status: number | null): void;
   close(): Promise<void>;
 }
 
@@ -144,6 +167,8 @@ interface MimePart {
   mimeType: string;
   body: Buffer;
   parts: MimePart[];
+  /** Gmail: the id attachments.get serves this part's body under (parts with a filename). */
+  attachmentId?: string;
 }
 
 const rand = (bytes: number) => randomBytes(bytes).toString('base64url');
@@ -243,6 +268,11 @@ function parseMime(raw: string, depth = 0): MimePart {
   return { headers, mimeType, body: bytes, parts: [] };
 }
 
+/** Every leaf part, depth first. */
+function leaves(part: MimePart): MimePart[] {
+  return part.parts.length === 0 ? [part] : part.parts.flatMap(leaves);
+}
+
 function findPart(part: MimePart, mimeType: string): MimePart | undefined {
   if (part.parts.length === 0) return part.mimeType === mimeType ? part : undefined;
   for (const child of part.parts) {
@@ -324,10 +354,31 @@ function buildInboundRaw(to: string, msg: DeliverOptions, date: Date): string {
   if (msg.inReplyTo) lines.push(`In-Reply-To: ${normalizeMessageId(msg.inReplyTo)}`);
   if (refs.length > 0) lines.push(`References: ${refs.map(normalizeMessageId).join(' ')}`);
   lines.push('MIME-Version: 1.0');
-  if (msg.html === undefined) return [...lines, ...mimeLeaf('text/plain', msg.text)].join('\r\n');
+  const files = (msg.attachments ?? []).filter((a) => (a.kind ?? 'file') === 'file');
+  if (files.length === 0) return [...lines, ...textEntity(msg)].join('\r\n');
+  const mixed = `000000000000${hex(8)}`;
+  const out = [...lines, `Content-Type: multipart/mixed; boundary="${mixed}"`, '', `--${mixed}`, ...textEntity(msg)];
+  for (const a of files) {
+    const type = a.contentType ?? 'application/octet-stream';
+    out.push(
+      `--${mixed}`,
+      `Content-Type: ${type}; name="${a.name}"`,
+      `Content-Disposition: ${a.contentId ? 'inline' : 'attachment'}; filename="${a.name}"`,
+      'Content-Transfer-Encoding: base64',
+      ...(a.contentId ? [`Content-ID: <${a.contentId}>`, `X-Attachment-Id: ${a.contentId}`] : []),
+      '',
+      (a.content ?? Buffer.alloc(0)).toString('base64').replace(/.{76}/g, '$&\r\n'),
+    );
+  }
+  out.push(`--${mixed}--`, '');
+  return out.join('\r\n');
+}
+
+/** The message's text: a text/plain leaf, or multipart/alternative with the HTML. */
+function textEntity(msg: DeliverOptions): string[] {
+  if (msg.html === undefined) return mimeLeaf('text/plain', msg.text);
   const boundary = `000000000000${hex(8)}`;
   return [
-    ...lines,
     `Content-Type: multipart/alternative; boundary="${boundary}"`,
     '',
     `--${boundary}`,
@@ -336,7 +387,12 @@ function buildInboundRaw(to: string, msg: DeliverOptions, date: Date): string {
     ...mimeLeaf('text/html', msg.html),
     `--${boundary}--`,
     '',
-  ].join('\r\n');
+  ];
+}
+
+/** A part's file name: Content-Disposition's filename, else Content-Type's name ('' when neither). */
+function partFilename(part: MimePart): string {
+  return headerParam(headerValue(part.headers, 'content-disposition') ?? '', 'filename') ?? headerParam(headerValue(part.headers, 'content-type') ?? '', 'name') ?? '';
 }
 
 const escapeHtml = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
@@ -402,8 +458,20 @@ interface GmailMailbox {
   history: GmailMessage[];
 }
 
+interface GraphAttachment {
+  id: string;
+  kind: 'file' | 'item' | 'reference';
+  name: string;
+  contentType: string;
+  content: Buffer;
+  isInline: boolean;
+  contentId?: string;
+  lastModified: Date;
+}
+
 interface GraphMessage {
   id: string;
+  attachments: GraphAttachment[];
   seq: number;
   changeKey: string;
   conversationId: string;
@@ -461,7 +529,8 @@ function graphProperties(m: GraphMessage, bodyType: 'text' | 'html'): Json {
     categories: [],
     receivedDateTime: received,
     sentDateTime: received,
-    hasAttachments: false,
+    // Graph's hasAttachments leaves out inline attachments ("a message with only inline attachments: false").
+    hasAttachments: (m.attachments ?? []).some((a) => !a.isInline),
     internetMessageId: m.internetMessageId,
     subject: m.subject,
     bodyPreview: m.text.replace(/\s+/g, ' ').trim().slice(0, 255),
@@ -489,7 +558,7 @@ function graphProperties(m: GraphMessage, bodyType: 'text' | 'html'): Json {
 
 const GRAPH_PROPERTY_NAMES = Object.keys(
   graphProperties(
-    { id: '', seq: 0, changeKey: '', conversationId: '', internetMessageId: '', subject: '', from: { address: '', name: '' }, to: '', received: new Date(0), text: '', headers: [] },
+    { id: '', attachments: [], seq: 0, changeKey: '', conversationId: '', internetMessageId: '', subject: '', from: { address: '', name: '' }, to: '', received: new Date(0), text: '', headers: [] },
     'text',
   ),
 );
@@ -680,9 +749,14 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
   }
 
   /** `threadId` NEW_THREAD files the message in a thread of its own; undefined threads it by its headers (inbound mail). */
-  function gmailAdd(email: string, raw: string, labelIds: string[], threadId?: string, date = new Date()): GmailMessage {
+  function gmailAdd(email: string, raw: string, labelIds: string[], threadId?: string, date = new Date(), inlineData: ReadonlySet<string> = new Set()): GmailMessage {
     const box = gmailBox(email);
     const root = parseMime(raw);
+    // Parts with a filename are served by attachments.get, except those delivered to come inline (small parts).
+    for (const leaf of leaves(root)) {
+      const filename = partFilename(leaf);
+      if (filename && !inlineData.has(filename)) leaf.attachmentId = `ANGjdJ${rand(96)}`;
+    }
     const messageId = messageIdsIn(headerValue(root.headers, 'message-id'))[0];
     const related = [...messageIdsIn(headerValue(root.headers, 'in-reply-to')), ...messageIdsIn(headerValue(root.headers, 'references'))];
     let id = hex(8);
@@ -903,16 +977,29 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
     const out: Json = {
       partId,
       mimeType: part.mimeType,
-      filename: '',
+      filename: part.parts.length === 0 ? partFilename(part) : '',
       headers: part.headers.map((h) => ({ name: h.name, value: decodeEncodedWords(h.value) })),
     };
     if (part.parts.length > 0) {
       out.body = { size: 0 };
       out.parts = part.parts.map((p, i) => gmailPayload(p, partId === '' ? String(i) : `${partId}.${i}`));
+    } else if (part.attachmentId) {
+      out.body = { attachmentId: part.attachmentId, size: part.body.length };
     } else {
       out.body = part.body.length > 0 ? { size: part.body.length, data: part.body.toString('base64url') } : { size: 0 };
     }
     return out;
+  }
+
+  /** users.messages.attachments.get: the MessagePartBody of a part with an attachmentId. */
+  function gmailAttachment(ctx: Ctx, userId: string, messageId: string, attachmentId: string): void {
+    const grant = gmailUser(ctx, userId, READ_SCOPES);
+    if (!grant) return;
+    const msg = gmailBox(grant.email).messages.get(decodeURIComponent(messageId));
+    const part = msg ? leaves(msg.root).find((p) => p.attachmentId === decodeURIComponent(attachmentId)) : undefined;
+    if (!part) return googleApiError(ctx.res, 404, 'Requested entity was not found.', 'NOT_FOUND', 'notFound');
+    if (attachmentFailure.google !== null) return googleApiError(ctx.res, attachmentFailure.google, 'Internal error encountered.', 'INTERNAL', 'backendError');
+    send(ctx.res, 200, { size: part.body.length, data: part.body.toString('base64url') });
   }
 
   function gmailGet(ctx: Ctx, userId: string, id: string): void {
@@ -1072,6 +1159,59 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
     send(ctx.res, 200, { '@odata.context': `${baseUrl}/microsoft/graph/v1.0/$metadata#users('${grant.email}')/messages/$entity`, ...graphMessageJson(msg, select, type, false) }, applied);
   }
 
+  const GRAPH_ATTACHMENT_PROPERTIES = ['id', 'lastModifiedDateTime', 'name', 'contentType', 'size', 'isInline', 'contentId', 'contentLocation', 'contentBytes'];
+
+  function graphAttachmentJson(a: GraphAttachment, select: string[] | undefined): Json {
+    const type = a.kind === 'file' ? '#microsoft.graph.fileAttachment' : a.kind === 'item' ? '#microsoft.graph.itemAttachment' : '#microsoft.graph.referenceAttachment';
+    const all: Json = {
+      id: a.id,
+      lastModifiedDateTime: isoSeconds(a.lastModified),
+      name: a.name,
+      contentType: a.kind === 'item' ? null : a.contentType,
+      size: a.content.length,
+      isInline: a.isInline,
+    };
+    if (a.kind === 'file') Object.assign(all, { contentId: a.contentId ?? null, contentLocation: null, contentBytes: a.content.toString('base64') });
+    const out: Json = { '@odata.type': type };
+    if (a.kind === 'file') out['@odata.mediaContentType'] = a.contentType;
+    for (const [name, value] of Object.entries(all)) if (!select || select.includes(name) || name === 'id') out[name] = value;
+    return out;
+  }
+
+  /** GET /me/messages/{id}/attachments: every attachment with its @odata.type; $select narrows the properties. */
+  function graphListAttachments(ctx: Ctx, id: string): void {
+    const grant = authenticate('microsoft', ctx);
+    if (!grant || !hasScope('microsoft', ctx, grant, MAIL_READ)) return;
+    const msg = graphBox(grant.email).messages.find((m) => m.id === id);
+    if (!msg) return graphError(ctx.res, 404, 'ErrorItemNotFound', 'The specified object was not found in the store.');
+    const raw = ctx.url.searchParams.get('$select') ?? ctx.url.searchParams.get('select');
+    let select: string[] | undefined;
+    if (raw !== null && raw.trim() !== '') {
+      select = [];
+      for (const name of raw.split(',').map((n) => n.trim()).filter(Boolean)) {
+        const hit = GRAPH_ATTACHMENT_PROPERTIES.find((p) => p.toLowerCase() === name.toLowerCase());
+        if (!hit) return graphError(ctx.res, 400, 'RequestBroker--ParseUri', `Could not find a property named '${name}' on type 'microsoft.graph.attachment'.`);
+        select.push(hit);
+      }
+    }
+    send(ctx.res, 200, {
+      '@odata.context': `${baseUrl}/microsoft/graph/v1.0/$metadata#users('${grant.email}')/messages('${msg.id}')/attachments`,
+      value: msg.attachments.map((a) => graphAttachmentJson(a, select)),
+    });
+  }
+
+  /** GET /me/messages/{id}/attachments/{id}/$value: a fileAttachment's raw bytes. */
+  function graphAttachmentValue(ctx: Ctx, id: string, attachmentId: string): void {
+    const grant = authenticate('microsoft', ctx);
+    if (!grant || !hasScope('microsoft', ctx, grant, MAIL_READ)) return;
+    const a = graphBox(grant.email).messages.find((m) => m.id === id)?.attachments.find((x) => x.id === attachmentId);
+    if (!a) return graphError(ctx.res, 404, 'ErrorItemNotFound', 'The specified object was not found in the store.');
+    if (a.kind !== 'file') return graphError(ctx.res, 400, 'ErrorInvalidRequest', 'The $value of this attachment type is not supported by this double.');
+    if (attachmentFailure.microsoft !== null) return graphError(ctx.res, attachmentFailure.microsoft, 'ErrorInternalServerError', 'An internal server error occurred. The operation failed.');
+    ctx.res.writeHead(200, { 'Content-Type': a.contentType, 'Content-Length': String(a.content.length) });
+    ctx.res.end(a.content);
+  }
+
   /** The JSON body, or NO_BODY after answering Graph's 400. */
   function graphJson(ctx: Ctx): unknown {
     try {
@@ -1202,6 +1342,7 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
       { method: 'GET', re: new RegExp(`${G}/history$`), handle: (ctx, m) => gmailHistory(ctx, m[1]!) },
       { method: 'POST', re: new RegExp(`${G}/messages/send$`), handle: (ctx, m) => gmailSend(ctx, m[1]!, false) },
       { method: 'GET', re: new RegExp(`${G}/messages/([^/]+)$`), handle: (ctx, m) => gmailGet(ctx, m[1]!, m[2]!) },
+      { method: 'GET', re: new RegExp(`${G}/messages/([^/]+)/attachments/([^/]+)$`), handle: (ctx, m) => gmailAttachment(ctx, m[1]!, m[2]!, m[3]!) },
       { method: 'POST', re: /^\/google\/gmail\/upload\/gmail\/v1\/users\/([^/]+)\/messages\/send$/, handle: (ctx, m) => gmailSend(ctx, m[1]!, true) },
     ],
     microsoft: [
@@ -1211,6 +1352,8 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
       { method: 'GET', re: new RegExp(`${M}${INBOX}/messages/delta(?:\\(\\))?$`, 'i'), handle: (ctx) => graphDelta(ctx) },
       { method: 'GET', re: new RegExp(`${M}(?:${INBOX})?/messages/([^/]+)$`, 'i'), handle: (ctx, m) => graphGetMessage(ctx, m[1]!) },
       { method: 'POST', re: new RegExp(`${M}/sendmail$`, 'i'), handle: (ctx) => graphSendMail(ctx) },
+      { method: 'GET', re: new RegExp(`${M}(?:${INBOX})?/messages/([^/]+)/attachments$`, 'i'), handle: (ctx, m) => graphListAttachments(ctx, m[1]!) },
+      { method: 'GET', re: new RegExp(`${M}(?:${INBOX})?/messages/([^/]+)/attachments/([^/]+)/\\$value$`, 'i'), handle: (ctx, m) => graphAttachmentValue(ctx, m[1]!, m[2]!) },
       { method: 'POST', re: new RegExp(`${M}(?:${INBOX})?/messages/([^/]+)/reply$`, 'i'), handle: (ctx, m) => graphReply(ctx, decodeURIComponent(m[1]!)) },
     ],
   };
@@ -1252,6 +1395,8 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
     if (!hit) return notFound(provider, res, matches.length > 0 ? 405 : 404);
     hit.r.handle({ req, res, url, body }, hit.m!);
   }
+
+  const attachmentFailure: Record<MailProvider, number | null> = { google: null, microsoft: null };
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
@@ -1325,7 +1470,11 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
     deliver(provider, email, msg) {
       const date = msg.date ?? new Date();
       const raw = buildInboundRaw(email.trim(), msg, date);
-      if (provider === 'google') return gmailAdd(email, raw, ['UNREAD', 'CATEGORY_PERSONAL', 'INBOX'], undefined, date).id;
+      if (provider === 'google') {
+        if ((msg.attachments ?? []).some((a) => (a.kind ?? 'file') !== 'file')) throw new Error('Gmail messages carry MIME parts only: item and reference attachments are Graph\'s');
+        const inlineData = new Set((msg.attachments ?? []).filter((a) => a.gmailInlineData).map((a) => a.name));
+        return gmailAdd(email, raw, ['UNREAD', 'CATEGORY_PERSONAL', 'INBOX'], undefined, date, inlineData).id;
+      }
       const box = graphBox(email);
       const root = parseMime(raw);
       const internetMessageId = normalizeMessageId(msg.messageId);
@@ -1335,6 +1484,16 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
       box.seq += 1;
       box.messages.push({
         id,
+        attachments: (msg.attachments ?? []).map((a) => ({
+          id: `AAMkAD${rand(24)}BGAAAAAAD${rand(30)}AAABEgAQA${rand(16)}=`,
+          kind: a.kind ?? 'file',
+          name: a.name,
+          contentType: a.contentType ?? 'application/octet-stream',
+          content: a.content ?? Buffer.alloc(0),
+          isInline: a.contentId !== undefined,
+          ...(a.contentId ? { contentId: a.contentId } : {}),
+          lastModified: date,
+        })),
         seq: box.seq,
         changeKey: `CQAAABYAAAD${rand(18)}`,
         conversationId: parent?.conversationId ?? `AAQkAD${rand(30)}AQA${rand(12)}=`,
@@ -1370,6 +1529,9 @@ export async function startMailProviderDouble(options: MailProviderDoubleOptions
       for (const [t, s] of deltaStates) if (s.email === key(email)) deltaStates.delete(t);
     },
     requests,
+    failAttachments(provider, status) {
+      attachmentFailure[provider] = status;
+    },
     close() {
       closed ??= new Promise<void>((resolve, reject) => {
         server.close((err) => (err ? reject(err) : resolve()));

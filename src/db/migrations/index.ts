@@ -35,6 +35,7 @@ import * as m0033 from './0033_delivery_fairness';
 import * as m0034 from './0034_outbound_messages';
 import * as m0035 from './0035_attachments';
 import * as m0036 from './0036_outbound_parts';
+import * as m0037 from './0037_visitor_uploads';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -74,6 +75,7 @@ const migrations: Record<string, Migration> = {
   '0034_outbound_messages': m0034,
   '0035_attachments': m0035,
   '0036_outbound_parts': m0036,
+  '0037_visitor_uploads': m0037,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { defineOperation } from '../../define-operation';
 import type { HandlerResult } from '../../http/result';
+import { DOWNLOAD_HEADERS, downloadAnswer } from './answer';
 import { attachmentDisposition } from './names';
 import { parseRange } from './range';
 import { attachmentDetail, attachmentIdParams, EXAMPLE_ATTACHMENT, UPLOAD_FORM, uploaded } from './schemas';
@@ -17,12 +18,6 @@ import { servedContentType } from './sniff';
 const write = { floor: 'editor', tag: 'tickets', action: 'write' } as const;
 const read = { floor: 'viewer', tag: 'tickets', action: 'read' } as const;
 
-/** Every download says: save it, never render or sniff it, and run nothing of it if it is rendered anyway. */
-const DOWNLOAD_HEADERS = {
-  'X-Content-Type-Options': 'nosniff',
-  'Content-Security-Policy': "sandbox; default-src 'none'",
-  'Cache-Control': 'private, no-cache',
-};
 
 export const fileOperations = [
   defineOperation({
@@ -66,25 +61,8 @@ export const fileOperations = [
       { status: 302, description: 'S3 store with presigned downloads: the bytes are at Location, for FILES_S3_PRESIGN_SECONDS', example: null },
     ],
     errors: ['attachment_unavailable', 'range_not_satisfiable'],
-    handler: async ({ principal, params, headers }, s): Promise<HandlerResult> => {
-      const got = await s.files.download(principal, params.attachment_id, ({ size, etag }) => parseRange(headers?.range, size, headers?.['if-range'], etag));
-      if (got.redirect !== undefined) return { status: 302, headers: { Location: got.redirect, 'Cache-Control': 'no-store' } };
-      const head = {
-        ...DOWNLOAD_HEADERS,
-        'Content-Type': servedContentType(got.file.content_type),
-        'Content-Disposition': attachmentDisposition(got.file.name),
-        'Accept-Ranges': 'bytes',
-        ETag: got.etag,
-      };
-      if (got.range) {
-        return {
-          status: 206,
-          headers: { ...head, 'Content-Range': `bytes ${got.range.start}-${got.range.end}/${got.size}`, 'Content-Length': String(got.range.end - got.range.start + 1) },
-          bytes: got.body,
-        };
-      }
-      return { status: 200, headers: { ...head, 'Content-Length': String(got.size) }, bytes: got.body };
-    },
+    handler: async ({ principal, params, headers }, s): Promise<HandlerResult> =>
+      downloadAnswer(await s.files.download(principal, params.attachment_id, ({ size, etag }) => parseRange(headers?.range, size, headers?.['if-range'], etag))),
   }),
   defineOperation({
     id: 'get_linked_file',

@@ -14,7 +14,10 @@ import { readFilePart } from './multipart';
 import { sanitizeFileName } from './names';
 import { OCTET_STREAM, sniffContentType } from './sniff';
 import * as store from './store';
-import type { AttachmentBinder, AttachmentSummary, AttachmentView, BlobEntry, BlobStore, InboundFile, Scanner } from './types';
+import type { AttachmentBinder, AttachmentSummary, AttachmentView, BlobEntry, BlobStore, InboundFile, Scanner, Uploader } from './types';
+
+/** What a download asks of the Range header, once the file's size and ETag are known (src/domains/files/range.ts). */
+export type RangeOf = (file: { size: number; etag: string }) => { start: number; end: number } | 'unsatisfiable' | undefined;
 
 /**
  * Attachments (issue 34): agents' uploads, customers' files fetched at intake, downloads, and the sweeps. The
@@ -229,37 +232,54 @@ export function createFileService(deps: FileServiceDeps) {
     });
   }
 
+  /** Whether the upload is this uploader's: a member's by their user id, a visitor's by their visitor id. */
+  const ownedBy = (r: AttachmentRow, u: Uploader) => ('visitorId' in u ? r.uploaded_by_visitor === u.visitorId : r.uploaded_by_visitor === null && r.uploaded_by === u.userId);
+
+  /**
+   * The uploads `tokens` name, each checked for this uploader (theirs, within its hour, stored, unused), in the
+   * order named (a token named twice counts once); `422 upload_token_invalid` naming every position that is
+   * not usable, and then nothing is chosen. `lock`: the rows are held until the caller's transaction ends.
+   */
+  async function chooseUploads(exec: Executor, caller: Uploader, tokens: string[], lock: boolean): Promise<AttachmentRow[]> {
+    if (tokens.length === 0) return [];
+    const hashes = [...new Set(tokens.map(hashUploadToken))];
+    const rows = lock ? await store.lockUploads(exec, caller.tenantId, hashes) : await store.uploadsByTokenHash(exec, caller.tenantId, hashes);
+    const byHash = new Map(rows.map((r) => [r.upload_token_hash, r]));
+    const now = Date.now();
+    const seen = new Set<string>();
+    const chosen: AttachmentRow[] = [];
+    const bad: FieldError[] = [];
+    tokens.forEach((token, i) => {
+      if (seen.has(token)) return;
+      seen.add(token);
+      const r = byHash.get(hashUploadToken(token));
+      const why = !r
+        ? 'unknown: not an upload of this workspace, or already used'
+        : !ownedBy(r, caller)
+          ? 'visitorId' in caller
+            ? "not this visitor's upload"
+            : "another user's upload"
+          : r.expires_at === null || r.expires_at.getTime() <= now
+            ? 'expired: an upload must be used within its hour'
+            : r.state !== 'stored'
+              ? `not stored (${r.state}${r.reason ? `: ${r.reason}` : ''})`
+              : null;
+      if (why) bad.push({ path: `body.attachments.${i}`, message: `${token.slice(0, 12)}…: ${why}` });
+      else chosen.push(r!);
+    });
+    if (bad.length > 0) {
+      const named = bad.map((b) => `attachments[${b.path.slice('body.attachments.'.length)}]`).join(', ');
+      throw new DomainError('upload_token_invalid', `${named} ${bad.length === 1 ? 'is' : 'are'} not usable: ${bad.map((b) => b.message).join('; ')}. Nothing was written.`, { errors: bad });
+    }
+    return chosen;
+  }
+
   const binder: AttachmentBinder = {
     followMerge: (tx, tenantId, from, moves) => store.followMerge(tx, tenantId, from.sourceTicketId, from.targetTicketId, moves),
 
     async bindUploads(tx, caller, tokens, to) {
-      if (tokens.length === 0) return [];
-      const rows = await store.lockUploads(tx, caller.tenantId, [...new Set(tokens.map(hashUploadToken))]);
-      const byHash = new Map(rows.map((r) => [r.upload_token_hash, r]));
-      const now = Date.now();
-      const seen = new Set<string>();
-      const chosen: AttachmentRow[] = [];
-      const bad: FieldError[] = [];
-      tokens.forEach((token, i) => {
-        if (seen.has(token)) return;
-        seen.add(token);
-        const r = byHash.get(hashUploadToken(token));
-        const why = !r
-          ? 'unknown: not an upload of this workspace, or already used'
-          : r.uploaded_by !== caller.userId
-            ? "another user's upload"
-            : r.expires_at === null || r.expires_at.getTime() <= now
-              ? 'expired: an upload must be used within its hour'
-              : r.state !== 'stored'
-                ? `not stored (${r.state}${r.reason ? `: ${r.reason}` : ''})`
-                : null;
-        if (why) bad.push({ path: `body.attachments.${i}`, message: `${token.slice(0, 12)}…: ${why}` });
-        else chosen.push(r!);
-      });
-      if (bad.length > 0) {
-        const named = bad.map((b) => `attachments[${b.path.slice('body.attachments.'.length)}]`).join(', ');
-        throw new DomainError('upload_token_invalid', `${named} ${bad.length === 1 ? 'is' : 'are'} not usable: ${bad.map((b) => b.message).join('; ')}. Nothing was written.`, { errors: bad });
-      }
+      const chosen = await chooseUploads(tx, caller, tokens, true);
+      if (chosen.length === 0) return [];
       const bound = new Map((await store.bindUploads(tx, caller.tenantId, chosen.map((r) => r.id), to)).map((r) => [r.id, r]));
       return chosen.map((r) => summaryOf(bound.get(r.id)!));
     },
@@ -270,6 +290,30 @@ export function createFileService(deps: FileServiceDeps) {
     const row = await store.getAttachment(db, actor.tenantId, id);
     if (!row || (row.ticket_id === null && row.uploaded_by !== actor.userId)) throw notFound('attachment');
     return row;
+  }
+
+  /**
+   * A file's bytes (a range of them), or a presigned URL of the S3 store, for a caller whose reach was checked.
+   * Only a `stored` file is served; another state is `409 attachment_unavailable` saying why.
+   */
+  async function serve(r: AttachmentRow, rangeOf: RangeOf) {
+    if (r.state !== 'stored') throw unavailable(r);
+    const size = Number(r.size);
+    const etag = `"${r.sha256 ?? r.id}"`;
+    if (config.FILES_S3_PRESIGN_SECONDS > 0 && blobs.presign) {
+      const url = await blobs.presign(r.storage_key, { expiresSeconds: config.FILES_S3_PRESIGN_SECONDS, fileName: r.name, contentType: r.content_type });
+      return { redirect: url, file: r, etag } as const;
+    }
+    const range = rangeOf({ size, etag });
+    if (range === 'unsatisfiable') {
+      throw new DomainError('range_not_satisfiable', `The file has ${size} bytes; the range asked for lies outside it.`, { headers: { 'Content-Range': `bytes */${size}` } });
+    }
+    const got = await blobs.get(r.storage_key, range);
+    if (!got) {
+      logger.error({ err_code: 'attachment_bytes_missing', attachment_id: r.id }, 'a stored file has no bytes in the store');
+      throw refuse('attachment_unavailable', 'This file\'s bytes are missing from the store; the orphan sweep will mark it failed.');
+    }
+    return { body: got.body, size, range, file: r, etag } as const;
   }
 
   /** Key order for the orphan sweep: which workspace a key belongs to (undefined: not a key this service made). */
@@ -284,6 +328,33 @@ export function createFileService(deps: FileServiceDeps) {
   return {
     ...binder,
     blobs,
+
+    /**
+     * A web chat message's uploads, checked where the message is posted (nothing locked, nothing written): the
+     * rows its tokens name, in order, or `422 upload_token_invalid` naming each unusable position. The ingest
+     * worker binds them by id later (`bindVisitorUploads`), so no token travels through the queue.
+     */
+    checkUploads: (caller: Uploader, tokens: string[]) => chooseUploads(db, caller, tokens, false),
+
+    /**
+     * The ingest worker's half (web chat files): uploads checked when the message was posted, bound to its event
+     * in the worker's transaction, rows locked. Expiry is not judged again: the message was accepted within the
+     * hour, and time it then spent in our queue (a 202, retries) must not refuse it. Any other change since (the
+     * upload used by another message, removed) refuses the message with nothing written.
+     */
+    async bindVisitorUploads(tx: Executor, tenantId: string, visitorId: string, ids: string[], to: { ticketId: string; eventId: string }): Promise<AttachmentSummary[]> {
+      if (ids.length === 0) return [];
+      const rows = new Map((await store.lockAttachments(tx, tenantId, [...new Set(ids)])).map((r) => [r.id, r]));
+      const lost = ids.filter((id) => {
+        const r = rows.get(id);
+        return !r || r.event_id !== null || r.upload_token_hash === null || r.uploaded_by_visitor !== visitorId || r.state !== 'stored';
+      });
+      if (lost.length > 0) {
+        throw new DomainError('upload_token_invalid', `${lost.length} of this message's files ${lost.length === 1 ? 'is' : 'are'} no longer usable (used by another message meanwhile, or removed). Nothing was written.`);
+      }
+      const bound = new Map((await store.bindUploads(tx, tenantId, [...rows.keys()], { ...to, internal: false })).map((r) => [r.id, r]));
+      return [...new Set(ids)].map((id) => summaryOf(bound.get(id)!));
+    },
 
     /**
      * The stored files of a reply, as its sender reads them (streamed from the store when sent). Only `stored`
@@ -350,10 +421,11 @@ export function createFileService(deps: FileServiceDeps) {
     },
 
     /**
-     * POST /v1/uploads: the `file` part of a multipart form, streamed into the store. Answers the upload token
-     * (shown here only; its hash is kept), the file as stored, and when the token expires.
+     * POST /v1/uploads (a member) and POST /v1/web-chat/uploads (a visitor): the `file` part of a multipart form,
+     * streamed into the store. Answers the upload token (shown here only; its hash is kept), the file as stored,
+     * and when the token expires. Only `actor` may name the token.
      */
-    async upload(actor: Principal, input: { body: Readable; headers: import('node:http').IncomingHttpHeaders }) {
+    async upload(actor: Uploader, input: { body: Readable; headers: import('node:http').IncomingHttpHeaders }) {
       const maxBytes = config.FILES_MAX_BYTES;
       await refuseWhenFull(actor.tenantId, { name: '(upload)', source: 'upload' });
       const part = await readFilePart(input, { field: 'file', maxFileBytes: maxBytes });
@@ -365,7 +437,8 @@ export function createFileService(deps: FileServiceDeps) {
         storage_key: newStorageKey(actor.tenantId),
         state: 'pending',
         source: 'upload',
-        uploaded_by: actor.userId,
+        uploaded_by: 'userId' in actor ? actor.userId : null,
+        uploaded_by_visitor: 'visitorId' in actor ? actor.visitorId : null,
         upload_token_hash: hashUploadToken(token),
         expires_at: new Date(Date.now() + config.FILES_UPLOAD_TTL_SECONDS * 1000),
       });
@@ -467,26 +540,11 @@ export function createFileService(deps: FileServiceDeps) {
      * GET /v1/attachments/{id}/content: the bytes (a range of them), or a presigned URL of the S3 store. Only a
      * `stored` file is served; another state is `409 attachment_unavailable` saying why.
      */
-    async download(actor: Principal, id: string, rangeOf: (file: { size: number; etag: string }) => { start: number; end: number } | 'unsatisfiable' | undefined) {
-      const r = await reachable(actor, id);
-      if (r.state !== 'stored') throw unavailable(r);
-      const size = Number(r.size);
-      const etag = `"${r.sha256 ?? r.id}"`;
-      if (config.FILES_S3_PRESIGN_SECONDS > 0 && blobs.presign) {
-        const url = await blobs.presign(r.storage_key, { expiresSeconds: config.FILES_S3_PRESIGN_SECONDS, fileName: r.name, contentType: r.content_type });
-        return { redirect: url, file: r, etag } as const;
-      }
-      const range = rangeOf({ size, etag });
-      if (range === 'unsatisfiable') {
-        throw new DomainError('range_not_satisfiable', `The file has ${size} bytes; the range asked for lies outside it.`, { headers: { 'Content-Range': `bytes */${size}` } });
-      }
-      const got = await blobs.get(r.storage_key, range);
-      if (!got) {
-        logger.error({ err_code: 'attachment_bytes_missing', attachment_id: r.id }, 'a stored file has no bytes in the store');
-        throw refuse('attachment_unavailable', 'This file\'s bytes are missing from the store; the orphan sweep will mark it failed.');
-      }
-      return { body: got.body, size, range, file: r, etag } as const;
+    async download(actor: Principal, id: string, rangeOf: RangeOf) {
+      return serve(await reachable(actor, id), rangeOf);
     },
+
+    serve,
 
     /** Maintenance: unused uploads past their hour, rows and bytes, across workspaces, a bounded amount per run. */
     async sweepUploads(): Promise<{ deleted: number }> {

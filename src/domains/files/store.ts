@@ -50,6 +50,18 @@ export async function lockUploads(db: Executor, tenantId: string, tokenHashes: s
     .execute();
 }
 
+/** Uploads named by their tokens' hashes, as they are now (a check before a write that locks them again). */
+export async function uploadsByTokenHash(db: Executor, tenantId: string, tokenHashes: string[]): Promise<AttachmentRow[]> {
+  if (tokenHashes.length === 0) return [];
+  return db.selectFrom('attachments').selectAll().where('tenant_id', '=', tenantId).where('upload_token_hash', 'in', tokenHashes).execute();
+}
+
+/** Attachments by id, locked until the write that binds them commits (or rolls back). */
+export async function lockAttachments(db: Executor, tenantId: string, ids: string[]): Promise<AttachmentRow[]> {
+  if (ids.length === 0) return [];
+  return db.selectFrom('attachments').selectAll().where('tenant_id', '=', tenantId).where('id', 'in', ids).orderBy('id').forUpdate().execute();
+}
+
 /** Uploads bound to the event being written: the token is spent (its hash cleared), the expiry gone. */
 export async function bindUploads(db: Executor, tenantId: string, ids: string[], to: { ticketId: string; eventId: string; internal: boolean }): Promise<AttachmentRow[]> {
   if (ids.length === 0) return [];

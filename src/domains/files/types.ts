@@ -73,6 +73,12 @@ export interface Scanner {
 export type AttachmentSummary = Pick<AttachmentView, 'id' | 'name' | 'content_type' | 'size' | 'sha256' | 'state'>;
 
 /**
+ * Who uploads a file and alone may use its token: a member of the workspace (POST /v1/uploads), or a web chat
+ * visitor (POST /v1/web-chat/uploads), whose id is the service's `wv_…` string from their visitor token.
+ */
+export type Uploader = { tenantId: string; userId: string } | { tenantId: string; visitorId: string };
+
+/**
  * What the tickets domain is handed to attach an agent's uploads to a reply or note (issue 34), inside that
  * write's transaction: the caller's uploads named by their tokens are bound to the event about to be written
  * (and its ticket), or the write is refused (`422 upload_token_invalid`, naming each token that is unknown,
@@ -81,7 +87,7 @@ export type AttachmentSummary = Pick<AttachmentView, 'id' | 'name' | 'content_ty
 export interface AttachmentBinder {
   bindUploads(
     tx: import('../../db').Executor,
-    caller: { tenantId: string; userId: string },
+    caller: Uploader,
     tokens: string[],
     to: { ticketId: string; eventId: string; internal: boolean },
   ): Promise<AttachmentSummary[]>;

@@ -10,7 +10,15 @@ import { PassThrough, Readable, Transform, type TransformCallback } from 'node:s
  * Its errors are `FetchFailed`, whose message is the reason the attachment's row shows: it never holds the URL
  * (Telegram's carries the bot token) or a credential.
  */
-export class FetchFailed extends Error {}
+export class FetchFailed extends Error {
+  constructor(
+    message: string,
+    /** The provider's HTTP status, when it answered one (a 401 lets a mailbox fetch refresh its token once). */
+    readonly status?: number,
+  ) {
+    super(message);
+  }
+}
 
 export interface GetOptions {
   headers?: Record<string, string>;
@@ -139,7 +147,7 @@ export async function streamingGet(url: string, o: GetOptions): Promise<GetAnswe
     }
     if (status < 200 || status >= 300) {
       const text = await errorText(res, o.deadline);
-      throw new FetchFailed(`the provider answered HTTP ${status}${text ? `: ${text}` : ''}`);
+      throw new FetchFailed(`the provider answered HTTP ${status}${text ? `: ${text}` : ''}`, status);
     }
     const declared = Number(res.headers['content-length']);
     const out = new PassThrough();
@@ -176,11 +184,20 @@ export async function streamingGet(url: string, o: GetOptions): Promise<GetAnswe
   }
 }
 
-/** A small JSON answer (a provider's file metadata), read whole within the deadline; never more than 64 KiB. */
-export async function getJson(url: string, o: Omit<GetOptions, 'maxBytes'>): Promise<Record<string, unknown>> {
-  const answer = await streamingGet(url, { ...o, maxBytes: 64 * 1024 });
+/**
+ * A small JSON answer (a provider's file metadata), read whole within the deadline; never more than `maxBytes`
+ * (64 KiB unless the caller says: a Gmail message whose small parts came inline is bounded by the file limit).
+ */
+export async function getJson(url: string, o: Omit<GetOptions, 'maxBytes'> & { maxBytes?: number }): Promise<Record<string, unknown>> {
+  const max = o.maxBytes ?? 64 * 1024;
+  const answer = await streamingGet(url, { ...o, maxBytes: max });
   const chunks: Buffer[] = [];
-  for await (const c of answer.body as AsyncIterable<Buffer>) chunks.push(c);
+  let size = 0;
+  for await (const c of answer.body as AsyncIterable<Buffer>) {
+    chunks.push(c);
+    size += c.length;
+  }
+  if (size > max) throw new FetchFailed(`the provider's answer about the file is larger than ${max} bytes; it was not read`);
   const text = Buffer.concat(chunks).toString('utf8');
   try {
     const v: unknown = JSON.parse(text);
@@ -196,18 +213,20 @@ export async function getJson(url: string, o: Omit<GetOptions, 'maxBytes'>): Pro
  * carried to the next, and a character outside the alphabet fails the stream (an attachment is never stored
  * from garbage). Memory stays at one chunk.
  */
-export function base64Decoder(): Transform {
+export function base64Decoder(alphabet: 'base64' | 'base64url' = 'base64'): Transform {
   let rest = '';
+  // Negated classes: one pass, nothing to backtrack. base64url (RFC 4648 §5) is Gmail's, padding optional.
+  const outside = alphabet === 'base64' ? /[^A-Za-z0-9+/=]/ : /[^A-Za-z0-9_=-]/;
   return new Transform({
     transform(chunk: Buffer, _enc, done: TransformCallback) {
       const text = rest + chunk.toString('latin1').replace(/[\t\n\r ]+/g, '');
-      if (/[^A-Za-z0-9+/=]/.test(text)) return done(new FetchFailed('the attachment\'s content is not valid base64'));
+      if (outside.test(text)) return done(new FetchFailed(`the attachment's content is not valid ${alphabet}`));
       const whole = text.length - (text.length % 4);
       rest = text.slice(whole);
-      done(null, whole > 0 ? Buffer.from(text.slice(0, whole), 'base64') : undefined);
+      done(null, whole > 0 ? Buffer.from(text.slice(0, whole), alphabet) : undefined);
     },
     flush(done: TransformCallback) {
-      done(null, rest.length > 0 ? Buffer.from(rest, 'base64') : undefined);
+      done(null, rest.length > 0 ? Buffer.from(rest, alphabet) : undefined);
     },
   });
 }

@@ -1,15 +1,18 @@
 import { randomBytes } from 'node:crypto';
+import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import { dependencyUnavailable } from '../../lib/errors';
+import { spooledMember } from '../../lib/spooled-json';
 import type { JobData } from '../../queue/jobs';
 import type { QueueHub } from '../../queue/hub';
 import type { InboundMessage } from '../channels/adapters/types';
 import type { ChannelService } from '../channels/service';
 import type { BlobStore, InboundFile } from '../files/types';
 import { FetchFailed, stringStream } from './download';
-import { openSource, type QueuedFileRef } from './sources';
+import { openSource, type MailboxTokens, type QueuedFileRef, type SourceConfig } from './sources';
+import type { FetchTurns } from './fair-queue';
 import * as store from './store';
 
 /**
@@ -51,7 +54,8 @@ export const tooLargeReason = (limit: number) => `too large: the limit is ${limi
  * 30 MB of text on the API's event loop): line breaks count as data here, so only a part more than 5 % over is
  * refused before staging; one nearer the limit is staged, and the worker's cut at `max + 1` decides exactly.
  */
-const surelyOver = (b64: string, max: number) => Math.floor((b64.length * 3) / 4) > max * 1.05 + 16;
+const surelyOverLength = (chars: number, max: number) => Math.floor((chars * 3) / 4) > max * 1.05 + 16;
+const surelyOver = (b64: string, max: number) => surelyOverLength(b64.length, max);
 
 /** A foreign key violation: the ticket or event the files were for is gone (deleted since), nothing to attach to. */
 const parentGone = (err: unknown) => (err as { code?: unknown })?.code === '23503';
@@ -74,12 +78,16 @@ export function semaphore(limit: number) {
 
 export function createInboundFiles(deps: {
   db: Db;
-  config: ConfigSection<'inboundFiles' | 'outbound' | 'files'>;
+  config: ConfigSection<'inboundFiles' | 'outbound' | 'files'> & SourceConfig;
   blobs: BlobStore;
   queues: Pick<QueueHub, 'enqueue'>;
   channels: Pick<ChannelService, 'credentials'>;
   files: () => InboundFileStore;
+  /** The connected mailbox's access token, for the files of polled mail (issue 34); the job never carries it. */
+  mailboxTokens?: MailboxTokens;
   logger: Logger;
+  /** Fair turns across workspaces on the files queue (fair-queue.ts); without it, one FIFO. */
+  turns?: FetchTurns;
 }) {
   const { db, config, blobs, queues, logger } = deps;
   const downloads = semaphore(config.FILES_FETCH_CONCURRENCY);
@@ -112,6 +120,11 @@ export function createInboundFiles(deps: {
             queued.push({ ...ref, skip: { reason: `the message carries ${files.length} files; at most ${limit} are kept per message (FILES_MAX_PER_MESSAGE)`, limit } });
             continue;
           }
+          // Listed by the mailbox service as not fetchable (a Graph item or reference attachment): its reason stays.
+          if ((ref as QueuedFileRef).skip) {
+            queued.push(ref);
+            continue;
+          }
           if (ref.size !== undefined && ref.size > config.FILES_MAX_BYTES) {
             queued.push({ ...ref, skip: { reason: tooLargeReason(config.FILES_MAX_BYTES), limit: config.FILES_MAX_BYTES } });
             continue;
@@ -121,6 +134,18 @@ export function createInboundFiles(deps: {
             continue;
           }
           const entry = Array.isArray(attachments) ? (attachments[ref.source.index] as { Content?: unknown } | undefined) : undefined;
+          // A large email's part was written to the staging area as the body arrived (`spool`): taken on as it is.
+          const spooled = spooledMember(entry, 'Content');
+          if (spooled && spooled.length > 0) {
+            if (surelyOverLength(spooled.length, config.FILES_MAX_BYTES)) {
+              queued.push({ ...ref, skip: { reason: tooLargeReason(config.FILES_MAX_BYTES), limit: config.FILES_MAX_BYTES } });
+              continue;
+            }
+            spooled.adopted = true;
+            staged[i]!.push(spooled.key);
+            queued.push({ ...ref, staged: spooled.key });
+            continue;
+          }
           const content = typeof entry?.Content === 'string' ? entry.Content : '';
           if (content === '') {
             queued.push(ref); // fetched as "arrived without content": listed, and failed saying so
@@ -151,11 +176,32 @@ export function createInboundFiles(deps: {
   }
 
   /**
+   * The staging area for large email bodies read as they arrive (the router's `spooledJson`): each part's base64
+   * text is written under `staged/` as it comes, and `prepare` takes it on from there. A key the request did not
+   * adopt is removed after the answer; one left by a crash goes with the staged sweep.
+   */
+  const spool = {
+    maxBytes: config.INGEST_EMAIL_MAX_BYTES,
+    async store(text: Readable, maxChars: number): Promise<string> {
+      const key = `${STAGED_PREFIX}spool/${randomBytes(16).toString('hex')}`;
+      const put = await blobs.put(key, text, { maxBytes: maxChars, contentType: 'text/plain' }).catch((err: Error) => {
+        text.destroy();
+        logger.warn({ err: err.message }, 'inbound files: a part of a large email could not be staged');
+        throw dependencyUnavailable('The file store');
+      });
+      if ('tooLarge' in put) throw dependencyUnavailable('The file store');
+      return key;
+    },
+    remove: (key: string) => blobs.delete(key),
+  };
+
+  /**
    * The ingest worker's part, after its commit: one fetch job per message with files (a rerun's is the same job).
    * Added side by side: the group commit waits for one Redis round trip, not one per message.
    */
   async function queueFetch(jobs: FetchJob[]): Promise<void> {
-    await Promise.all(jobs.map((job) => queues.enqueue('files.fetch', job)));
+    // Each job takes its workspace's next turn (fair-queue.ts): a flood's backlog does not hold other workspaces' files.
+    await Promise.all(jobs.map(async (job) => queues.enqueue('files.fetch', job, deps.turns ? { priority: await deps.turns.take(job.tenant_id) } : {})));
   }
 
   /**
@@ -195,8 +241,17 @@ export function createInboundFiles(deps: {
             ...(ref.declaredType ? { declaredType: ref.declaredType } : {}),
             ...(ref.contentId ? { contentId: ref.contentId } : {}),
             open: () => {
-              if (!creds && ref.source.kind !== 'postmark') return Promise.reject(new FetchFailed(`the ${job.channel} channel is not connected; its credentials are gone`));
-              return openSource(ref, { config, credentials: creds?.values ?? {}, blobs, maxBytes: config.FILES_MAX_BYTES });
+              // Polled mail is fetched with the mailbox's token, not the channel's credentials (Postmark's are staged).
+              const needsCreds = ref.source.kind !== 'postmark' && ref.source.kind !== 'gmail' && ref.source.kind !== 'graph';
+              if (!creds && needsCreds) return Promise.reject(new FetchFailed(`the ${job.channel} channel is not connected; its credentials are gone`));
+              const tokens = deps.mailboxTokens;
+              return openSource(ref, {
+                config,
+                credentials: creds?.values ?? {},
+                blobs,
+                maxBytes: config.FILES_MAX_BYTES,
+                ...(tokens ? { mailboxToken: (mailbox, opts) => tokens(tenantId, mailbox, opts) } : {}),
+              });
             },
           };
           await downloads(() => files.storeInbound(tenantId, { ticketId, eventId, file }, { maxBytes: config.FILES_MAX_BYTES }));
@@ -232,7 +287,7 @@ export function createInboundFiles(deps: {
     return { failed, staged_removed: removed };
   }
 
-  return { prepare, discard, queueFetch, fetch, sweep };
+  return { prepare, discard, spool, queueFetch, fetch, sweep };
 }
 
 export type InboundFiles = ReturnType<typeof createInboundFiles>;

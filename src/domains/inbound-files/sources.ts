@@ -3,6 +3,7 @@ import type { ConfigSection } from '../../config';
 import type { InboundFileRef } from '../channels/adapters/types';
 import type { BlobStore } from '../files/types';
 import { base64Decoder, byteLimit, FetchFailed, getJson, streamingGet } from './download';
+import { gmailAttachmentBody } from './gmail-body';
 
 /**
  * Where each provider's inbound file bytes come from (issue 34), as an `open()` the files domain calls when it
@@ -11,7 +12,21 @@ import { base64Decoder, byteLimit, FetchFailed, getJson, streamingGet } from './
  * it is on TWILIO_API_URL's origin or a TWILIO_MEDIA_HOSTS host (SSRF: the URL is whatever the request said,
  * and the account's credentials go with it).
  */
-export type SourceConfig = ConfigSection<'outbound' | 'inboundFiles'>;
+export type SourceConfig = ConfigSection<'outbound' | 'inboundFiles'> & Pick<ConfigSection<'mailbox'>, 'GOOGLE_GMAIL_API_URL' | 'MICROSOFT_GRAPH_API_URL'>;
+
+/** The connected mailbox a polled message came from: its provider and address, as the file's reference names them. */
+export interface MailboxOfFile {
+  provider: 'google' | 'microsoft';
+  address: string;
+}
+
+/**
+ * A valid access token of the workspace's connected mailbox, from the mailbox service (which refreshes it as
+ * polling does; `force` refreshes it even when it looks valid, after the provider answered 401). It rejects with an
+ * Error whose message says why there is none (disconnected, reconnected to another account, grant revoked); that
+ * message never holds a token. Tokens are asked for when a file is fetched and never travel in the job.
+ */
+export type MailboxTokens = (tenantId: string, mailbox: MailboxOfFile, opts: { force: boolean }) => Promise<string>;
 
 /** A file as the ingest job carries it: the adapter's reference, and what the edge did with it. */
 export interface QueuedFileRef extends InboundFileRef {
@@ -58,6 +73,50 @@ export interface OpenContext {
   blobs: Pick<BlobStore, 'get'>;
   /** Bytes read at most, plus one (the store then reports the file too large, with the limit). */
   maxBytes: number;
+  /** The connected mailbox's token, for polled mail (`gmail`, `graph`), bound to the job's workspace. */
+  mailboxToken?: (mailbox: MailboxOfFile, opts: { force: boolean }) => Promise<string>;
+}
+
+/**
+ * Base64 text for `bytes` bytes, plus room for a JSON answer's other members: how much of Gmail's attachment answer
+ * is read at most. The decoded stream is cut at the file limit first; this only bounds what a wrong answer can make
+ * us read.
+ */
+export const base64Bound = (bytes: number) => Math.ceil((bytes + 1) / 3) * 4 + 64 * 1024;
+
+/**
+ * Runs a mailbox request with the mailbox's current token; a 401 (revoked early, clock skew) is answered by one
+ * forced refresh and one retry, as polling does. A token that cannot be had is the file's reason.
+ */
+async function withMailboxToken<T>(ctx: OpenContext, mailbox: MailboxOfFile, run: (auth: Record<string, string>) => Promise<T>): Promise<T> {
+  const lookup = ctx.mailboxToken;
+  if (!lookup) throw new FetchFailed('this process cannot reach the connected mailbox');
+  const token = async (force: boolean) => {
+    try {
+      return await lookup(mailbox, { force });
+    } catch (err) {
+      throw new FetchFailed(`the mailbox gave no access token: ${(err as Error)?.message ?? String(err)}`);
+    }
+  };
+  try {
+    return await run({ authorization: `Bearer ${await token(false)}` });
+  } catch (err) {
+    if (!(err instanceof FetchFailed) || err.status !== 401) throw err;
+    return run({ authorization: `Bearer ${await token(true)}` });
+  }
+}
+
+/** The part of a Gmail `format=full` payload with this partId, depth first (explicit checks: it is the provider's JSON). */
+function gmailPartById(part: unknown, partId: string, depth = 0): Record<string, unknown> | undefined {
+  if (depth > 30 || part === null || typeof part !== 'object' || Array.isArray(part)) return undefined;
+  const p = part as Record<string, unknown>;
+  if (p.partId === partId) return p;
+  if (!Array.isArray(p.parts)) return undefined;
+  for (const child of p.parts) {
+    const hit = gmailPartById(child, partId, depth + 1);
+    if (hit) return hit;
+  }
+  return undefined;
 }
 
 /**
@@ -136,6 +195,48 @@ export async function openSource(ref: QueuedFileRef, ctx: OpenContext): Promise<
       if (path.split('/').some((seg) => seg === '..' || seg === '.') || /[?#\\]/.test(path)) throw new FetchFailed('getFile answered an unusable file_path');
       const answer = await streamingGet(`${base}/file/bot${token}/${path.split('/').map(encodeURIComponent).join('/')}`, { deadline, timeoutMs, maxBytes: ctx.maxBytes });
       return answer.body;
+    }
+    case 'gmail': {
+      const message = `${trimSlash(ctx.config.GOOGLE_GMAIL_API_URL)}/gmail/v1/users/me/messages/${encodeURIComponent(s.messageId)}`;
+      const mailbox: MailboxOfFile = { provider: 'google', address: s.address };
+      if (s.attachmentId) {
+        const attachmentId = s.attachmentId;
+        return withMailboxToken(ctx, mailbox, async (auth) => {
+          // The file is inside a JSON string: read at most its base64 for the limit (plus one byte) and the answer's
+          // other members, and decode while it streams (gmail-body.ts), so memory holds a chunk, not the file.
+          const answer = await streamingGet(`${message}/attachments/${encodeURIComponent(attachmentId)}`, { headers: auth, deadline, timeoutMs, maxBytes: base64Bound(ctx.maxBytes) });
+          const body = gmailAttachmentBody();
+          const limited = byteLimit(ctx.maxBytes, () => answer.body.destroy());
+          answer.body.on('error', (err) => limited.destroy(err));
+          body.on('error', (err) => limited.destroy(err));
+          return answer.body.pipe(body).pipe(limited);
+        });
+      }
+      if (!s.partId) throw new FetchFailed('the message named neither an attachment id nor a part for this file');
+      const partId = s.partId;
+      return withMailboxToken(ctx, mailbox, async (auth) => {
+        // A small part whose data Gmail sent inline in the message: the message is read again (bounded like an
+        // attachment answer) rather than its bytes ever travelling in the job.
+        const m = await getJson(`${message}?format=full`, { headers: auth, deadline, timeoutMs, maxBytes: base64Bound(ctx.maxBytes) });
+        const part = gmailPartById(m.payload, partId);
+        if (!part) throw new FetchFailed('the message no longer has this part');
+        const body = part.body as Record<string, unknown> | undefined;
+        const data = typeof body?.data === 'string' ? body.data : '';
+        const decoder = base64Decoder('base64url');
+        const limited = byteLimit(ctx.maxBytes, () => undefined);
+        decoder.on('error', (err) => limited.destroy(err));
+        decoder.end(Buffer.from(data, 'latin1'));
+        return decoder.pipe(limited);
+      });
+    }
+    case 'graph': {
+      if (!s.attachmentId) throw new FetchFailed('the message named no attachment id for this file');
+      const url = `${trimSlash(ctx.config.MICROSOFT_GRAPH_API_URL)}/v1.0/me/messages/${encodeURIComponent(s.messageId)}/attachments/${encodeURIComponent(s.attachmentId)}/$value`;
+      return withMailboxToken(ctx, { provider: 'microsoft', address: s.address }, async (auth) => {
+        // $value is the file's raw bytes: streamed like any download, credentials never sent on to a redirect.
+        const answer = await streamingGet(url, { headers: auth, deadline, timeoutMs, maxBytes: ctx.maxBytes, followRedirect: redirectAllowed(ctx.config.MICROSOFT_GRAPH_API_URL) });
+        return answer.body;
+      });
     }
   }
 }

@@ -201,6 +201,19 @@ export function createIngestGateway(deps: {
       }
     },
 
+    /**
+     * Work a channel's sender causes outside a message (a web chat visitor's upload): one point of the
+     * workspace's budget for the channel, as a message costs (429 `throttled` past it). Not given back.
+     */
+    async charge(tenantId: string, channel: string): Promise<void> {
+      await edge.charge(`${tenantId}:${channel}`, 1);
+    },
+
+    /** Whether the ledger holds this message already (a redelivery, answered `was_duplicate` when sent again). */
+    async received(tenantId: string, channel: string, providerMessageId: string): Promise<boolean> {
+      return (await store.getDeliveries(db, tenantId, [{ channel, providerMessageId }])).size > 0;
+    },
+
     async deliveries(actor: Principal, q: { limit: number; after?: Cursor; channel?: string }) {
       const rows = await store.recentDeliveries(db, actor.tenantId, q);
       return pageOf('deliveries', rows, q.limit, DELIVERY_SORT, (r) => ({

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineOperation } from '../../define-operation';
+import { isAttachmentContent } from '../channels/adapters/email';
 import { intParam } from '../../http/params';
 import { intakeAnswer } from '../../http/result';
 import { DELIVERY_SORT, ingestBody, ingestQuery } from './edge';
@@ -78,6 +79,8 @@ export const ingestOperations = [
         was_duplicate: false,
       },
     },
+    // An email may carry its files (base64 inside the JSON, up to INGEST_EMAIL_MAX_BYTES): read as it arrives.
+    spooledJson: { when: (p) => p.channel === 'email', spill: (path) => isAttachmentContent(path, ['payload']) },
     handler: async ({ params, query, body }, s) => intakeAnswer(await s.ingest.receive(params.channel, body, query)),
   }),
   defineOperation({

@@ -11,6 +11,7 @@ import { senderKey, type CustomerService, type Sender } from '../customers/servi
 import { LIMITS } from '../tickets/schemas';
 import type { EventActor, LockedTicket, OpenSpec, TicketCommands } from '../tickets/commands';
 import * as channelStore from '../channels/store';
+import type { FileService } from '../files/service';
 import type { FetchJob, InboundFiles } from '../inbound-files/service';
 import { inboundEventOf } from '../inbound-files/store';
 import * as store from './store';
@@ -103,9 +104,24 @@ export function createIngestWorker(deps: {
   logger: Logger;
   /** Inbound files (issue 34): one fetch job per message with files, queued after commit. */
   files?: Pick<InboundFiles, 'queueFetch' | 'discard'>;
+  /** Web chat files: a visitor's checked uploads bound to their message's event, in this transaction. */
+  uploads?: Pick<FileService, 'bindVisitorUploads'>;
 }) {
   const { db, customers } = deps;
   const t = deps.tickets;
+
+  /**
+   * The binding of a web chat visitor's uploads to the event their message writes, or nothing. Only a fresh
+   * delivery gets here (the ledger answers a redelivery or a rerun without writing), so each upload is bound
+   * exactly once; the binding commits with the event and the ledger row, or not at all.
+   */
+  const uploadsOf = (tx: Executor, tenantId: string, f: Fresh) => {
+    const ids = f.item.message.uploads;
+    if (!ids || ids.length === 0 || f.def.id !== 'web_chat') return undefined;
+    const binder = deps.uploads;
+    if (!binder) throw new Error('a web chat message names uploads, but the ingest worker has no binder for them');
+    return (ticketId: string, eventId: string) => binder.bindVisitorUploads(tx, tenantId, f.item.message.sender.handle, ids, { ticketId, eventId });
+  };
 
   /** The tickets each message continues (the tickets' threading rule), locked; absent for a new one. */
   const threadTargets = (tx: Executor, tenantId: string, round: Fresh[]) =>
@@ -124,12 +140,13 @@ export function createIngestWorker(deps: {
     const customerOf = await customers.forSenders(tx, tenantId, round.map((f) => f.sender));
     const targets = await threadTargets(tx, tenantId, round);
     const opens: { f: Fresh; spec: OpenSpec }[] = [];
-    const replies: { f: Fresh; ticket: LockedTicket }[] = [];
+    const replies: { f: Fresh; ticket: LockedTicket; bind: ReturnType<typeof uploadsOf> }[] = [];
     const reopened = new Set<string>();
     for (const f of round) {
       const customerId = customerOf.get(f.senderKey)!;
       const m = f.item.message;
       const ticket = targets.get(f);
+      const bind = uploadsOf(tx, tenantId, f);
       if (!ticket) {
         opens.push({
           f,
@@ -149,6 +166,7 @@ export function createIngestWorker(deps: {
             },
             kind: `inbound_${f.def.id}`,
             meta: eventMeta(m),
+            ...(bind ? { files: bind } : {}),
           },
         });
         continue;
@@ -159,7 +177,7 @@ export function createIngestWorker(deps: {
         reopened.add(ticket.id);
         trigger = { event: 'ticket.reopened', eventId: await t.reopen(tx, tenantId, actorOf(f), ticket) };
       }
-      replies.push({ f, ticket });
+      replies.push({ f, ticket, bind });
       outcomes.set(f.item.id, {
         result: { channel: f.def.id, ticket_id: ticket.id, customer_id: customerId, was_created: false, was_duplicate: false },
         trigger,
@@ -177,7 +195,14 @@ export function createIngestWorker(deps: {
     const appended = await t.appendInbound(
       tx,
       tenantId,
-      replies.map(({ f, ticket }) => ({ by: actorOf(f), ticket, kind: `inbound_${f.def.id}`, body: f.item.message.body.slice(0, LIMITS.body), meta: eventMeta(f.item.message) })),
+      replies.map(({ f, ticket, bind }) => ({
+        by: actorOf(f),
+        ticket,
+        kind: `inbound_${f.def.id}`,
+        body: f.item.message.body.slice(0, LIMITS.body),
+        meta: eventMeta(f.item.message),
+        ...(bind ? { files: (eventId: string) => bind(ticket.id, eventId) } : {}),
+      })),
     );
     replies.forEach(({ f }, i) => {
       const o = outcomes.get(f.item.id);

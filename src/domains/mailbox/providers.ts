@@ -1,3 +1,4 @@
+import { z } from 'zod';
 import type { ConfigSection } from '../../config';
 
 export type MailProviderId = 'google' | 'microsoft';
@@ -44,6 +45,24 @@ export interface FetchedMail {
   receivedAt?: string;
   /** The provider's conversation: Gmail `threadId`, Graph `conversationId`. A reply names it to join the thread. */
   threadId?: string;
+  /** Every file the message carries, inline images included, in the provider's order (issue 34). */
+  attachments?: MailAttachment[];
+}
+
+/** A file of a polled message, as the provider describes it: where to fetch it, never its bytes. */
+export interface MailAttachment {
+  name: string;
+  contentType?: string;
+  /** Bytes, as the provider declares them (Gmail `body.size`, Graph `size`). */
+  size?: number;
+  /** The Content-ID an HTML body's `cid:` links name (inline images). */
+  contentId?: string;
+  /** Gmail `body.attachmentId` / Graph attachment id. */
+  attachmentId?: string;
+  /** Gmail: the part whose small body came inline (`body.data`), fetched again by its partId. */
+  partId?: string;
+  /** Listed but never fetched, and why (Graph item and reference attachments are not files). */
+  skip?: string;
 }
 
 /** The customer's message a reply answers, as the mailbox that polled it knows it. */
@@ -130,8 +149,10 @@ function tokenSet(body: Record<string, unknown>, name: string): TokenSet {
 const decode = (b64url: unknown) => (typeof b64url === 'string' ? Buffer.from(b64url, 'base64url').toString('utf8') : undefined);
 
 interface GmailPart {
+  partId?: string;
   mimeType?: string;
-  body?: { data?: string };
+  filename?: string;
+  body?: { data?: string; attachmentId?: string; size?: number };
   parts?: GmailPart[];
   headers?: { name: string; value: string }[];
 }
@@ -139,13 +160,75 @@ interface GmailPart {
 /** The first part of a type, depth first (multipart/alternative keeps text/plain and text/html side by side). */
 function gmailPart(part: GmailPart | undefined, type: string): string | undefined {
   if (!part) return undefined;
-  if (part.mimeType === type && part.body?.data) return decode(part.body.data);
+  // An attached text file (a filename) is a file, not the message's text.
+  if (part.mimeType === type && part.body?.data && !nonEmpty(part.filename)) return decode(part.body.data);
   for (const child of part.parts ?? []) {
     const found = gmailPart(child, type);
     if (found !== undefined) return found;
   }
   return undefined;
 }
+
+const nonEmpty = (v: unknown): string | undefined => (typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined);
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+/** Parts walked and files listed per message at most: a message is never refused, but its walk is bounded. */
+const MAX_PARTS = 500;
+const MAX_DEPTH = 30;
+
+/**
+ * Every file in a Gmail `format=full` payload, depth first: each part with a filename whose body has an
+ * `attachmentId` (fetched with messages.attachments.get) or inline `data` (small parts; fetched again by partId),
+ * inline images included with their Content-ID. Checked field by field: it is the provider's JSON. A part with a
+ * filename is not entered (an attached message's own files are inside its file).
+ */
+function gmailAttachments(root: unknown): MailAttachment[] {
+  const out: MailAttachment[] = [];
+  let seen = 0;
+  const walk = (part: unknown, depth: number) => {
+    if (!isObject(part) || depth > MAX_DEPTH || ++seen > MAX_PARTS) return;
+    const filename = nonEmpty(part.filename);
+    const body = isObject(part.body) ? part.body : {};
+    const attachmentId = nonEmpty(body.attachmentId);
+    const partId = nonEmpty(part.partId);
+    if (filename && (attachmentId || partId)) {
+      const size = typeof body.size === 'number' && Number.isSafeInteger(body.size) && body.size >= 0 ? body.size : undefined;
+      let contentId: string | undefined;
+      if (Array.isArray(part.headers)) {
+        for (const h of part.headers) if (isObject(h) && typeof h.name === 'string' && h.name.toLowerCase() === 'content-id' && typeof h.value === 'string') contentId = nonEmpty(h.value);
+      }
+      out.push({
+        name: filename,
+        ...(nonEmpty(part.mimeType) ? { contentType: nonEmpty(part.mimeType) } : {}),
+        ...(size !== undefined ? { size } : {}),
+        ...(contentId ? { contentId } : {}),
+        ...(attachmentId ? { attachmentId } : { partId }),
+      });
+      return;
+    }
+    if (Array.isArray(part.parts)) for (const child of part.parts) walk(child, depth + 1);
+  };
+  walk(root, 0);
+  return out;
+}
+
+/** One page of Graph's `GET /me/messages/{id}/attachments` (an entry is read on its own: one odd entry is one skipped file). */
+const graphAttachmentPage = z.object({ value: z.array(z.unknown()), '@odata.nextLink': z.string().optional() });
+const graphAttachment = z.object({
+  '@odata.type': z.string().optional(),
+  id: z.string().min(1),
+  name: z.string().nullish(),
+  contentType: z.string().nullish(),
+  size: z.number().int().min(0).nullish(),
+  isInline: z.boolean().nullish(),
+  contentId: z.string().nullish(),
+});
+/** Why an attachment Graph lists is not fetched: only a fileAttachment holds a file's bytes. */
+const GRAPH_NOT_A_FILE: Record<string, string> = {
+  '#microsoft.graph.itemAttachment': 'an attached Outlook item (a message, event or contact), not a file; it is not fetched',
+  '#microsoft.graph.referenceAttachment': 'a link to a file stored elsewhere (OneDrive, SharePoint), not the file; it is not fetched',
+};
+/** Attachment list pages followed per message at most. */
+const GRAPH_ATTACHMENT_PAGES = 20;
 
 /** `Ada Lovelace <ada@x.test>` → { address, name }. */
 function parseFrom(value: string | undefined): { address: string; name?: string } {
@@ -241,6 +324,7 @@ function google(config: ConfigSection<'mailbox'>): MailProvider {
           html: gmailPart(m.payload, 'text/html'),
           ...(m.internalDate ? { receivedAt: new Date(Number(m.internalDate)).toISOString() } : {}),
           ...(typeof m.threadId === 'string' && m.threadId ? { threadId: m.threadId } : {}),
+          attachments: gmailAttachments(m.payload),
         });
       }
       return { messages, cursor: next };
@@ -295,7 +379,50 @@ function microsoft(config: ConfigSection<'mailbox'>): MailProvider {
 
     async listSince(accessToken, cursor) {
       const auth = { headers: { authorization: `Bearer ${accessToken}`, prefer: 'outlook.body-content-type="text"' } };
-      const select = 'id,internetMessageId,conversationId,subject,from,body,receivedDateTime,internetMessageHeaders';
+      const select = 'id,internetMessageId,conversationId,subject,from,body,receivedDateTime,internetMessageHeaders,hasAttachments';
+      const graphOrigin = new URL(config.MICROSOFT_GRAPH_API_URL).origin;
+
+      /**
+       * The message's attachments (metadata only: the $select leaves out contentBytes, the worker streams $value).
+       * Each fileAttachment is a file; item and reference attachments are listed as skipped with the reason; an
+       * entry we cannot read is skipped saying so. A message deleted since the delta (404) has none to list.
+       */
+      const attachmentsOf = async (id: string): Promise<MailAttachment[]> => {
+        const out: MailAttachment[] = [];
+        let url: string | undefined = `${config.MICROSOFT_GRAPH_API_URL}/v1.0/me/messages/${encodeURIComponent(id)}/attachments?$select=id,name,contentType,size,isInline,contentId`;
+        for (let page = 0; url && page < GRAPH_ATTACHMENT_PAGES; page++) {
+          let body: Record<string, unknown>;
+          try {
+            body = await call(name, url, { headers: { authorization: `Bearer ${accessToken}` } }, t);
+          } catch (err) {
+            if (err instanceof ProviderError && err.status === 404) return out;
+            throw err;
+          }
+          const parsed = graphAttachmentPage.safeParse(body);
+          if (!parsed.success) throw new ProviderError('unavailable', `${name} answered an attachment list without a value array`);
+          for (const entry of parsed.data.value) {
+            const a = graphAttachment.safeParse(entry);
+            if (!a.success) {
+              out.push({ name: 'attachment', attachmentId: '', skip: 'the provider described this attachment in a form we do not read; it is not fetched' });
+              continue;
+            }
+            const type = a.data['@odata.type'] ?? '';
+            const common = {
+              name: nonEmpty(a.data.name) ?? 'attachment',
+              ...(nonEmpty(a.data.contentType) ? { contentType: nonEmpty(a.data.contentType) } : {}),
+              ...(typeof a.data.size === 'number' ? { size: a.data.size } : {}),
+              ...(nonEmpty(a.data.contentId) ? { contentId: nonEmpty(a.data.contentId) } : {}),
+              attachmentId: a.data.id,
+            };
+            if (type === '#microsoft.graph.fileAttachment') out.push(common);
+            else out.push({ ...common, skip: GRAPH_NOT_A_FILE[type] ?? `an attachment of a kind that is not a file (${type.slice(0, 80) || 'no type given'}); it is not fetched` });
+          }
+          const nextLink: string | undefined = parsed.data['@odata.nextLink'];
+          // Followed only on the configured Graph host, like the delta link: the token never goes elsewhere.
+          url = nextLink && URL.canParse(nextLink) && new URL(nextLink).origin === graphOrigin ? nextLink : undefined;
+        }
+        return out;
+      };
       // A stored delta link is only followed on the configured Graph host: a cursor never sends a token elsewhere.
       const start = cursor && new URL(cursor).origin === new URL(config.MICROSOFT_GRAPH_API_URL).origin
         ? cursor
@@ -312,6 +439,10 @@ function microsoft(config: ConfigSection<'mailbox'>): MailProvider {
           if (typeof m.internetMessageId === 'string' && !headers['message-id']) headers['message-id'] = m.internetMessageId;
           const from = (m.from as { emailAddress?: { address?: string; name?: string } } | undefined)?.emailAddress;
           const body = m.body as { contentType?: string; content?: string } | undefined;
+          // hasAttachments leaves out inline attachments (Graph's message resource says so): a body naming a
+          // `cid:` is asked too, so a message with only inline images keeps them.
+          const listFiles = m.hasAttachments === true || (typeof body?.content === 'string' && body.content.toLowerCase().includes('cid:'));
+          const attachments = listFiles && start === cursor ? await attachmentsOf(String(m.id)) : [];
           messages.push({
             providerId: String(m.id),
             headers,
@@ -320,6 +451,7 @@ function microsoft(config: ConfigSection<'mailbox'>): MailProvider {
             ...(body?.contentType?.toLowerCase() === 'html' ? { html: body.content ?? '' } : { text: body?.content ?? '' }),
             ...(typeof m.receivedDateTime === 'string' ? { receivedAt: m.receivedDateTime } : {}),
             ...(typeof m.conversationId === 'string' && m.conversationId ? { threadId: m.conversationId } : {}),
+            ...(attachments.length > 0 ? { attachments } : {}),
           });
         }
         url = typeof page['@odata.nextLink'] === 'string' ? page['@odata.nextLink'] : undefined;

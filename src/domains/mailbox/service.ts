@@ -12,8 +12,12 @@ import type { QueueHub } from '../../queue/hub';
 import { emailAdapter } from '../channels/adapters/email';
 import type { ChannelService } from '../channels/service';
 import type { IngestItem, IngestWorker } from '../ingest/worker';
+import type { InboundFileRef, InboundFileSource } from '../channels/adapters/types';
+import type { InboundFiles } from '../inbound-files/service';
+import type { MailboxOfFile, QueuedFileRef } from '../inbound-files/sources';
+import { MAILBOX_ID_MAX } from '../../queue/jobs';
 import type { SendResult } from '../outbound/types';
-import { createMailProviders, MAIL_PROVIDERS, ProviderError, type FetchedMail, type MailProvider, type MailProviderId, type ReplyTarget, type TokenSet } from './providers';
+import { createMailProviders, MAIL_PROVIDERS, ProviderError, type FetchedMail, type MailAttachment, type MailProvider, type MailProviderId, type ReplyTarget, type TokenSet } from './providers';
 import type { EventSink } from '../events/types';
 import * as store from './store';
 import type { StoredMailboxRef } from './store';
@@ -85,6 +89,8 @@ export function createMailboxService(deps: {
   ingest: Pick<IngestWorker, 'processBatch'>;
   /** Where mailbox.health_changed goes (issue 19). */
   events?: EventSink;
+  /** Inbound files (issue 34): caps a polled message's files as the ingest edge caps a pushed one's. */
+  files?: Pick<InboundFiles, 'prepare'>;
 }) {
   const { db, config, queues, logger, channels, ingest } = deps;
   const providers = createMailProviders(config);
@@ -251,8 +257,27 @@ export function createMailboxService(deps: {
     return present(m, m ? await store.sentToday(db, tenantId) : 0);
   };
 
+  /**
+   * Where the worker fetches a polled file: the provider's ids and the mailbox it was polled from (never a token).
+   * Ids too long for the job's schema are listed as skipped rather than queued: a job the schema refuses would
+   * fail the message's intake.
+   */
+  function fileSource(m: MailboxRow, mail: FetchedMail, a: MailAttachment): { source: InboundFileSource; skip?: string } {
+    const address = m.email_address;
+    const tooLong = [mail.providerId, a.attachmentId ?? ''].some((id) => id.length > MAILBOX_ID_MAX) || (a.partId ?? '').length > 64;
+    // A skipped file is never opened, so its reference only has to pass the schema: ids are cut to fit.
+    const clip = (id: string) => id.slice(0, MAILBOX_ID_MAX);
+    const source: InboundFileSource =
+      m.provider === 'microsoft'
+        ? { kind: 'graph', address, messageId: clip(mail.providerId), attachmentId: clip(a.attachmentId ?? '') }
+        : { kind: 'gmail', address, messageId: clip(mail.providerId), ...(a.attachmentId ? { attachmentId: clip(a.attachmentId) } : a.partId ? { partId: a.partId.slice(0, 64) } : {}) };
+    const skip = a.skip ?? (tooLong ? 'the provider\'s id for this file is too long to be fetched' : undefined);
+    return { source, ...(skip ? { skip } : {}) };
+  }
+
   /** A fetched message in the email channel's inbound format, parsed by the same adapter as a push delivery. */
   function toItem(tenantId: string, m: MailboxRow, mail: FetchedMail): IngestItem | undefined {
+    const attachments = mail.attachments ?? [];
     const headers = ['Message-ID', 'In-Reply-To', 'References', 'To']
       .map((name) => ({ Name: name, Value: header(mail, name) }))
       .filter((h): h is { Name: string; Value: string } => typeof h.Value === 'string');
@@ -265,12 +290,53 @@ export function createMailboxService(deps: {
       TextBody: mail.text ?? '',
       HtmlBody: mail.html ?? '',
       Headers: headers,
+      // The files as Postmark would describe them (no Content): the adapter names them in the body and normalises
+      // name, type, size and Content-ID exactly as for a pushed email; where to fetch them is set just below.
+      ...(attachments.length > 0
+        ? { Attachments: attachments.map((a) => ({ Name: a.name, ContentType: a.contentType ?? '', ContentLength: a.size ?? null, ContentID: a.contentId ?? '' })) }
+        : {}),
     });
     if (!parsed.ok || parsed.messages.length === 0) return undefined;
     const mailbox = { provider: m.provider, address: m.email_address, messageId: mail.providerId, ...(mail.threadId ? { threadId: mail.threadId } : {}) };
+    const message = parsed.messages[0]!;
+    const files = message.files?.map((f: InboundFileRef, i): QueuedFileRef => {
+      const { source, skip } = fileSource(m, mail, attachments[i]!);
+      return { ...f, source, ...(skip ? { skip: { reason: skip } } : {}) };
+    });
     // The correlation id is the provider's message id: a poll repeated after a crash is the same delivery
     // (same answer, no duplicate counted); a push of the same mail to the ingest route is a duplicate.
-    return { id: `poll:${mail.providerId}`, tenant_id: tenantId, channel: 'email', message: { ...parsed.messages[0]!, mailbox } };
+    return { id: `poll:${mail.providerId}`, tenant_id: tenantId, channel: 'email', message: { ...message, mailbox, ...(files ? { files } : {}) } };
+  }
+
+  /**
+   * The cap the ingest edge applies to a pushed message's files (FILES_MAX_PER_MESSAGE; a declared size over
+   * FILES_MAX_BYTES skipped without a download), applied to polled ones: both then reach the same fetch job.
+   */
+  async function capFiles(tenantId: string, items: IngestItem[]): Promise<IngestItem[]> {
+    const files = deps.files;
+    if (!files || !items.some((i) => i.message.files?.length)) return items;
+    const { messages } = await files.prepare(tenantId, items.map((i) => i.message));
+    return items.map((item, n) => ({ ...item, message: messages[n]! }));
+  }
+
+  /**
+   * A valid access token for the worker fetching a polled message's files (inbound files' `MailboxTokens`): the
+   * connected mailbox's, refreshed (and stored) as polling refreshes it, only when it is still the mailbox the
+   * message was polled from. The job never carries it. Errors say why in words that hold no token.
+   */
+  async function tokenForFiles(tenantId: string, from: MailboxOfFile, opts: { force: boolean }): Promise<string> {
+    const m = await store.getMailbox(db, tenantId);
+    if (!m) throw new Error('no mailbox is connected any more');
+    if (m.provider !== from.provider || m.email_address.toLowerCase() !== from.address.toLowerCase()) {
+      throw new Error('the mailbox the message was polled from is no longer the connected one');
+    }
+    if (!m.connected) throw new Error('the mailbox is disconnected (its grant no longer works); reconnect it');
+    try {
+      return (await accessToken(m, providers[m.provider as MailProviderId], opts.force)).token;
+    } catch (err) {
+      if (err instanceof ProviderError) throw new Error(err.message);
+      throw err;
+    }
   }
 
   /** The `mailbox.poll` job: new inbox mail through the email ingest path, then the cursor moves on. */
@@ -286,7 +352,7 @@ export function createMailboxService(deps: {
       }
       const page = await withToken(m, p, (token) => p.listSince(token, m.inbound_cursor));
       const own = m.email_address.toLowerCase();
-      const items = page.messages.filter((mail) => mail.from.address.toLowerCase() !== own).map((mail) => toItem(tenantId, m, mail)).filter((i): i is IngestItem => i !== undefined);
+      const items = await capFiles(tenantId, page.messages.filter((mail) => mail.from.address.toLowerCase() !== own).map((mail) => toItem(tenantId, m, mail)).filter((i): i is IngestItem => i !== undefined));
       const results = items.length > 0 ? await ingest.processBatch(items) : [];
       if (results.some((r) => !r.ok)) {
         // Refused (the email channel is disabled): the cursor stays, so nothing is skipped once it is enabled.
@@ -451,6 +517,7 @@ export function createMailboxService(deps: {
     poll,
     sendReply,
     sender,
+    tokenForFiles,
 
     /** The `mailbox.refresh` job. */
     check,

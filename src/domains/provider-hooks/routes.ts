@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineOperation } from '../../define-operation';
+import { isAttachmentContent } from '../channels/adapters/email';
 
 const hookParams = z.object({
   channel: z.string().min(1).max(64).meta({ examples: ['sms'] }),
@@ -32,6 +33,8 @@ export const providerHookOperations = [
       request: { update_id: 10000, message: { message_id: 1365, from: { id: 1111111, first_name: 'Ada' }, chat: { id: 1111111, type: 'private' }, date: 1741944600, text: 'Where is my order?' } },
       response: { status: 'ok', ticket_id: 'b3e1f0a2-7c4d-4e9b-8a16-5d2c9f7e3b40' },
     },
+    // Postmark's inbound email carries its files as base64 inside the JSON (up to INGEST_EMAIL_MAX_BYTES): read as it arrives.
+    spooledJson: { when: (p) => p.channel === 'email', spill: (path) => isAttachmentContent(path, []) },
     handler: async ({ params, raw }, s) => s.providerHooks.receive(params.channel, params.inbound_token, raw!),
   }),
   defineOperation({

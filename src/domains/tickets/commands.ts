@@ -56,6 +56,11 @@ export interface OpenSpec {
   };
   kind: string;
   meta?: Record<string, unknown>;
+  /**
+   * Binds files to the first event once the ticket row exists (the ticket's foreign key is not deferred; the
+   * event's is), before the event is written, so the event shows them from the start (a web chat visitor's files).
+   */
+  files?: (ticketId: string, eventId: string) => Promise<AttachmentSummary[]>;
 }
 
 /** What an inbound message carries that says which conversation it continues. */
@@ -119,6 +124,16 @@ export const eventFor = (by: EventActor, ticketId: string, kind: string, body: s
 
 /** The timeline's option for the detail row an UPDATE just returned (its events are presented from it). */
 const freshly = (row: store.TicketDetailRow | undefined) => ({ fresh: row ? [row] : [] });
+
+/** The files some events are written with, by event id (only those `bind` gave files to), bound one event after another. */
+async function filesOf(events: NewEvent[], bind: (e: NewEvent, i: number) => Promise<AttachmentSummary[]> | undefined): Promise<Map<string, AttachmentSummary[]>> {
+  const out = new Map<string, AttachmentSummary[]>();
+  for (const [i, e] of events.entries()) {
+    const attached = await bind(e, i);
+    if (attached && attached.length > 0) out.set(e.id as string, attached);
+  }
+  return out;
+}
 
 /** How many merges an inbound message follows to reach the live ticket (merge chains are short). */
 const MAX_MERGE_HOPS = 16;
@@ -196,7 +211,8 @@ export function createTicketCommands(deps: {
       })),
     );
     const firsts = rows.map((row, i) => eventFor(specs[i]!.by, row.id, specs[i]!.kind, specs[i]!.fields.description, specs[i]!.meta ?? {}));
-    await timeline(tx, tenantId, firsts, { opened: true });
+    const attachments = await filesOf(firsts, (e, i) => specs[i]!.files?.(rows[i]!.id, e.id));
+    await timeline(tx, tenantId, firsts, { opened: true, ...(attachments.size > 0 ? { attachments } : {}) });
     return rows.map((row, i) => ({ row, eventId: firsts[i]!.id }));
   }
 
@@ -254,13 +270,21 @@ export function createTicketCommands(deps: {
     return reopenEvent.id;
   }
 
-  /** Customers' inbound messages on locked tickets: the events, the tickets touched, the assignees told. */
-  async function appendInbound(tx: Executor, tenantId: string, entries: { by: EventActor; ticket: LockedTicket; kind: string; body: string; meta: Record<string, unknown> }[]) {
+  /**
+   * Customers' inbound messages on locked tickets: the events, the tickets touched, the assignees told. `files`
+   * binds files to the event about to be written (a web chat visitor's uploads), so the event shows them.
+   */
+  async function appendInbound(
+    tx: Executor,
+    tenantId: string,
+    entries: { by: EventActor; ticket: LockedTicket; kind: string; body: string; meta: Record<string, unknown>; files?: (eventId: string) => Promise<AttachmentSummary[]> }[],
+  ) {
     if (entries.length === 0) return [];
     for (const e of entries) refuseMerged(e.ticket);
     await store.touchTickets(tx, tenantId, [...new Set(entries.map((e) => e.ticket.id))]);
     const events = entries.map((e) => eventFor(e.by, e.ticket.id, e.kind, e.body, e.meta));
-    await timeline(tx, tenantId, events);
+    const attachments = await filesOf(events, (e, i) => entries[i]!.files?.(e.id));
+    await timeline(tx, tenantId, events, attachments.size > 0 ? { attachments } : {});
     for (const e of entries) {
       if (e.ticket.assignee_id) {
         await notifications.notify(tx, tenantId, [e.ticket.assignee_id], null, { kind: 'reply_on_assigned', ticketId: e.ticket.id, body: e.ticket.subject });

@@ -1,5 +1,24 @@
 import { defineOperation } from '../../define-operation';
-import { EXAMPLES, listQuery, messagePage, postBody, posted, postQuery, session, sessionBody, sessionQuery } from './schemas';
+import type { HandlerResult } from '../../http/result';
+import { downloadAnswer } from '../files/answer';
+import { parseRange } from '../files/range';
+import { UPLOAD_FORM } from '../files/schemas';
+import {
+  attachmentParams,
+  downloadQuery,
+  EXAMPLE_ATTACHMENT,
+  EXAMPLES,
+  listQuery,
+  messagePage,
+  postBody,
+  posted,
+  postQuery,
+  session,
+  sessionBody,
+  sessionQuery,
+  uploadQuery,
+  visitorUpload,
+} from './schemas';
 import { wantsStream } from './service';
 
 const MESSAGE = { id: '0195a3c2-7f1e-7b3a-9c4d-2e8f1a6b5c70', author: 'visitor', text: 'Hi! Do you ship to Canada?', created_at: '2025-03-14T09:30:01.204Z', message_id: 'm_8d1e4b0c2f' };
@@ -37,7 +56,7 @@ export const webChatOperations = [
     path: '/v1/web-chat/messages',
     summary: 'Post a web chat visitor\'s message',
     description:
-      'Authorization: Bearer <visitor_token>. The message goes through channel intake as the token\'s visitor (never one named in the body): it continues the visitor\'s open conversation or opens a new one, counts against the workspace\'s intake budget (429 with Retry-After, nothing written), and `message_id` is its dedupe key per visitor (a retry answers was_duplicate true and writes nothing twice). Ticket and customer ids are not part of the visitor\'s view. 202 when the worker did not answer within JOB_WAIT_MS: the message is still written exactly once.',
+      'Authorization: Bearer <visitor_token>. The message goes through channel intake as the token\'s visitor (never one named in the body): it continues the visitor\'s open conversation or opens a new one, counts against the workspace\'s intake budget (429 with Retry-After, nothing written), and `message_id` is its dedupe key per visitor (a retry answers was_duplicate true and writes nothing twice). `attachments` names up to 20 of this visitor\'s upload tokens (POST /v1/web-chat/uploads), each within its hour; the files are bound to the message as it is written (agents see them on its timeline event), exactly once: a retry of the same `message_id` binds nothing again and is not refused for naming tokens the first delivery spent. A token that is unknown, another visitor\'s, expired, already used or not stored is 422 upload_token_invalid naming its position (`attachments[i]`), and nothing is written. `text` may be left out when the message carries attachments. Ticket and customer ids are not part of the visitor\'s view. 202 when the worker did not answer within JOB_WAIT_MS: the message is still written exactly once.',
     access: 'public',
     query: postQuery,
     body: postBody,
@@ -45,9 +64,9 @@ export const webChatOperations = [
     chargeRefusals: true,
     response: { status: 200, description: 'The message was written (or was a redelivery)', schema: posted },
     alsoAnswers: [{ status: 202, description: 'Queued: written exactly once, shortly', example: { status: 'accepted', channel: 'web_chat', message_id: 'm_8d1e4b0c2f' } }],
-    errors: ['visitor_token_invalid', 'visitor_token_expired', 'visitor_session_ended', 'throttled'],
+    errors: ['visitor_token_invalid', 'visitor_token_expired', 'visitor_session_ended', 'upload_token_invalid', 'throttled'],
     example: {
-      request: { message_id: 'm_8d1e4b0c2f', text: 'Hi! Do you ship to Canada?' },
+      request: { message_id: 'm_8d1e4b0c2f', text: 'Hi! Do you ship to Canada? My order receipt is attached.', attachments: [EXAMPLES.UPLOAD_TOKEN] },
       response: { channel: 'web_chat', message_id: 'm_8d1e4b0c2f', was_created: true, was_duplicate: false },
     },
     handler: async ({ query, body, headers }, s) => s.webChat.post(headers?.authorization, query.token, body),
@@ -72,5 +91,46 @@ export const webChatOperations = [
       wantsStream(headers?.accept)
         ? { stream: await s.webChat.openStream(headers?.authorization, query, lastEventId) }
         : { body: await s.webChat.list(headers?.authorization, query) },
+  }),
+  defineOperation({
+    id: 'upload_web_chat_file',
+    method: 'post',
+    path: '/v1/web-chat/uploads',
+    summary: 'Upload a file for a web chat visitor\'s next message (multipart/form-data, the part named file)',
+    description:
+      'Authorization: Bearer <visitor_token>, checked as for POST /v1/web-chat/messages before any byte is read. The file is streamed into the file store exactly as an agent\'s upload (POST /v1/uploads): at most FILES_MAX_BYTES (`413 file_too_large`, answered as soon as the limit is passed, nothing stored), within the workspace\'s FILES_WORKSPACE_QUOTA_BYTES (`413 files_quota_exceeded`), its name sanitised, its type sniffed from its bytes, scanned when clamd is configured. A compressed body (Content-Encoding) is 415. Name the answer\'s `upload_token` in this visitor\'s message (`attachments: [token]`) within the hour: no other visitor and no agent can use it, and an upload no message used is removed. Each upload costs one point of the workspace\'s web chat intake budget, as a message does (429 throttled with Retry-After).',
+    access: 'public',
+    query: uploadQuery,
+    readsHeaders: ['authorization'],
+    chargeRefusals: true,
+    streamBody: { mediaType: 'multipart/form-data', schema: UPLOAD_FORM, description: 'A form with the file in the part named `file` (other parts are ignored).' },
+    response: { status: 201, description: 'The upload: its token (shown here only), the file as stored, and when the token expires', schema: visitorUpload },
+    errors: ['visitor_token_invalid', 'visitor_token_expired', 'visitor_session_ended', 'file_too_large', 'files_quota_exceeded', 'throttled'],
+    example: { response: { upload_token: EXAMPLES.UPLOAD_TOKEN, attachment: EXAMPLE_ATTACHMENT, expires_at: '2025-03-14T10:41:53.412Z' } },
+    handler: async ({ query, headers, stream }, s) => ({ status: 201, body: await s.webChat.upload(headers?.authorization, query.token, stream!) }),
+  }),
+  defineOperation({
+    id: 'get_web_chat_attachment_content',
+    method: 'get',
+    path: '/v1/web-chat/attachments/{attachment_id}/content',
+    summary: 'A file of the web chat visitor\'s conversation, as a download (Range requests supported)',
+    description:
+      'Authorization: Bearer <visitor_token>, or `?visitor_token=` so that a plain link (`<a href>`, `<img src>`) works. The visitor reaches the files of the messages their conversation shows (GET /v1/web-chat/messages): their own and the agents\' replies on it; files of internal notes, of other visitors and of other workspaces are 404. Served as agents\' downloads are: its sniffed type (HTML, SVG, XML and scripts as application/octet-stream), `Content-Disposition: attachment` with its name, `X-Content-Type-Options: nosniff`, `Content-Security-Policy: sandbox`; one `Range: bytes=…` is answered 206 with `Content-Range` (past the end: 416 range_not_satisfiable). Only a stored file is served (409 attachment_unavailable otherwise). A download is one of the visitor\'s WEB_CHAT_READ_RATE_POINTS reads a minute.',
+    access: 'public',
+    params: attachmentParams,
+    query: downloadQuery,
+    readsHeaders: ['authorization', 'range', 'if-range'],
+    chargeRefusals: true,
+    response: { status: 200, description: 'The bytes', binary: true },
+    alsoAnswers: [
+      { status: 206, description: 'The range asked for (Content-Range says which bytes of how many)', example: null },
+      { status: 302, description: 'S3 store with presigned downloads: the bytes are at Location, for FILES_S3_PRESIGN_SECONDS', example: null },
+    ],
+    errors: ['visitor_token_invalid', 'visitor_token_expired', 'visitor_session_ended', 'attachment_unavailable', 'range_not_satisfiable', 'throttled'],
+    example: { query: { visitor_token: EXAMPLES.VISITOR_TOKEN } },
+    handler: async ({ params, query, headers }, s): Promise<HandlerResult> =>
+      downloadAnswer(
+        await s.webChat.download(headers?.authorization, query, params.attachment_id, ({ size, etag }) => parseRange(headers?.range, size, headers?.['if-range'], etag)),
+      ),
   }),
 ];

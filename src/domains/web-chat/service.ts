@@ -1,3 +1,5 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
@@ -16,7 +18,8 @@ import type { InboundMessage } from '../channels/adapters/types';
 import { normalOrigin } from '../channels/config';
 import * as channelStore from '../channels/store';
 import { createStreamSlots, type LogWatch } from '../events/live';
-import type { ListQuery, WebChatMessage } from './schemas';
+import type { FileService, RangeOf } from '../files/service';
+import type { ListQuery, PostBody, VisitorAttachment, WebChatMessage } from './schemas';
 import { createVisitorTokens, newVisitorId, type Cursor } from './tokens';
 import * as store from './store';
 
@@ -69,6 +72,9 @@ const tokenExpired = (at: number) =>
 const sessionEnded = () =>
   new DomainError('visitor_session_ended', "This web chat session has ended: the connection's inbound token was rotated or the connection disabled; open a new session.", { headers: visitorAuth });
 
+/** A files-only message's subject: `[file: a.pdf]`, `[2 files: a.pdf, b.png]` (as other channels mark files in text). */
+const filesMarker = (names: string[]) => (names.length === 1 ? `[file: ${names[0]}]` : `[${names.length} files: ${names.join(', ')}]`);
+
 /** Whether the request asks for the live stream (EventSource sends `Accept: text/event-stream`). */
 export const wantsStream = (accept: string | undefined) => accept !== undefined && accept.toLowerCase().includes('text/event-stream');
 
@@ -83,10 +89,16 @@ export function createWebChatService(deps: {
   redis: RedisClient;
   logger: Logger;
   channels: { tokenHash(token: string): Buffer };
-  ingest: { receiveParsed(channel: string, tenantId: string, tokenHash: string, messages: InboundMessage[]): Promise<IntakeOutcome> };
+  ingest: {
+    receiveParsed(channel: string, tenantId: string, tokenHash: string, messages: InboundMessage[]): Promise<IntakeOutcome>;
+    charge(tenantId: string, channel: string): Promise<void>;
+    received(tenantId: string, channel: string, providerMessageId: string): Promise<boolean>;
+  };
+  /** The files domain (issue 34): visitors upload, name and download files through the same machinery as agents. */
+  files: Pick<FileService, 'upload' | 'checkUploads' | 'serve'>;
   live: SharedLive;
 }) {
-  const { db, config, logger, channels, ingest, live } = deps;
+  const { db, config, logger, channels, ingest, files, live } = deps;
   const tokens = createVisitorTokens(config.ENCRYPTION_KEYS);
   const cacheMs = config.WEB_CHAT_CONNECTION_CACHE_MS;
 
@@ -170,11 +182,23 @@ export function createWebChatService(deps: {
     logger,
   });
 
-  const present = (visitorId: string, r: store.MessageRow): WebChatMessage => {
-    if (r.kind === 'reply') return { id: r.id, author: 'agent', ...(r.actor_name ? { agent_name: r.actor_name } : {}), text: r.body, created_at: iso(r.created_at) };
+  const present = (visitorId: string, r: store.MessageRow, attached: VisitorAttachment[] | undefined): WebChatMessage => {
+    const withFiles = attached && attached.length > 0 ? { attachments: attached } : {};
+    if (r.kind === 'reply') return { id: r.id, author: 'agent', ...(r.actor_name ? { agent_name: r.actor_name } : {}), text: r.body, created_at: iso(r.created_at), ...withFiles };
     const messageId = sessionMessageId(visitorId, r.provider_message_id);
-    return { id: r.id, author: 'visitor', text: r.body, created_at: iso(r.created_at), ...(messageId !== undefined ? { message_id: messageId } : {}) };
+    return { id: r.id, author: 'visitor', text: r.body, created_at: iso(r.created_at), ...(messageId !== undefined ? { message_id: messageId } : {}), ...withFiles };
   };
+
+  /** The files of a page of messages, by message, in one read. */
+  async function filesOf(s: VisitorSession, rows: store.MessageRow[]): Promise<Map<string, VisitorAttachment[]>> {
+    const out = new Map<string, VisitorAttachment[]>();
+    for (const f of await store.filesOfMessages(db, s.tenantId, rows.map((r) => r.id))) {
+      const list = out.get(f.event_id) ?? [];
+      list.push({ id: f.id, name: f.name, content_type: f.content_type, size: f.size, state: f.state });
+      out.set(f.event_id, list);
+    }
+    return out;
+  }
 
   type Item = { row: store.MessageRow; cursor: Cursor };
 
@@ -257,11 +281,30 @@ export function createWebChatService(deps: {
      * budget, the ledger's dedupe, exactly-once writes), as the token's visitor. The answer leaves out the
      * ticket and customer ids: the widget has no use for them, and they are the workspace's, not the visitor's.
      */
-    async post(authorization: string | undefined, corsToken: string | undefined, body: { message_id: string; text: string }) {
+    async post(authorization: string | undefined, corsToken: string | undefined, body: PostBody) {
       const s = await verify(bearerOf(authorization), corsToken);
+      const message = sessionMessage(s.visitorId, body.message_id, body.text ?? '', new Date());
+      const tokens = body.attachments ?? [];
+      if (tokens.length > 0) {
+        let named: { id: string; name: string }[];
+        try {
+          named = await files.checkUploads({ tenantId: s.tenantId, visitorId: s.visitorId }, tokens);
+        } catch (err) {
+          // A retry of a message already written names uploads that message spent: it is a redelivery, answered
+          // was_duplicate by the ledger with nothing bound again, not a 422. (The ledger row commits with the
+          // binding, so once a token reads as used, a delivery that used it is in the ledger.)
+          if (!(err instanceof DomainError) || err.code !== 'upload_token_invalid' || !(await ingest.received(s.tenantId, 'web_chat', message.providerMessageId))) throw err;
+          named = [];
+        }
+        if (named.length > 0) {
+          message.uploads = named.map((r) => r.id);
+          // A message of files alone still names its ticket by something: the files, as other channels' markers do.
+          if (message.body === '') message.subject = filesMarker(named.map((r) => r.name));
+        }
+      }
       let outcome: IntakeOutcome;
       try {
-        outcome = await ingest.receiveParsed('web_chat', s.tenantId, s.hash.toString('hex'), [sessionMessage(s.visitorId, body.message_id, body.text, new Date())]);
+        outcome = await ingest.receiveParsed('web_chat', s.tenantId, s.hash.toString('hex'), [message]);
       } catch (err) {
         // The worker found the token rotated (or the connection disabled) after the check above: nothing written.
         if (err instanceof DomainError && err.code === 'not_found') throw sessionEnded();
@@ -288,7 +331,8 @@ export function createWebChatService(deps: {
         cursor = page.next;
         more = page.more;
       }
-      return { messages: items.map((i) => present(s.visitorId, i.row)), next_cursor: seal(s, cursor), has_more: more };
+      const attached = await filesOf(s, items.map((i) => i.row));
+      return { messages: items.map((i) => present(s.visitorId, i.row, attached.get(i.row.id))), next_cursor: seal(s, cursor), has_more: more };
     },
 
     /**
@@ -359,7 +403,8 @@ export function createWebChatService(deps: {
                 if (page.items.length > 0) {
                   // Before delivering: the session as it is now (a rotation that committed before these were read ends it).
                   if (!(await stillOn())) return;
-                  const frames = page.items.map((i) => `id: ${seal(s, i.cursor)}\nevent: message\ndata: ${JSON.stringify(present(s.visitorId, i.row))}\n\n`);
+                  const attached = await filesOf(s, page.items.map((i) => i.row));
+                  const frames = page.items.map((i) => `id: ${seal(s, i.cursor)}\nevent: message\ndata: ${JSON.stringify(present(s.visitorId, i.row, attached.get(i.row.id)))}\n\n`);
                   const bytes = Buffer.from(frames.join(''));
                   await live.takeTurn(bytes.length);
                   wroteAt = Date.now();
@@ -386,6 +431,33 @@ export function createWebChatService(deps: {
           slot.release();
         }
       };
+    },
+
+    /**
+     * POST /v1/web-chat/uploads: the visitor's file, streamed into the file store through the files domain exactly
+     * as an agent's upload (limits, quota, sniffing, names, scanning), as this visitor's: only they can name the
+     * token. An upload costs a point of the workspace's web chat intake budget, as a message does (a visitor
+     * token is free to mint, so a per-visitor budget alone would bound nothing).
+     */
+    async upload(authorization: string | undefined, corsToken: string | undefined, input: { body: Readable; headers: IncomingHttpHeaders }) {
+      const s = await verify(bearerOf(authorization), corsToken);
+      await ingest.charge(s.tenantId, 'web_chat');
+      const up = await files.upload({ tenantId: s.tenantId, visitorId: s.visitorId }, input);
+      const a = up.attachment;
+      return { upload_token: up.upload_token, attachment: { id: a.id, name: a.name, content_type: a.content_type, size: a.size, state: a.state }, expires_at: up.expires_at };
+    },
+
+    /**
+     * GET /v1/web-chat/attachments/{id}/content: a file of a message the visitor reads (theirs, or an agent's reply
+     * on their conversation), served as agents' downloads are; anything else is 404. A read of the visitor's
+     * budget. The token may come in the URL, for links (see docs/decisions.md).
+     */
+    async download(authorization: string | undefined, q: { token?: string; visitor_token?: string }, attachmentId: string, rangeOf: RangeOf) {
+      const s = await verify(bearerOf(authorization) ?? q.visitor_token, q.token);
+      await chargeRead(s);
+      const row = await store.visitorFile(db, s.tenantId, s.visitorId, attachmentId);
+      if (!row) throw notFound('attachment');
+      return files.serve(row, rangeOf);
     },
 
     /** CORS: whether `origin` is among the allowed origins of the connection the request names. */

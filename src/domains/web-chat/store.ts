@@ -104,3 +104,49 @@ export async function visitorMessagesInLog(
     scanned: head?.scanned ?? 0,
   };
 }
+
+/** A file of a message the visitor reads (the same rule as their messages), as it is listed to them. */
+export interface MessageFileRow {
+  id: string;
+  event_id: string;
+  name: string;
+  content_type: string;
+  size: number;
+  state: 'pending' | 'stored' | 'skipped' | 'failed' | 'infected';
+}
+
+/** The files of some of the visitor's messages, by the events' ids, in the order they were added; a note's never. */
+export async function filesOfMessages(db: Executor, tenantId: string, eventIds: string[]): Promise<MessageFileRow[]> {
+  if (eventIds.length === 0) return [];
+  const rows = await db
+    .selectFrom('attachments')
+    .select(['id', 'event_id', 'name', 'content_type', 'size', 'state'])
+    .where('tenant_id', '=', tenantId)
+    .where('event_id', 'in', eventIds)
+    .where('internal', '=', false)
+    .orderBy('created_at')
+    .orderBy('id')
+    .execute();
+  return rows.map((r) => ({ ...r, event_id: r.event_id!, size: Number(r.size) }));
+}
+
+/**
+ * A file the visitor may download: bound to a message of their own conversation that they read (their own or an
+ * agent's reply, by the same rule as visitorMessages: a web_chat ticket whose conversation key is the visitor,
+ * never a note, never a merge's copy), in this workspace. Anything else is not found.
+ */
+export async function visitorFile(db: Executor, tenantId: string, visitorId: string, attachmentId: string) {
+  return db
+    .selectFrom('attachments as a')
+    .innerJoin('ticket_events as e', (j) => j.onRef('e.tenant_id', '=', 'a.tenant_id').onRef('e.id', '=', 'a.event_id'))
+    .innerJoin('tickets as t', (j) => j.onRef('t.tenant_id', '=', 'e.tenant_id').onRef('t.id', '=', 'e.ticket_id'))
+    .selectAll('a')
+    .where('a.tenant_id', '=', tenantId)
+    .where('a.id', '=', attachmentId)
+    .where('a.internal', '=', false)
+    .where('t.source', '=', 'web_chat')
+    .where('t.conversation_key', '=', visitorId)
+    .where('e.kind', 'in', SHOWN_KINDS)
+    .where(sql<boolean>`e.meta->'via_merge' is null`)
+    .executeTakeFirst();
+}

@@ -163,6 +163,16 @@ export function htmlToText(html: string): string {
     .trim();
 }
 
+/**
+ * Whether a JSON path is an attachment's base64 `Content` in a Postmark inbound message found under `prefix`
+ * (the hook gets the message itself; POST /v1/ingest/email has it under `payload`): the strings a large email's
+ * body spools to the file store as it arrives instead of holding them (src/lib/spooled-json.ts).
+ */
+export function isAttachmentContent(path: readonly (string | number)[], prefix: readonly string[]): boolean {
+  const n = prefix.length;
+  return path.length === n + 3 && prefix.every((p, i) => path[i] === p) && path[n] === 'Attachments' && typeof path[n + 1] === 'number' && path[n + 2] === 'Content';
+}
+
 function attachmentNames(attachments: unknown[] | null | undefined): string[] {
   return (attachments ?? []).map((a) => (isRecord(a) && typeof a.Name === 'string' && a.Name.trim() ? a.Name.trim() : 'unnamed'));
 }

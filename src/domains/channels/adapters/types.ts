@@ -12,7 +12,15 @@ export type InboundFileSource =
   | { kind: 'postmark'; index: number }
   | { kind: 'twilio'; url: string }
   | { kind: 'whatsapp'; mediaId: string }
-  | { kind: 'telegram'; fileId: string };
+  | { kind: 'telegram'; fileId: string }
+  /**
+   * Mail polled from the connected mailbox (never an adapter's: the mailbox service lists these). `address` is the
+   * mailbox the message was polled from, so a mailbox since reconnected to another account is never asked.
+   * Gmail: `attachmentId` (messages.attachments.get), or `partId` for a small part whose data came inline.
+   */
+  | { kind: 'gmail'; address: string; messageId: string; attachmentId?: string; partId?: string }
+  /** Graph: a fileAttachment, read from `…/attachments/{id}/$value`. */
+  | { kind: 'graph'; address: string; messageId: string; attachmentId: string };
 
 /** A file a customer's message carries, as the provider declared it (the stored type is sniffed from the bytes). */
 export interface InboundFileRef {
@@ -58,6 +66,12 @@ export interface InboundMessage {
   files?: InboundFileRef[];
   /** Set by the ingest edge, never an adapter: files past the ones listed (FILES_MAX_PER_MESSAGE + 100), counted. */
   filesOmitted?: number;
+  /**
+   * Web chat sessions only (never an adapter): the attachment ids of the visitor's own uploads, checked when the
+   * message was posted, which the ingest worker binds to the message's event in its transaction. The uploader is
+   * the sender's handle (the visitor id from the token), which payload intake can never claim (`wv_` is refused).
+   */
+  uploads?: string[];
 }
 
 export type ParseResult = { ok: true; messages: InboundMessage[] } | { ok: false; reason: string };
