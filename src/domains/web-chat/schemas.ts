@@ -72,6 +72,10 @@ export const posted = z.object({
   status: z.literal('accepted').optional().meta({ description: 'Present (with 202) when the message is queued and will be written exactly once, shortly.' }),
 });
 
+
+/** The visitor token in the query, for what cannot send headers (EventSource, a link): `description` says which. */
+const visitorTokenQuery = (description: string) => z.string().min(1).max(1024).optional().meta({ description, examples: [VISITOR_TOKEN] });
+
 export const listQuery = z.strictObject({
   after: z
     .string()
@@ -81,12 +85,7 @@ export const listQuery = z.strictObject({
     .meta({ description: 'A `next_cursor` (or a stream frame\'s id): resume right after it. Absent: from the start of the conversation.', examples: [CURSOR] }),
   limit: intParam(1, 200).default(50),
   token: corsToken,
-  visitor_token: z
-    .string()
-    .min(1)
-    .max(1024)
-    .optional()
-    .meta({ description: 'The stream only (Accept: text/event-stream), for EventSource, which cannot send headers. Use Authorization: Bearer everywhere else.', examples: [VISITOR_TOKEN] }),
+  visitor_token: visitorTokenQuery('The stream only (Accept: text/event-stream), for EventSource, which cannot send headers. Use Authorization: Bearer everywhere else.'),
 });
 export type ListQuery = z.output<typeof listQuery>;
 
@@ -136,12 +135,7 @@ export const attachmentParams = z.object({ attachment_id: z.uuid().meta({ exampl
 
 export const downloadQuery = z.strictObject({
   token: corsToken,
-  visitor_token: z
-    .string()
-    .min(1)
-    .max(1024)
-    .optional()
-    .meta({ description: 'For a link (`<a href>`, `<img src>`), which cannot send headers: the visitor token. Authorization: Bearer is preferred where the widget can send it.', examples: [VISITOR_TOKEN] }),
+  visitor_token: visitorTokenQuery('For a link (`<a href>`, `<img src>`), which cannot send headers: the visitor token. Authorization: Bearer is preferred where the widget can send it.'),
 });
 
 export const EXAMPLE_ATTACHMENT = { id: ATTACHMENT_ID, name: 'order-1234-receipt.pdf', content_type: 'application/pdf', size: 48213, state: 'stored' as const };
