@@ -492,14 +492,35 @@ async function main() {
 
   // ─── 4. quiet workspaces while one floods files ───────────────────────────────────────────────────────────
   const sendQuiet = (tenantId: string) => post('/v1/ingest/sms', [smsBody(tenantId, 'q')], { 'content-type': 'application/json' });
+  /** The API's own responsiveness meanwhile: GET /healthz every 50 ms (no database, no Redis), its p99. */
+  const healthProbe = () => {
+    const ms: number[] = [];
+    let stop = false;
+    const done = (async () => {
+      while (!stop) {
+        const t = performance.now();
+        await fetch(`${base}/healthz`).then((r) => r.arrayBuffer()).catch(() => undefined);
+        ms.push(performance.now() - t);
+        await sleep(50);
+      }
+    })();
+    return async () => {
+      stop = true;
+      await done;
+      return `API /healthz p50 ${median(ms).toFixed(1)} ms, p99 ${quantile(ms, 0.99).toFixed(1)} ms`;
+    };
+  };
   const quietLoad = async (seconds: number) => {
     const answers: Promise<{ status: number; ms: number }>[] = [];
+    const probe = healthProbe();
     const startedAt = performance.now();
     for (let tick = 0; performance.now() - startedAt < seconds * 1000; tick++) {
       for (const q of quiet) answers.push(sendQuiet(q.ws.tenant_id));
       await sleep(Math.max(0, startedAt + ((tick + 1) * 1000) / QUIET_RATE - performance.now()));
     }
-    return Promise.all(answers);
+    const all = await Promise.all(answers);
+    console.log(`  (${await probe()})`);
+    return all;
   };
   const q0 = cpuNow(components);
   let d0 = diskSample();
