@@ -23,7 +23,8 @@
  * bench exits 1 when one stays pending.
  *   npm run bench:attachments   BENCH_UPLOADS, BENCH_UPLOAD_CONNECTIONS, BENCH_FILE_CONNECTIONS, BENCH_FILE_SECONDS,
  *                               BENCH_FILE_RATE, BENCH_CONNECTIONS, BENCH_INTAKE_SECONDS, BENCH_ROUNDS,
- *                               BENCH_QUIET_RATE, BENCH_QUIET_SECONDS, BENCH_FILE_MIB (1), BENCH_CPU_PROF
+ *                               BENCH_QUIET_RATE, BENCH_QUIET_SECONDS, BENCH_FILE_MIB (1), BENCH_CPU_PROF,
+ *                               BENCH_FILES_WORKER (1: files in a worker process of their own; 0: one worker process)
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -242,7 +243,11 @@ async function main() {
   const prefix = config.REDIS_PREFIX;
   const tenantA = loud.ws.tenant_id;
 
-  const worker = await start('workers/index.ts', { ...env, LOG_LEVEL: 'info' }, /workers started/);
+  // Inbound files in a worker process of their own (WORKER_QUEUES, the README's advice for a busy host), unless
+  // BENCH_FILES_WORKER=0: in one process, hashing and writing files shares an event loop with intake's jobs.
+  const ownFilesWorker = process.env.BENCH_FILES_WORKER !== '0';
+  const worker = await start('workers/index.ts', { ...env, LOG_LEVEL: 'info', ...(ownFilesWorker ? { WORKER_QUEUES_EXCEPT: 'files' } : {}) }, /workers started/);
+  const filesWorker = ownFilesWorker ? await start('workers/index.ts', { ...env, LOG_LEVEL: 'info', WORKER_QUEUES: 'files' }, /workers started/) : null;
   const api = await start('src/server.ts', { ...env, PORT: String(PORT) }, null, PORT);
   const apiPid = scriptPid(api);
   const base = `http://127.0.0.1:${PORT}`;
@@ -253,7 +258,7 @@ async function main() {
   };
   await call('PUT', '/v1/channels/sms', { config: { account_sid: accountSid, auth_token: authToken, phone_number: '+15550000000' } });
   await call('PUT', '/v1/channels/email', { config: {} });
-  const components = { api, worker, providers };
+  const components: Record<string, ChildProcess> = { api, worker, ...(filesWorker ? { 'files worker': filesWorker } : {}), providers };
   // This process (the load generator) shares the CPUs too.
   const cpuNow = (c: typeof components) => ({ ...cpuSample(c), bench: (process.cpuUsage().user + process.cpuUsage().system) / 1000 });
   const cores = (before: Record<string, number>, after: Record<string, number>, wallMs: number) =>
@@ -563,6 +568,7 @@ async function main() {
   console.log(`inbound files of the run: ${stateLine(finalStates)}${refused ? `; ${refused} messages refused (first: ${refusal})` : ''}`);
 
   report.settings({ PG_POOL_MAX: env.PG_POOL_MAX!, WORKER_CONCURRENCY: env.WORKER_CONCURRENCY!, FILES_FETCH_CONCURRENCY: String(config.FILES_FETCH_CONCURRENCY), 'files offered while intake is measured': `${FILE_RATE}/s` });
+  report.note(ownFilesWorker ? 'Two worker processes: one for every queue but files (WORKER_QUEUES_EXCEPT=files), one for inbound files alone (WORKER_QUEUES=files).' : 'One worker process for every queue (BENCH_FILES_WORKER=0).');
   report.note(`Messages with a file: half Postmark emails with one ${(FILE_BYTES / MiB).toFixed(2)} MiB base64 part (staged by the API, stored by the worker), half Twilio SMS whose MediaUrl0 the doubles serve (${(FILE_BYTES / MiB).toFixed(2)} MiB, streamed, fetched by the worker with basic auth). Local-disk store (FILES_DIR), no scanning.`);
   report.note(`Load average (1 min) when the bench started: ${loadAtStart.toFixed(2)} on ${os.cpus().length} CPUs; API, worker, doubles, PostgreSQL, Redis and this load generator share them.`);
   report.note(`Intake ratio: ${ROUNDS} pairs (alone, with files) taken alternately, the median pair (per pair: ${ratios.map((r) => r.toFixed(2)).join(', ')}).`);
@@ -600,6 +606,7 @@ async function main() {
 
   await stop(api);
   await stop(worker);
+  if (filesWorker) await stop(filesWorker);
   await stop(providers);
   await loud.handle.close();
   for (const q of quiet) await q.handle.close();

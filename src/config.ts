@@ -126,6 +126,11 @@ const schema = z
     // The largest answer kept whole for replay; a larger one is kept as a pointer to the resource it shows.
     IDEMPOTENCY_MAX_STORED_BYTES: int(1024, 16 * 1024 * 1024).default(64 * 1024),
     WORKER_CONCURRENCY: int(1, 256).default(8),
+    // Which queues this worker process runs (issue 34): all by default. A comma list runs only those; WORKER_QUEUES_EXCEPT
+    // leaves those out. Inbound files (hashing, decoding, disk writes) are worth a process of their own on a busy
+    // host: in one process they share an event loop with intake's jobs, which then wait for it.
+    WORKER_QUEUES: z.string().max(500).regex(/^[a-z, -]*$/, 'must be a comma-separated list of queue names').default(''),
+    WORKER_QUEUES_EXCEPT: z.string().max(500).regex(/^[a-z, -]*$/, 'must be a comma-separated list of queue names').default(''),
     // Group commit of intake batches in a worker process (issue 20): transactions in flight per intake kind,
     // and the most messages one of them carries when queued batches are written together.
     INTAKE_WRITE_SLOTS: int(1, 256).default(2),
@@ -352,7 +357,7 @@ export const CONFIG_SECTIONS = {
     'AUTH_FAILURE_RATE_POINTS',
     'AUTH_FAILURE_WINDOW_SECONDS',
   ],
-  workers: ['SLA_SWEEP_SECONDS', 'WORKER_CONCURRENCY', 'OUTBOUND_CONCURRENCY', 'INTAKE_WRITE_SLOTS', 'INTAKE_WRITE_MAX_ITEMS', 'BACKGROUND_INTAKE_YIELD_MS', 'WORKER_METRICS_PUSH_MS', 'AUDIT_RETENTION_DAYS'],
+  workers: ['SLA_SWEEP_SECONDS', 'WORKER_CONCURRENCY', 'WORKER_QUEUES', 'WORKER_QUEUES_EXCEPT', 'OUTBOUND_CONCURRENCY', 'INTAKE_WRITE_SLOTS', 'INTAKE_WRITE_MAX_ITEMS', 'BACKGROUND_INTAKE_YIELD_MS', 'WORKER_METRICS_PUSH_MS', 'AUDIT_RETENTION_DAYS'],
   tickets: ['PRESENCE_TTL_SECONDS', 'THREAD_WINDOW_HOURS', 'TICKET_TIMELINE_CACHE_MB'],
   events: [
     'EVENT_RETENTION_DAYS',

@@ -53,13 +53,18 @@ describe('lanes per workspace', () => {
     await tick();
     expect(alone).toHaveLength(2);
     for (const r of alone.splice(0)) r();
-    // Another workspace sends: the loud one is held to one item queued, the quiet one goes at once.
+    // Another workspace sends: the loud one gets half its share while it has no backlog (2 of 4); once requests
+    // wait in its lane it is held to one item queued. The quiet one goes at once.
     await fair.enter('quiet', 1).then((e) => e.release());
-    const shared = entered('loud', 3);
+    const shared = entered('loud', 5);
+    await tick();
+    expect(shared).toHaveLength(2);
+    for (const r of shared.splice(0)) r();
     await tick();
     expect(shared).toHaveLength(1);
     // CPU to spare again: its share grows back, doubling once a ramp step has passed.
     saturated = false;
+    await fair.enter('quiet', 1).then((e) => e.release());
     await new Promise((r) => setTimeout(r, SHARE_RAMP_MS + 20));
     shared.splice(0)[0]!();
     await tick();
@@ -75,7 +80,8 @@ describe('lanes per workspace', () => {
     await fair.enter('quiet', 1).then((e) => e.release());
     for (let i = 0; i < 30; i++) burst();
     await tick();
-    expect(inFlight).toHaveLength(1);
+    // Half its share before it has a backlog, then the shared share (1) for as long as it has one.
+    expect(inFlight).toHaveLength(4);
     saturated = false;
     // Each step: answer everything in flight; the lane lets in what the share allows now.
     const step = async () => {
@@ -97,6 +103,24 @@ describe('lanes per workspace', () => {
     await tick();
     expect(inFlight).toHaveLength(1);
     for (const r of inFlight.splice(0)) r();
+  });
+
+  test('on a saturated host a steady sender with nothing waiting keeps up to half its share, while the flood beside it, with a backlog, gets the shared share', async () => {
+    const fair = createFairShare({ perWorkspace: 8, maxWaiting: 100, sharedQueued: 1, contended: () => true });
+    const flood: (() => void)[] = [];
+    for (let i = 0; i < 30; i++) void fair.enter('flood', 1).then((e) => flood.push(e.release));
+    await tick();
+    // Three of the steady sender's messages in flight at once (answers slowed by the load): none waits.
+    const steady = await Promise.all([fair.enter('steady', 1), fair.enter('steady', 1), fair.enter('steady', 1)]);
+    expect(steady.map((e) => e.bulk)).toEqual([false, false, false]);
+    expect(fair.lanes().get('steady')).toEqual({ queued: 3, waiting: 0 });
+    // The flood, with 26 waiting, goes one at a time as its answers come back.
+    for (const r of flood.splice(0)) r();
+    await tick();
+    expect(flood).toHaveLength(1);
+    expect(fair.lanes().get('flood')).toMatchObject({ queued: 1 });
+    for (const e of steady) e.release();
+    for (const r of flood) r();
   });
 
   test('host saturation: on after a busy window, held a second after the last busy sample, off when calm', async () => {

@@ -14,6 +14,23 @@ export interface WorkerSet {
   close(): Promise<void>;
 }
 
+/**
+ * The queues this process runs: WORKER_QUEUES (all when empty) less WORKER_QUEUES_EXCEPT. A name no queue has
+ * stops the start, saying which: a typo must not leave a queue with no process.
+ */
+export function chosenQueues<Q extends string>(all: readonly Q[], config: Pick<Config, 'WORKER_QUEUES' | 'WORKER_QUEUES_EXCEPT'>): Q[] {
+  const list = (v: string) => v.split(',').map((x) => x.trim()).filter(Boolean);
+  const only = list(config.WORKER_QUEUES);
+  const except = list(config.WORKER_QUEUES_EXCEPT);
+  for (const [setting, names] of [['WORKER_QUEUES', only], ['WORKER_QUEUES_EXCEPT', except]] as const) {
+    const unknown = names.filter((n) => !(all as readonly string[]).includes(n));
+    if (unknown.length > 0) throw new Error(`${setting} names no queue: ${unknown.join(', ')} (the queues: ${all.join(', ')})`);
+  }
+  const chosen = all.filter((q) => (only.length === 0 || only.includes(q)) && !except.includes(q));
+  if (chosen.length === 0) throw new Error('WORKER_QUEUES and WORKER_QUEUES_EXCEPT leave this process no queue to run');
+  return chosen;
+}
+
 export async function startWorkers(deps: { config: Config; logger: Logger; services: Services; queues: QueueHub; redis: RedisClient }): Promise<WorkerSet> {
   const { config, logger, services, queues } = deps;
   const registry = buildRegistry(defaultProcessorGroups(services, config, deps.redis));
@@ -23,7 +40,7 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
   const since = (start: number | undefined) => (start ? Math.max(0, Date.now() - start) / 1000 : 0);
   // Every queue the job table names, each intake queue once per shard (INTAKE_QUEUE_SHARDS); each gets its own
   // slots, so a process with shards runs more intake jobs at once, bounded again by its database pool.
-  const names = registry.queues().flatMap((q) => shardsOf(q, config.INTAKE_QUEUE_SHARDS));
+  const names = chosenQueues(registry.queues(), config).flatMap((q) => shardsOf(q, config.INTAKE_QUEUE_SHARDS));
   for (const queueName of names) {
     const connection = createRedis(config, 'worker');
     connections.push(connection);

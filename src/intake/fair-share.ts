@@ -43,7 +43,8 @@ interface Lane {
  *   `bulk`: the edge queues them behind everyone else's (a lower job priority), so what a quiet workspace
  *   sends is worked off first, and the burst takes the capacity that is left, not less.
  * - While the host's CPUs are saturated (`contended`) and another workspace sent intake within the last
- *   second, a workspace may have only `sharedQueued` items queued. Its further requests wait in its lane,
+ *   second, a workspace with a backlog (requests waiting in its lane) may have only `sharedQueued` items
+ *   queued; one without, up to half its share (see `capOf`). Its further requests wait in its lane,
  *   which costs nothing while they wait; the burst is slowed to what leaves the host room for the others'
  *   messages, instead of taking every core and making each of theirs wait its turn for one. With CPU to
  *   spare its share doubles back every SHARE_RAMP_MS; alone, a burst gets `perWorkspace` at once.
@@ -85,15 +86,24 @@ export function createFairShare(o: { perWorkspace: number; maxWaiting: number; s
     return allowance;
   }
 
-  /** How many items the workspace may have queued right now. */
-  function capOf(tenantId: string): number {
+  /**
+   * How many items the workspace may have queued right now. Only a backlog is squeezed to the shared share: a
+   * workspace with nothing waiting in its lane may queue up to half its share (where its items turn bulk) on a
+   * saturated host too. A steady sender (20 messages a second) squeezed to 2 along with the flood beside it could
+   * take only 2 per round trip: once a round trip passed 100 ms its own lane grew for as long as it sent, and its
+   * p50 went from 40 ms to 1.5–2.5 s while another workspace flooded files (bench/attachments.ts). A flood still
+   * reaches half its share at once, then has a backlog, and stays at the shared share for as long as it keeps one.
+   */
+  function capOf(tenantId: string, lane: Lane): number {
     if (o.sharedQueued === undefined || o.sharedQueued >= o.perWorkspace) return o.perWorkspace;
     const now = Date.now();
-    return othersActive(tenantId, now) ? sharedAllowance(now) : o.perWorkspace;
+    if (!othersActive(tenantId, now)) return o.perWorkspace;
+    const shared = sharedAllowance(now);
+    return lane.waiters.length > 0 ? shared : Math.max(shared, Math.floor(o.perWorkspace / 2));
   }
 
   function wake(tenantId: string, lane: Lane) {
-    const cap = lane.waiters.length > 0 ? capOf(tenantId) : o.perWorkspace;
+    const cap = lane.waiters.length > 0 ? capOf(tenantId, lane) : o.perWorkspace;
     while (lane.waiters.length > 0) {
       const next = lane.waiters[0]!;
       if (lane.queued > 0 && lane.queued + next.n > cap) break;
@@ -132,7 +142,7 @@ export function createFairShare(o: { perWorkspace: number; maxWaiting: number; s
         return { release: releaser(tenantId, lane, n), bulk: false };
       }
       lastSeen.set(tenantId, Date.now());
-      if (lane.waiters.length === 0 && (lane.queued === 0 || lane.queued + n <= capOf(tenantId))) {
+      if (lane.waiters.length === 0 && (lane.queued === 0 || lane.queued + n <= capOf(tenantId, lane))) {
         const bulk = lane.queued * 2 >= o.perWorkspace;
         lane.queued += n;
         return { release: releaser(tenantId, lane, n), bulk };
