@@ -23,4 +23,6 @@ RUN mkdir -p /app/data/files && chown -R node:node /app/data
 
 USER node
 EXPOSE 8080
+# V8 flags for every service process (src/lib/node-options.ts says why).
+ENV NODE_OPTIONS="--max-semi-space-size=16"
 CMD ["npx", "tsx", "src/server.ts"]

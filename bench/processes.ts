@@ -14,6 +14,7 @@ import { createDb, migrateToLatest } from '../src/db';
 import { createApiKeyService } from '../src/domains/api-keys/service';
 import { createAuditService } from '../src/domains/audit/service';
 import { createWorkspaceService } from '../src/domains/workspaces/service';
+import { SERVICE_NODE_OPTIONS } from '../src/lib/node-options';
 
 /** A bench drives one key far past the default per-minute API budgets: it measures the operation, not the 429. */
 const BENCH_BUDGETS = { API_RATE_POINTS: '10000000', WORKSPACE_RATE_POINTS: '100000000' };
@@ -42,7 +43,7 @@ process.on('exit', () => children.forEach((c) => c.exitCode === null && killGrou
 /** Starts a process and resolves when its output matches `ready`, or when `port` answers /healthz. */
 export function start(script: string, env: Env, ready: RegExp | null, port?: number): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(TSX, [...PROFILE, script], { cwd: ROOT, env: { ...BENCH_BUDGETS, ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(TSX, [...PROFILE, script], { cwd: ROOT, env: { ...BENCH_BUDGETS, ...process.env, NODE_OPTIONS: SERVICE_NODE_OPTIONS, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     children.push(child);
     // bench/run.ts names a file here, so it can stop whatever a bench leaves behind before the next one starts.
     if (process.env.BENCH_CHILD_PIDS && child.pid) appendFileSync(process.env.BENCH_CHILD_PIDS, `${child.pid}\n`);

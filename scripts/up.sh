@@ -28,6 +28,8 @@ fi
 port="${PORT:-8080}"
 # Each process in a process group of its own (setsid), stopped as a group: npx and tsx each start a child
 # node, and a signal to the outer process alone (which is all `kill $pid` sends) left both running.
+# V8 flags for every service process (src/lib/node-options.ts says why).
+export NODE_OPTIONS="--max-semi-space-size=16"
 setsid npx tsx workers/index.ts &
 workers=$!
 setsid npx tsx src/server.ts &

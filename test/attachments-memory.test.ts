@@ -4,7 +4,8 @@
  * the default limits (FILES_MAX_BYTES 25 MiB, INGEST_EMAIL_MAX_BYTES 50 MiB, BODY_LIMIT_BYTES 1 MiB); its resident
  * set is read from /proc every 10 ms while 1 GiB streams arrive as fast as this machine sends them: an upload with
  * no Content-Length, and an email whose one attachment never ends. Each is cut at its limit (413) and the peak RSS
- * stays within 64 MiB of the idle process. A gzip bomb as Content-Encoding is refused before a byte is inflated, and
+ * stays within 64 MiB of the idle process. The process runs with the V8 flags every service process runs with
+ * (src/lib/node-options.ts). A gzip bomb as Content-Encoding is refused before a byte is inflated, and
  * a compressed file (1 GiB of zeros in 1 MiB of gzip) is stored as the file it is, never inflated.
  */
 import { randomBytes } from 'node:crypto';

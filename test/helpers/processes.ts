@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type { Config } from '../../src/config';
+import { SERVICE_NODE_OPTIONS } from '../../src/lib/node-options';
 import { eventually } from './wait';
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -27,6 +28,8 @@ function spawnService(script: string, config: Config, opts: { env?: Record<strin
       PATH: process.env.PATH ?? '',
       HOME: process.env.HOME ?? '/tmp',
       NODE_ENV: 'test',
+      // As deployed (src/lib/node-options.ts).
+      NODE_OPTIONS: SERVICE_NODE_OPTIONS,
       LOG_LEVEL: 'info',
       DATABASE_URL: config.DATABASE_URL,
       REDIS_URL: config.REDIS_URL,
