@@ -5,7 +5,7 @@
  *    Run as ROUNDS pairs, alternately (without, with) and (with, without), the endpoints deleted after each
  *    "with" case (their backlog with them), so every "without" case starts with no delivery work left over; the figure is the median pair's ratio, which
  *    a shared, noisy machine moves far less than one pair. Target: within 10 % of without. Sends make way for
- *    saturated intake (WEBHOOK_INTAKE_YIELD_MS), so the bench also reports how long after intake stopped the
+ *    saturated intake (OUTBOUND_WEBHOOK_INTAKE_YIELD_MS), so the bench also reports how long after intake stopped the
  *    healthy endpoint had every event the case committed, and the CPU-ms per message of each component.
  * 2. CHANGES ticket changes (PATCH over 200 tickets) offered at a steady CHANGE_RATE per second with three
  *    fresh endpoints (the same three kinds): p50/p99 from the change (the event's occurred_at, taken in its
@@ -68,7 +68,7 @@ async function main() {
   const database = await freshDatabase('helpdesk_bench_events');
   const env: Env = benchEnv(database.url, 'events', {
     INGEST_RATE_POINTS: '10000000',
-    WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true',
+    OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true',
     PG_POOL_MAX: process.env.PG_POOL_MAX ?? '16',
     WORKER_CONCURRENCY: process.env.WORKER_CONCURRENCY ?? '8',
   });

@@ -39,7 +39,7 @@ const smsWarm = (tenantId: string) => JSON.stringify({ tenant_id: tenantId, payl
 
 async function main() {
   const database = await freshDatabase('helpdesk_bench_fairness');
-  const env: Env = benchEnv(database.url, 'fairness', { INGEST_RATE_POINTS: '10000000', WEBHOOK_RATE_POINTS: '10000000', PG_POOL_MAX: '16', WORKER_CONCURRENCY: '8' });
+  const env: Env = benchEnv(database.url, 'fairness', { INGEST_RATE_POINTS: '10000000', INBOUND_WEBHOOK_RATE_POINTS: '10000000', PG_POOL_MAX: '16', WORKER_CONCURRENCY: '8' });
   const config = loadConfig(env);
   const loud = await smsWorkspace(config, 'A');
   const quiet: Awaited<ReturnType<typeof smsWorkspace>>[] = [];

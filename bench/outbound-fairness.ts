@@ -1,6 +1,6 @@
 /**
  * Outbound webhooks fair across workspaces (issue 32, finding 3), with the real API and worker processes, the
- * delivery settings at their defaults (10 s time-out, WEBHOOK_WORKSPACE_CONCURRENCY 4, the circuit breaker).
+ * delivery settings at their defaults (10 s time-out, OUTBOUND_WEBHOOK_WORKSPACE_CONCURRENCY 4, the circuit breaker).
  * Workspace B has one healthy endpoint and changes BENCH_B_RATE (10) tickets a second: first alone for
  * BENCH_SECONDS (45), then as long again while workspace A, with BENCH_HANGING (100) endpoints pointed at a
  * receiver that accepts connections and never answers, changes BENCH_A_RATE (10) tickets a second. Reported:
@@ -72,9 +72,9 @@ async function hangingReceiver() {
 async function main() {
   const database = await freshDatabase('helpdesk_bench_outbound_fairness');
   const env: Env = benchEnv(database.url, 'outbound_fairness', {
-    WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true',
+    OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true',
     // A holds as many endpoints as the finding had and more; every other delivery setting is the default.
-    WEBHOOK_ENDPOINTS_PER_WORKSPACE: String(Math.max(20, HANGING)),
+    OUTBOUND_WEBHOOK_ENDPOINTS_PER_WORKSPACE: String(Math.max(20, HANGING)),
     PG_POOL_MAX: '16',
   });
   const config = loadConfig(env);

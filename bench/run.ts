@@ -58,7 +58,7 @@ const BENCHES: BenchDef[] = [
 /** Files in bench/ that are not benchmarks. */
 const HELPERS = new Set(['lib.ts', 'processes.ts', 'report.ts', 'run.ts', 'inline-ingest-server.ts']);
 /** Settings outside BENCH_* that change what the benches measure; listed in the report when set. */
-const KNOBS = ['PG_POOL_MAX', 'WORKER_CONCURRENCY', 'INGEST_BATCH_WINDOW_MS', 'INGEST_BATCH_MAX', 'WEBHOOK_BATCH_WINDOW_MS', 'WEBHOOK_BATCH_MAX', 'WEBHOOK_RATE_POINTS', 'DATABASE_URL', 'REDIS_URL'];
+const KNOBS = ['PG_POOL_MAX', 'WORKER_CONCURRENCY', 'INGEST_BATCH_WINDOW_MS', 'INGEST_BATCH_MAX', 'INBOUND_WEBHOOK_BATCH_WINDOW_MS', 'INBOUND_WEBHOOK_BATCH_MAX', 'INBOUND_WEBHOOK_RATE_POINTS', 'DATABASE_URL', 'REDIS_URL'];
 /** Set by this runner for each bench; not the user's settings. */
 const INTERNAL = new Set(['BENCH_REPORT', 'BENCH_CHILD_PIDS', 'BENCH_RESULTS', 'BENCH_TIMEOUT_SECONDS']);
 

@@ -3,7 +3,7 @@
  * integrations (one per provider) with 5 % redeliveries, at BENCH_CONNECTIONS (128). Prints accepted/s,
  * p50/p99 and the 429s; then replays every throttled delivery the way a provider retries (after its
  * Retry-After) and prints transcript events recorded versus distinct events sent, which must be equal.
- *   npm run bench:webhooks     BENCH_DELIVERIES, BENCH_CONNECTIONS, WEBHOOK_RATE_POINTS (per integration per 10 s)
+ *   npm run bench:webhooks     BENCH_DELIVERIES, BENCH_CONNECTIONS, INBOUND_WEBHOOK_RATE_POINTS (per integration per 10 s)
  */
 import { randomBytes } from 'node:crypto';
 import autocannon from 'autocannon';
@@ -41,11 +41,11 @@ async function main() {
     PG_POOL_MAX: '16',
     WORKER_CONCURRENCY: '8',
     // A rate the burst exceeds, so the run shows 429s and the replay that must recover every one of them.
-    WEBHOOK_RATE_POINTS: process.env.WEBHOOK_RATE_POINTS ?? '2500',
-    WEBHOOK_RATE_WINDOW_SECONDS: '10',
+    INBOUND_WEBHOOK_RATE_POINTS: process.env.INBOUND_WEBHOOK_RATE_POINTS ?? '2500',
+    INBOUND_WEBHOOK_RATE_WINDOW_SECONDS: '10',
   });
   const config = loadConfig(env);
-  report.settings({ 'throttle per integration per 10 s': env.WEBHOOK_RATE_POINTS! });
+  report.settings({ 'throttle per integration per 10 s': env.INBOUND_WEBHOOK_RATE_POINTS! });
   const prefix = config.REDIS_PREFIX;
   const handle = createDb(config);
   await migrateToLatest(handle.db);

@@ -1,8 +1,11 @@
 import { loadConfigOrExit } from '../src/config';
 import { applyDatabaseDefaults, createDb, migrateToLatest } from '../src/db';
 import { ensureDatabase } from '../src/db/admin';
+import { loadDotEnv } from '../src/lib/env-file';
 
 async function main() {
+  // .env in development, before the configuration is read (src/lib/env-file.ts).
+  loadDotEnv();
   const config = loadConfigOrExit();
   if (await ensureDatabase(config.DATABASE_URL)) process.stderr.write('[helpdesk] created the database\n');
   const handle = createDb(config);

@@ -4,7 +4,10 @@ import { createDrainableServer } from './http/drain';
 import { loadConfigOrExit } from './config';
 import { createLogger } from './lib/logger';
 import { openRuntime } from './runtime';
+import { loadDotEnv } from './lib/env-file';
 
+// .env in development, before the configuration is read (src/lib/env-file.ts).
+loadDotEnv();
 const config = loadConfigOrExit();
 const logger = createLogger(config);
 const runtime = openRuntime(config, logger, 'http');

@@ -70,9 +70,9 @@ describe('production refuses development-only settings', () => {
   });
 
   test.each([
-    [{ WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' }, /WEBHOOK_ALLOW_HTTP_LOOPBACK is a development-only setting, refused in production/],
+    [{ OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' }, /OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK is a development-only setting, refused in production/],
     [{ TRUST_PROXY: 'true' }, /TRUST_PROXY is a development-only setting, refused in production.*hop count/],
-    [{ TRUST_PROXY: 'true', WEBHOOK_ALLOW_HTTP_LOOPBACK: '1' }, /WEBHOOK_ALLOW_HTTP_LOOPBACK=true .*; TRUST_PROXY=true/],
+    [{ TRUST_PROXY: 'true', OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: '1' }, /OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK=true .*; TRUST_PROXY=true/],
   ])('%j is refused, named', (extra, message) => {
     expect(() => loadConfig({ ...PROD, ...extra })).toThrow(message);
     // The same settings are a developer's to use.

@@ -14,7 +14,7 @@ let ctx: TestContext;
 let ws: Workspace;
 
 beforeAll(async () => {
-  ctx = await startTestApp({ env: { WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' } });
+  ctx = await startTestApp({ env: { OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' } });
   ws = await createWorkspace(ctx);
 });
 afterAll(async () => {

@@ -148,12 +148,12 @@ describe('Connected mailbox, workers running', () => {
         sendable: true,
         polling: true,
         inbound_cursor_set: false,
-        last_polled_at: '',
+        last_polled_at: null,
         sent_today: 0,
       });
       expect(s.scopes).toEqual(GRANTED[p]);
       expect(s.connected_at).toMatch(ISO);
-      expect(new Date(s.connected_at).getTime()).toBeGreaterThanOrEqual(before - 1000);
+      expect(new Date(s.connected_at!).getTime()).toBeGreaterThanOrEqual(before - 1000);
       expect(s.healthy_at).toMatch(ISO);
       expect(s.checks.map((c) => c.check)).toEqual(CHECK_NAMES);
       for (const name of ['oauth_token', 'scopes', 'send_permission', 'daily_send_quota']) expect(checkOf(s, name).status).toBe('ok');

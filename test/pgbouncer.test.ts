@@ -44,7 +44,7 @@ maybe('through PgBouncer in transaction mode', () => {
         DATABASE_POOL_MODE: 'transaction',
         DATABASE_LISTEN_URL: serverUrl(direct.databaseName!),
         PG_STATEMENT_TIMEOUT_MS: '7000',
-        WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true',
+        OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true',
       },
     });
     await ctx.startWorkers();

@@ -8,6 +8,7 @@ import { request } from 'node:http';
 import type { KyselyPlugin } from 'kysely';
 import { createEventService } from '../src/domains/events/service';
 import type { StreamWriter } from '../src/http/result';
+import { sseFeed } from '../src/http/sse';
 import { createLogger } from '../src/lib/logger';
 import { createWriteTurns } from '../src/domains/events/live';
 import { createRechecks } from '../src/http/rechecks';
@@ -96,7 +97,7 @@ describe('against an API process', () => {
           drained: async () => true,
           signal: gone.signal,
         };
-        return { done: run(writer) };
+        return { done: run(sseFeed(writer)) };
       }),
     );
     try {

@@ -15,13 +15,13 @@ import { startReceiver, verify, type Received } from './helpers/webhook-receiver
 
 /** Fast retries for tests: 50 ms first ceiling, a 20 s window, a 1 s request time-out, a sweep every 300 ms, a short-lived breaker. */
 const FAST = {
-  WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true',
-  WEBHOOK_RETRY_BASE_MS: '50',
+  OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true',
+  OUTBOUND_WEBHOOK_RETRY_BASE_MS: '50',
   // The circuit breaker opens for 0.1 s (at most 1.6 s) here, so retries of a receiver that comes back are quick.
-  WEBHOOK_CIRCUIT_OPEN_SECONDS: '0.1',
-  WEBHOOK_RETRY_HOURS: String(20 / 3600),
-  WEBHOOK_DELIVERY_TIMEOUT_MS: '1000',
-  WEBHOOK_SWEEP_MS: '300',
+  OUTBOUND_WEBHOOK_CIRCUIT_OPEN_SECONDS: '0.1',
+  OUTBOUND_WEBHOOK_RETRY_HOURS: String(20 / 3600),
+  OUTBOUND_WEBHOOK_DELIVERY_TIMEOUT_MS: '1000',
+  OUTBOUND_WEBHOOK_SWEEP_MS: '300',
 };
 
 let ctx: TestContext;
@@ -116,7 +116,7 @@ test('a receiver answering 500 twice then 200 gets the event three times with th
   expect((await ctx.http.get(`/v1/webhook-endpoints/${ep.id}/deliveries?after=bogus`).set(bearer(w.ownerKey))).status).toBe(400);
 });
 
-test('a receiver that does not answer within WEBHOOK_DELIVERY_TIMEOUT_MS counts as a failure and is retried', async () => {
+test('a receiver that does not answer within OUTBOUND_WEBHOOK_DELIVERY_TIMEOUT_MS counts as a failure and is retried', async () => {
   const w = await createWorkspace(ctx);
   const rx = await receiver((_r, n) => (n === 1 ? 'hang' : 200));
   const ep = await endpoint(ctx, w, rx.url, ['ticket.created']);
@@ -208,9 +208,9 @@ test('a receiver that never answers holds only its own endpoint\'s slots: anothe
   const slow = await createWorkspace(ctx);
   const hung = await receiver(() => 'hang');
   const slowEp = await endpoint(ctx, slow, hung.url, ['ticket.created']);
-  const slots = ctx.config.WEBHOOK_ENDPOINT_CONCURRENCY;
+  const slots = ctx.config.OUTBOUND_WEBHOOK_ENDPOINT_CONCURRENCY;
   for (let i = 0; i < slots + 6; i++) await createTicket(ctx, slow);
-  // At most WEBHOOK_ENDPOINT_CONCURRENCY requests of the stuck endpoint are open at once.
+  // At most OUTBOUND_WEBHOOK_ENDPOINT_CONCURRENCY requests of the stuck endpoint are open at once.
   await until(() => (hung.received.length >= slots ? true : undefined), 'the stuck endpoint to take its slots');
   const w = await createWorkspace(ctx);
   const rx = await receiver();
@@ -328,14 +328,14 @@ describe('an endpoint failing event after event', () => {
   let c: TestContext;
   beforeAll(async () => {
     // A retry window of about a second and three failed events in a row disable the endpoint.
-    c = await startTestApp({ env: { ...FAST, WEBHOOK_RETRY_HOURS: String(1 / 3600), WEBHOOK_DISABLE_AFTER_FAILURES: '3' } });
+    c = await startTestApp({ env: { ...FAST, OUTBOUND_WEBHOOK_RETRY_HOURS: String(1 / 3600), OUTBOUND_WEBHOOK_DISABLE_AFTER_FAILURES: '3' } });
     await c.startWorkers();
   });
   afterAll(async () => {
     await c?.close();
   });
 
-  test('is disabled after WEBHOOK_DISABLE_AFTER_FAILURES consecutive failed events, with an endpoint.disabled audit entry', async () => {
+  test('is disabled after OUTBOUND_WEBHOOK_DISABLE_AFTER_FAILURES consecutive failed events, with an endpoint.disabled audit entry', async () => {
     const w = await createWorkspace(c);
     const rx = await receiver(() => 503);
     const ep = await endpoint(c, w, rx.url, ['ticket.created']);
@@ -362,7 +362,7 @@ describe('an endpoint failing event after event', () => {
 describe('the address guard (no loopback, no private networks: the default)', () => {
   let c: TestContext;
   beforeAll(async () => {
-    c = await startTestApp({ env: { ...FAST, WEBHOOK_ALLOW_HTTP_LOOPBACK: 'false', WEBHOOK_RETRY_HOURS: String(1 / 3600) } });
+    c = await startTestApp({ env: { ...FAST, OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'false', OUTBOUND_WEBHOOK_RETRY_HOURS: String(1 / 3600) } });
     await c.startWorkers();
   });
   afterAll(async () => {

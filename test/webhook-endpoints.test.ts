@@ -10,7 +10,7 @@ let ctx: TestContext;
 let ws: Workspace;
 
 beforeAll(async () => {
-  ctx = await startTestApp({ env: { WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' } });
+  ctx = await startTestApp({ env: { OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' } });
   ws = await createWorkspace(ctx);
 });
 afterAll(async () => {
@@ -43,7 +43,7 @@ test('create answers 201 with the id and a whsec_ secret of 32 random bytes; rea
   expect(patched.body).not.toHaveProperty('secret');
 });
 
-test('the URL must be https; http is refused unless it is loopback and WEBHOOK_ALLOW_HTTP_LOOPBACK is on', async () => {
+test('the URL must be https; http is refused unless it is loopback and OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK is on', async () => {
   const http = await create(ws, { ...valid, url: 'http://hooks.example.com/x' });
   expect(http.status).toBe(422);
   expect(http.body.code).toBe('endpoint_url_refused');

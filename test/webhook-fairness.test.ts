@@ -1,9 +1,9 @@
 /**
  * Outbound webhooks fair across workspaces (issue 32, finding 3): workspace A pointed 40 endpoints at a
  * receiver that never answers, and workspace B's deliveries went from ~17 ms to a median of ~9.6 s: A's hung
- * sends held every delivery slot. Now A's endpoints send at most WEBHOOK_WORKSPACE_CONCURRENCY at a time (the
+ * sends held every delivery slot. Now A's endpoints send at most OUTBOUND_WEBHOOK_WORKSPACE_CONCURRENCY at a time (the
  * rest wait their turn), each endpoint is held back by its own circuit breaker, and a workspace holds at most
- * WEBHOOK_ENDPOINTS_PER_WORKSPACE endpoints. The measured version is `npm run bench:outbound-fairness`.
+ * OUTBOUND_WEBHOOK_ENDPOINTS_PER_WORKSPACE endpoints. The measured version is `npm run bench:outbound-fairness`.
  */
 import { sql } from 'kysely';
 import { startTestApp, type TestContext } from './helpers/context';
@@ -32,18 +32,18 @@ async function endpoint(c: TestContext, w: Workspace, url: string) {
 const liveSenders = async (c: TestContext, tenantId: string) =>
   Number((await sql<{ n: number }>`select count(*)::int as n from webhook_endpoints where tenant_id = ${tenantId} and sender_until >= now()`.execute(c.db)).rows[0]!.n);
 
-const BASE = { WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true', WEBHOOK_RETRY_BASE_MS: '50', WEBHOOK_SWEEP_MS: '300' };
+const BASE = { OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true', OUTBOUND_WEBHOOK_RETRY_BASE_MS: '50', OUTBOUND_WEBHOOK_SWEEP_MS: '300' };
 
 describe('endpoints per workspace are capped', () => {
   let ctx: TestContext;
   beforeAll(async () => {
-    ctx = await startTestApp({ env: { ...BASE, WEBHOOK_ENDPOINTS_PER_WORKSPACE: '3' } });
+    ctx = await startTestApp({ env: { ...BASE, OUTBOUND_WEBHOOK_ENDPOINTS_PER_WORKSPACE: '3' } });
   });
   afterAll(async () => {
     await ctx?.close();
   });
 
-  test('concurrent creations past WEBHOOK_ENDPOINTS_PER_WORKSPACE answer 409 endpoint_limit_reached and create nothing; a deletion frees a place; other workspaces are unaffected', async () => {
+  test('concurrent creations past OUTBOUND_WEBHOOK_ENDPOINTS_PER_WORKSPACE answer 409 endpoint_limit_reached and create nothing; a deletion frees a place; other workspaces are unaffected', async () => {
     const w = await createWorkspace(ctx);
     const answers = await Promise.all(
       Array.from({ length: 6 }, () => ctx.http.post('/v1/webhook-endpoints').set(bearer(w.ownerKey)).send({ url: 'http://127.0.0.1:9/hook', event_types: ['ticket.created'] })),
@@ -58,12 +58,12 @@ describe('endpoints per workspace are capped', () => {
   });
 });
 
-describe('a workspace\'s senders share WEBHOOK_WORKSPACE_CONCURRENCY slots', () => {
+describe('a workspace\'s senders share OUTBOUND_WEBHOOK_WORKSPACE_CONCURRENCY slots', () => {
   let ctx: TestContext;
   beforeAll(async () => {
     // Two slots per workspace, four per worker process, a 3 s time-out; the breaker out of the way here.
     ctx = await startTestApp({
-      env: { ...BASE, WEBHOOK_WORKSPACE_CONCURRENCY: '2', WEBHOOK_DELIVERY_CONCURRENCY: '4', WEBHOOK_DELIVERY_TIMEOUT_MS: '3000', WEBHOOK_CIRCUIT_FAILURES: '10000' },
+      env: { ...BASE, OUTBOUND_WEBHOOK_WORKSPACE_CONCURRENCY: '2', OUTBOUND_WEBHOOK_DELIVERY_CONCURRENCY: '4', OUTBOUND_WEBHOOK_DELIVERY_TIMEOUT_MS: '3000', OUTBOUND_WEBHOOK_CIRCUIT_FAILURES: '10000' },
     });
     await ctx.startWorkers();
   });
@@ -99,7 +99,7 @@ describe('a workspace\'s senders share WEBHOOK_WORKSPACE_CONCURRENCY slots', () 
   });
 
   test('endpoints waiting for a slot get their turn: five healthy endpoints sharing one slot each receive every event', async () => {
-    const single = await startTestApp({ env: { ...BASE, WEBHOOK_WORKSPACE_CONCURRENCY: '1' } });
+    const single = await startTestApp({ env: { ...BASE, OUTBOUND_WEBHOOK_WORKSPACE_CONCURRENCY: '1' } });
     try {
       await single.startWorkers();
       const w = await createWorkspace(single);
@@ -117,7 +117,7 @@ describe('a workspace\'s senders share WEBHOOK_WORKSPACE_CONCURRENCY slots', () 
 describe('each endpoint has its own circuit breaker', () => {
   let ctx: TestContext;
   beforeAll(async () => {
-    ctx = await startTestApp({ env: { ...BASE, WEBHOOK_CIRCUIT_FAILURES: '3', WEBHOOK_CIRCUIT_OPEN_SECONDS: '1.5', WEBHOOK_DELIVERY_TIMEOUT_MS: '500', WEBHOOK_RETRY_HOURS: String(60 / 3600) } });
+    ctx = await startTestApp({ env: { ...BASE, OUTBOUND_WEBHOOK_CIRCUIT_FAILURES: '3', OUTBOUND_WEBHOOK_CIRCUIT_OPEN_SECONDS: '1.5', OUTBOUND_WEBHOOK_DELIVERY_TIMEOUT_MS: '500', OUTBOUND_WEBHOOK_RETRY_HOURS: String(60 / 3600) } });
     await ctx.startWorkers();
   });
   afterAll(async () => {

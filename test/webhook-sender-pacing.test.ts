@@ -1,6 +1,6 @@
 /**
  * How a webhook sender shares the machine and its lease (issue 19): outbound sends make way for live intake
- * while intake saturates the host's CPUs (bounded by WEBHOOK_INTAKE_YIELD_MS), and a sender whose round
+ * while intake saturates the host's CPUs (bounded by OUTBOUND_WEBHOOK_INTAKE_YIELD_MS), and a sender whose round
  * outlasts one lease keeps it, so a second job never sends the same events again meanwhile.
  *
  * The senders here are built from the app's own parts with a pressure reading the test sets, and run by
@@ -17,7 +17,7 @@ import { createTicket } from './helpers/tickets';
 import { sleep } from './helpers/wait';
 import { startReceiver } from './helpers/webhook-receiver';
 
-const ENV = { WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true', WEBHOOK_DELIVERY_TIMEOUT_MS: '1000', WEBHOOK_INTAKE_YIELD_MS: '1500', BACKGROUND_INTAKE_YIELD_MS: '800' };
+const ENV = { OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true', OUTBOUND_WEBHOOK_DELIVERY_TIMEOUT_MS: '1000', OUTBOUND_WEBHOOK_INTAKE_YIELD_MS: '1500', BACKGROUND_INTAKE_YIELD_MS: '800' };
 
 let ctx: TestContext;
 const stops: (() => Promise<void>)[] = [];
@@ -44,7 +44,7 @@ async function setUp(respond?: Parameters<typeof startReceiver>[0]) {
 }
 
 describe('making way for live intake', () => {
-  test('while intake saturates the host, a sender waits WEBHOOK_INTAKE_YIELD_MS before its round, then sends', async () => {
+  test('while intake saturates the host, a sender waits OUTBOUND_WEBHOOK_INTAKE_YIELD_MS before its round, then sends', async () => {
     const { w, rx, endpointId } = await setUp();
     await createTicket(ctx, w, { subject: 'Waits for intake' });
     const started = Date.now();

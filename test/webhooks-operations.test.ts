@@ -1,5 +1,5 @@
 /**
- * Webhook intake under deployment settings and faults: WEBHOOKS_REQUIRE_SIGNATURE, the per-integration
+ * Webhook intake under deployment settings and faults: INBOUND_WEBHOOK_REQUIRE_SIGNATURE, the per-integration
  * throttle, and a worker process SIGKILLed mid-burst (see webhooks.test.ts for the rest of the intake).
  */
 import type { ChildProcess } from 'node:child_process';
@@ -13,13 +13,13 @@ import { type WebhookProvider } from './helpers/webhooks';
 import { KITS, NOTHING, PROVIDERS, UUID, countRows, createIntegration, deliver, delivery, diff, expectEventOf, expectNothingWritten, getTranscript, headersFor, newSecret, plainHeaders, postRaw, type Delivery, type Integration } from './helpers/webhook-intake';
 import { queuePrefix } from '../src/queue/connection';
 
-describe('WEBHOOKS_REQUIRE_SIGNATURE=true', () => {
+describe('INBOUND_WEBHOOK_REQUIRE_SIGNATURE=true', () => {
   let rctx: TestContext;
   let rws: Workspace;
   const withSecret = {} as Record<WebhookProvider, Integration>;
   const without = {} as Record<WebhookProvider, Integration>;
   beforeAll(async () => {
-    rctx = await startTestApp({ env: { WEBHOOKS_REQUIRE_SIGNATURE: 'true' } });
+    rctx = await startTestApp({ env: { INBOUND_WEBHOOK_REQUIRE_SIGNATURE: 'true' } });
     await rctx.startWorkers();
     rws = await createWorkspace(rctx);
     for (const p of PROVIDERS) {
@@ -54,11 +54,11 @@ describe('WEBHOOKS_REQUIRE_SIGNATURE=true', () => {
 
 // ========================================================================================== 6. throttle
 
-describe('throttle (WEBHOOK_RATE_POINTS=3 per 2 s window, per integration)', () => {
+describe('throttle (INBOUND_WEBHOOK_RATE_POINTS=3 per 2 s window, per integration)', () => {
   let tctx: TestContext;
   let tws: Workspace;
   beforeAll(async () => {
-    tctx = await startTestApp({ env: { WEBHOOK_RATE_POINTS: '3', WEBHOOK_RATE_WINDOW_SECONDS: '2' } });
+    tctx = await startTestApp({ env: { INBOUND_WEBHOOK_RATE_POINTS: '3', INBOUND_WEBHOOK_RATE_WINDOW_SECONDS: '2' } });
     await tctx.startWorkers();
     tws = await createWorkspace(tctx);
   });
@@ -124,7 +124,7 @@ describe('a worker process SIGKILLed mid-burst', () => {
   beforeAll(async () => {
     // No in-process workers; a short wait so requests whose job died answer 202 promptly; small batches so the
     // burst is many jobs and the kill lands with some in a worker's hands.
-    kctx = await startTestApp({ env: { JOB_WAIT_MS: '2000', WEBHOOK_BATCH_MAX: '4' } });
+    kctx = await startTestApp({ env: { JOB_WAIT_MS: '2000', INBOUND_WEBHOOK_BATCH_MAX: '4' } });
     kws = await createWorkspace(kctx);
     for (const p of PROVIDERS) integrations[p] = await createIntegration(kctx, kws, p, newSecret());
   });

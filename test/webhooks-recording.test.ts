@@ -136,12 +136,12 @@ describe('a webhooks.batch job run again after a crash', () => {
   });
 });
 
-describe('exactly once across concurrent jobs (WEBHOOK_BATCH_MAX=1: every delivery its own job)', () => {
+describe('exactly once across concurrent jobs (INBOUND_WEBHOOK_BATCH_MAX=1: every delivery its own job)', () => {
   let jctx: TestContext;
   let jws: Workspace;
   const integrations = {} as Record<WebhookProvider, Integration>;
   beforeAll(async () => {
-    jctx = await startTestApp({ env: { WEBHOOK_BATCH_MAX: '1' } });
+    jctx = await startTestApp({ env: { INBOUND_WEBHOOK_BATCH_MAX: '1' } });
     await jctx.startWorkers();
     jws = await createWorkspace(jctx);
     for (const p of PROVIDERS) integrations[p] = await createIntegration(jctx, jws, p, newSecret());
@@ -313,5 +313,5 @@ describe('reading transcripts', () => {
   });
 });
 
-// =========================================================================== 3b. WEBHOOKS_REQUIRE_SIGNATURE
+// =========================================================================== 3b. INBOUND_WEBHOOK_REQUIRE_SIGNATURE
 

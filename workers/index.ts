@@ -3,8 +3,11 @@ import { createLogger } from '../src/lib/logger';
 import { openRuntime } from '../src/runtime';
 import { createServices } from '../src/services';
 import { startWorkers } from './runtime';
+import { loadDotEnv } from '../src/lib/env-file';
 
 async function main() {
+  // .env in development, before the configuration is read (src/lib/env-file.ts).
+  loadDotEnv();
   const config = loadConfigOrExit();
   const logger = createLogger(config);
   const runtime = openRuntime(config, logger, 'worker');

@@ -48,12 +48,12 @@ export async function startWorkers(deps: { config: Config; logger: Logger; servi
       connection,
       prefix: queuePrefix(config, queueName),
       // Webhook sends wait on receivers, not on this process: they get slots of their own (per endpoint
-      // they are bounded again by WEBHOOK_ENDPOINT_CONCURRENCY).
+      // they are bounded again by OUTBOUND_WEBHOOK_ENDPOINT_CONCURRENCY).
       // Reply sends likewise wait on messaging providers (OUTBOUND_CONCURRENCY).
       // Inbound file fetches wait on providers too (FILES_FETCH_CONCURRENCY downloads per process, issue 34).
       concurrency:
         queueName === 'deliveries'
-          ? config.WEBHOOK_DELIVERY_CONCURRENCY
+          ? config.OUTBOUND_WEBHOOK_DELIVERY_CONCURRENCY
           : queueName === 'outbound'
             ? config.OUTBOUND_CONCURRENCY
             : queueName === 'files'

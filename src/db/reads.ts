@@ -1,9 +1,19 @@
 import { sql } from 'kysely';
 import type { Logger } from 'pino';
 import type { Config } from '../config';
-import type { Principal } from '../domains/identity/principal';
 import type { RedisClient } from '../queue/connection';
 import type { Db } from './index';
+
+/**
+ * The caller a read is routed for, as much of a principal (src/domains/identity/principal.ts) as routing needs:
+ * declared here, structurally, because db sits below the domains and imports none of them
+ * (test/layering.test.ts). Any principal is one.
+ */
+export interface ReadCaller {
+  tenantId: string;
+  apiKeyId: string | null;
+  userId: string;
+}
 
 /** How often the replica's lag is read (one small statement on the replica). */
 const LAG_SAMPLE_MS = 500;
@@ -30,7 +40,7 @@ export function createReadRouting(deps: {
 }) {
   const { primary, replica, redis, config, logger } = deps;
   const markMs = config.DATABASE_READ_MAX_LAG_MS + 2 * LAG_SAMPLE_MS;
-  const markKey = (p: Principal) => `${config.REDIS_PREFIX}:wrote:${p.tenantId}:${p.apiKeyId ?? p.userId}`;
+  const markKey = (p: ReadCaller) => `${config.REDIS_PREFIX}:wrote:${p.tenantId}:${p.apiKeyId ?? p.userId}`;
   let lagMs: number | null = null;
   // Unref'd: it never keeps a process alive, so it needs no stopping.
   let sampler: NodeJS.Timeout | null = null;
@@ -57,7 +67,7 @@ export function createReadRouting(deps: {
 
   return {
     /** The database a rollup or list read of this caller uses. */
-    async forReading(actor: Principal): Promise<Db> {
+    async forReading(actor: ReadCaller): Promise<Db> {
       if (!replica) return primary;
       ensureSampling();
       if (lagMs === null || lagMs > config.DATABASE_READ_MAX_LAG_MS) return primary;
@@ -69,7 +79,7 @@ export function createReadRouting(deps: {
     },
 
     /** After a caller's successful write: its reads go to the primary until the replica has it. */
-    async wrote(actor: Principal): Promise<void> {
+    async wrote(actor: ReadCaller): Promise<void> {
       if (!replica) return;
       await redis.set(markKey(actor), '1', 'PX', markMs).catch((err: Error) => logger.warn({ err: err.message }, 'write mark not kept; the caller may read from the replica before it has the write'));
     },

@@ -77,6 +77,11 @@ const ifNoneMatchParameter = {
   example: '"7"',
 };
 
+/** On the answers that carry a secret (`secretInAnswer`): no browser or proxy keeps it. */
+const NO_STORE_HEADER = {
+  'Cache-Control': { description: '`no-store`: the answer carries a secret (shown once, or a credential), which no cache may keep.', schema: { type: 'string', enum: ['no-store'] } },
+};
+
 const etagHeader = { ETag: { description: 'A strong entity tag of this version of the resource (send it back in If-Match or If-None-Match).', schema: { type: 'string', example: '"7"' } } };
 
 const idempotencyKeyParameter = {
@@ -100,8 +105,8 @@ const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
       if (ctx.jsonSchema.type === 'integer') delete ctx.jsonSchema.pattern;
       // A query boolean (boolParam): its string enum goes.
       if (ctx.jsonSchema.type === 'boolean') delete ctx.jsonSchema.enum;
-      // A multi-value filter (listParam): documented as the array it parses to, sent comma-separated
-      // (parametersOf adds `style: form, explode: false`).
+      // A multi-value filter (listParam): documented as the array it parses to, sent as a repeated key or
+      // comma-separated (parametersOf adds `style: form, explode: true` and says both are accepted).
       const list = listParamItems(ctx.zodSchema as unknown as z.ZodType);
       if (list) {
         const { $schema: _, ...items } = jsonSchema(list.item, io);
@@ -238,6 +243,35 @@ function jsonContent(components: Components, schema: z.ZodType, io: 'input' | 'o
   return { 'application/json': { schema: json, example: exampleFor(components, schema, json, handWritten) } };
 }
 
+/**
+ * The main success answer's JSON content. When other statuses document their own body (`alsoAnswers[].schema`),
+ * `response.schema` is the union of all of them and this status is the union's remaining options: one schema, or
+ * `oneOf` (the options are closed objects, so exactly one matches a body).
+ */
+function mainContent(components: Components, op: Operation) {
+  const schema = op.response.schema!;
+  const own = (op.alsoAnswers ?? []).flatMap((a) => (a.schema ? [a.schema] : []));
+  if (own.length === 0) return jsonContent(components, schema, 'output', op.example?.response);
+  if (!(schema instanceof z.ZodUnion)) throw new Error(`OpenAPI: ${op.id} documents another answer's schema, so its response schema must be a z.union holding it`);
+  const options = schema.options as readonly z.ZodType[];
+  for (const o of own) if (!options.includes(o)) throw new Error(`OpenAPI: ${op.id}: an alsoAnswers schema is not an option of the response schema`);
+  const rest = options.filter((o) => !own.includes(o));
+  if (rest.length === 1) return jsonContent(components, rest[0]!, 'output', op.example?.response);
+  const content = jsonContent(components, z.union(rest as [z.ZodType, z.ZodType, ...z.ZodType[]]), 'output', op.example?.response);
+  const media = content['application/json'];
+  const { anyOf, ...others } = media.schema as { anyOf?: unknown };
+  return { 'application/json': { ...media, schema: anyOf ? { ...others, oneOf: anyOf } : media.schema } };
+}
+
+const isAuthorization = (h: { name: string }) => h.name.toLowerCase() === 'authorization';
+
+/** A public operation's provider signature headers (`requestHeaders`), as optional header parameters. */
+function providerHeaders(op: Operation) {
+  return (op.requestHeaders ?? [])
+    .filter((h) => !isAuthorization(h))
+    .map((h) => ({ name: h.name, in: 'header', required: false, description: h.description, schema: { type: 'string' }, ...(h.example !== undefined ? { example: h.example } : {}) }));
+}
+
 /** Path and query values are strings on the wire, whatever type the sampler picked. */
 const asParameterValue = (v: unknown) => (typeof v === 'number' || typeof v === 'boolean' ? String(v) : v);
 
@@ -265,11 +299,27 @@ function parametersOf(components: Components, schema: z.ZodType | undefined, whe
   const input = components.sampled(components.schemaOf(schema, 'input'), false) as Record<string, unknown>;
   const output = components.sampled(components.schemaOf(schema, 'output'), false) as Record<string, unknown>;
   return Object.entries(shape).map(([name, s]) => {
-    const sampledValue = [input[name], output[name]].map(asParameterValue).find((c) => c !== undefined && s.safeParse(c).success);
+    // A value as written in the URL: an array sample (a list filter's, which now parses too) is not one.
+    const sampledValue = [input[name], output[name]].map(asParameterValue).find((c) => c !== undefined && !Array.isArray(c) && s.safeParse(c).success);
     const example = handWritten[name] ?? sampledValue ?? asParameterValue(input[name]);
     const parameterSchema = components.schemaOf(s, 'input');
-    // A comma-separated list (`status=open,pending`): OpenAPI's form style without explode, example as the array.
-    if (parameterSchema.type === 'array') return { name, in: where, required: false, style: 'form', explode: false, schema: parameterSchema, example: String(example).split(',') };
+    // A multi-value filter (listParam) takes both forms of a query array; the document declares OpenAPI's default,
+    // the repeated key (`style: form, explode: true`), which openapi-fetch and most generators send and a
+    // validating proxy checks, and says that the comma-separated form is accepted too (issue 35).
+    if (parameterSchema.type === 'array') {
+      const values = String(example).split(',');
+      const [a = 'a', b = a] = values.length > 1 ? values : [values[0], values[0]];
+      return {
+        name,
+        in: where,
+        required: false,
+        description: `Repeat the parameter for several values (\`${name}=${a}&${name}=${b}\`), or send them comma-separated (\`${name}=${a},${b}\`): both are accepted, alone or mixed, and mean the same. At most ${String(parameterSchema.maxItems)} distinct values; any of them matches.`,
+        style: 'form',
+        explode: true,
+        schema: parameterSchema,
+        example: values,
+      };
+    }
     return { name, in: where, required: where === 'path' || !s.safeParse(undefined).success, schema: parameterSchema, example: typedParameterValue(parameterSchema, example) };
   });
 }
@@ -293,6 +343,8 @@ const API_DESCRIPTION = [
   'A multi-tenant helpdesk API: tickets, customers, channels, macros, teams, rollups and help centres, one workspace per credential.',
   '',
   '**Authentication.** `Authorization: Bearer <secret>` with an API key (`sk_zr_…`, scoped by `tag:action` scopes) or a realm access token (JWT). Each operation names its role floor and scope.',
+  '',
+  '**Headers.** Every answer carries `X-Content-Type-Options: nosniff`; answers that carry a secret (a key, a signing secret, a token, a webhook URL) also carry `Cache-Control: no-store`.',
   '',
   '**Errors.** RFC 9457 problem details (`application/problem+json`) with a stable `code`, a `detail` that says why, `errors` for field problems and the `request_id` (also in `X-Request-Id`).',
   '',
@@ -390,10 +442,11 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
     const responses: Record<string, unknown> = {
       [op.response.status]: {
         description: op.response.description,
-        ...(op.access !== 'public'
+        ...(op.access !== 'public' || op.secretInAnswer
           ? {
               headers: {
-                ...RATE_LIMIT_HEADERS,
+                ...(op.secretInAnswer ? NO_STORE_HEADER : {}),
+                ...(op.access !== 'public' ? RATE_LIMIT_HEADERS : {}),
                 ...(op.versioned || op.etag ? etagHeader : {}),
                 ...(idempotent ? { 'Idempotent-Replayed': { description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key.', schema: { type: 'string', enum: ['true'] } } } : {}),
               },
@@ -403,7 +456,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
         ...(op.response.schema || op.eventStream || op.response.binary
           ? {
               content: {
-                ...(op.response.schema ? jsonContent(components, op.response.schema, 'output', op.example?.response) : {}),
+                ...(op.response.schema ? mainContent(components, op) : {}),
                 ...(op.response.binary ? { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } : {}),
                 ...(op.eventStream ? { 'text/event-stream': { schema: { type: 'string' }, example: op.streamExample ?? EVENT_STREAM_EXAMPLE } } : {}),
               },
@@ -414,9 +467,10 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
     // 304 wherever it can be answered: versioned resources and polled rollups, on a current If-None-Match.
     if ((op.versioned || op.etag) && op.method === 'get') responses['304'] = { description: 'Not modified: the If-None-Match names the current version (no body).' };
     for (const extra of op.alsoAnswers ?? []) {
+      const schema = extra.schema ?? op.response.schema;
       responses[extra.status] = {
         description: extra.description,
-        ...(op.response.schema ? { content: jsonContent(components, op.response.schema, 'output', extra.example) } : {}),
+        ...(schema ? { content: jsonContent(components, schema, 'output', extra.example) } : {}),
       };
     }
     for (const [s, codes] of [...codesByStatus.entries()].sort((a, b) => a[0] - b[0])) {
@@ -445,8 +499,9 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
       tags: [tag(access)],
       'x-floor': access ? access.floor : 'public',
       'x-scope': scope,
-      security: pub ? [] : [{ bearer: [] }],
-      parameters: [...parametersOf(components, op.params, 'path', op.example?.params), ...parametersOf(components, op.query, 'query', op.example?.query), ...(idempotent ? [idempotencyKeyParameter] : []), ...(op.eventStream ? [lastEventIdParameter] : []), ...(op.versioned || op.etag ? (op.method === 'get' ? [ifNoneMatchParameter] : op.method === 'patch' || op.method === 'put' ? [ifMatchParameter] : []) : [])],
+      // A provider's basic authentication (Postmark), when its connection sets one: optional, hence `{}` first.
+      security: pub ? (op.requestHeaders?.some(isAuthorization) ? [{}, { providerBasic: [] }] : []) : [{ bearer: [] }],
+      parameters: [...parametersOf(components, op.params, 'path', op.example?.params), ...parametersOf(components, op.query, 'query', op.example?.query), ...(idempotent ? [idempotencyKeyParameter] : []), ...(op.eventStream ? [lastEventIdParameter] : []), ...providerHeaders(op), ...(op.versioned || op.etag ? (op.method === 'get' ? [ifNoneMatchParameter] : op.method === 'patch' || op.method === 'put' ? [ifMatchParameter] : []) : [])],
       ...(op.body ? { requestBody: { required: true, content: jsonContent(components, op.body, 'input', op.example?.request) } } : {}),
       ...(op.streamBody
         ? { requestBody: { required: true, ...(op.streamBody.description ? { description: op.streamBody.description } : {}), content: { [op.streamBody.mediaType]: { schema: op.streamBody.schema } } } }
@@ -463,6 +518,9 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
     components: {
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'An API key (sk_zr_…) or a realm access token (JWT).' },
+        ...(ops.some((op) => op.requestHeaders?.some(isAuthorization))
+          ? { providerBasic: { type: 'http', scheme: 'basic', description: "A provider's own basic authentication on its webhook (Postmark: the email connection's webhook_username and webhook_password), checked when the connection sets one." } }
+          : {}),
       },
       // By name, so a new component lands in a predictable place of the document.
       schemas: Object.fromEntries(Object.entries(components.schemas).sort(([x], [y]) => x.localeCompare(y))),

@@ -110,6 +110,13 @@ export interface Operation<
    * own (a web chat visitor token in `authorization`) or answers by `accept` (JSON or an event stream).
    */
   readsHeaders?: readonly string[];
+  /**
+   * Request headers a public operation checks itself (a provider's signature), documented as optional header
+   * parameters; the router reads none of them (the handler gets them through `rawBody` or `readsHeaders`). An
+   * `Authorization` entry (Postmark's basic authentication) is documented as an optional `providerBasic`
+   * security requirement instead: OpenAPI ignores a header parameter of that name.
+   */
+  requestHeaders?: readonly { name: string; description: string; example?: string }[];
   /** Answers carry an ETag of their body; a matching If-None-Match gets 304 (clients polling rollups). */
   etag?: boolean;
   /**
@@ -118,6 +125,12 @@ export interface Operation<
    * against the locked row (412 precondition_failed when stale).
    */
   versioned?: boolean;
+  /**
+   * The answer carries a secret a client must not leave in a cache (a key or signing secret shown once, a bearer
+   * token, a URL that is itself a credential): it is sent with `Cache-Control: no-store` (src/http/answer-headers.ts),
+   * replays of an Idempotency-Key included, and OpenAPI documents the header on the success answer.
+   */
+  secretInAnswer?: boolean;
   /** `binary`: the answer is bytes (the handler answers `bytes`), documented as application/octet-stream. */
   response: { status: number; description: string; schema?: z.ZodType; binary?: boolean };
   /** Codes this operation can answer beyond the guard's own (documented in OpenAPI). */
@@ -136,8 +149,13 @@ export interface Operation<
    */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the answer as the response schema parsed it
   replay?: { pointer: (answer: any) => Record<string, unknown>; read: (input: { principal: Principal; pointer: any }, services: S) => Promise<HandlerResult> };
-  /** Other success answers (e.g. 202 when the worker's answer did not come in time), in the same schema. */
-  alsoAnswers?: { status: number; description: string; example: unknown }[];
+  /**
+   * Other success answers (e.g. 202 when the worker's answer did not come in time), in the same schema. With
+   * `schema`, that status's body is documented on its own: `response.schema` is then a `z.union` holding it (every
+   * answer is still parsed with `response.schema`, the allowlist), and the main status is documented as the
+   * union's other options (`oneOf` when several). OpenAPI refuses a `schema` the union does not hold.
+   */
+  alsoAnswers?: { status: number; description: string; example: unknown; schema?: z.ZodType }[];
   /** `services` is the service container the app mounts the table with (generic: src/http knows no domain). */
   handler: (input: OperationInput<Infer<P>, Infer<Q>, Infer<B>>, services: S) => Promise<HandlerResult>;
 }

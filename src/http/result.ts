@@ -18,7 +18,8 @@ export interface HandlerResult {
   rendered?: Record<string, Buffer>;
   /**
    * A long-lived answer (Server-Sent Events): the router sends the headers, then hands the writer over until
-   * it returns or the client goes away (`signal`), then ends the answer.
+   * it returns or the client goes away (`signal`), then ends the answer. A domain's live feed gets here framed
+   * by `sse(run)` (src/http/sse.ts): domains write items, never these bytes.
    */
   stream?: (out: StreamWriter) => Promise<void>;
   /** An answer of bytes (a file's content): streamed as it is read, with `status` and `headers` (Content-Type, Content-Length…) as given. */

@@ -26,6 +26,21 @@ export const REDACT_PATHS = [
   '*.*.secret',
 ];
 
+/**
+ * Whether log lines are written for a person (pino-pretty: coloured, one readable line each) rather than as JSON:
+ * when stdout is a terminal (`npm run up` in a shell), outside production. Piped or redirected output (a container,
+ * a log shipper, a file, the tests) stays JSON, one object a line. `override` forces either way; nothing sets it
+ * yet (a LOG_PRETTY setting would, once the configuration table has one).
+ */
+export function prettyLogs(stdout: { isTTY?: boolean }, nodeEnv: Config['NODE_ENV'] | undefined, override?: boolean): boolean {
+  if (override !== undefined) return override;
+  return stdout.isTTY === true && nodeEnv !== 'production';
+}
+
+/** pino-pretty in a worker thread (pino's transport), so formatting never runs on the event loop. */
+const prettyTransport = () =>
+  pino.transport({ target: 'pino-pretty', options: { colorize: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service', singleLine: false } }) as DestinationStream;
+
 export function createLogger(config: Pick<Config, 'LOG_LEVEL' | 'NODE_ENV'>, destination?: DestinationStream): Logger {
   const options = {
     level: config.LOG_LEVEL,
@@ -42,7 +57,8 @@ export function createLogger(config: Pick<Config, 'LOG_LEVEL' | 'NODE_ENV'>, des
       return Object.fromEntries(Object.entries(context).filter(([k, v]) => v !== undefined && !(k in bound)));
     },
   };
-  return destination ? pino(options, destination) : pino(options);
+  if (destination) return pino(options, destination);
+  return prettyLogs(process.stdout, config.NODE_ENV) ? pino(options, prettyTransport()) : pino(options);
 }
 
 /** What a PostgreSQL error may keep in a log line: where it came from, never the values involved. */

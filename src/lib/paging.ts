@@ -114,17 +114,20 @@ const LIST_ITEMS = new WeakMap<z.ZodType, { item: z.ZodType; max: number }>();
 export const listParamItems = (schema: z.ZodType) => LIST_ITEMS.get(schema);
 
 /**
- * A comma-separated multi-value filter (`status=open,pending`): each value checked by `item`, at most
- * `max` of them, duplicates folded. A bad value is reported on the parameter itself, naming its position.
+ * A multi-value filter, sent either way a client writes an array in a query string: comma-separated
+ * (`status=open,pending`) or the key repeated (`status=open&status=pending`, OpenAPI's default
+ * `style: form, explode: true`, what openapi-fetch sends), or both at once. Express's query parser gives a
+ * repeated key as an array; its parts are joined with commas, so both forms meet the same limits (at most
+ * `max * 80` characters, at most `max` distinct values). Each value is checked by `item`, duplicates folded;
+ * a bad value is reported on the parameter itself, naming its position.
  */
 export function listParam<T extends string>(item: z.ZodType<T, string>, max: number) {
   const schema = z
-    .string()
-    .max(max * 80)
+    .preprocess((sent) => (Array.isArray(sent) && sent.every((v) => typeof v === 'string') ? sent.join(',') : sent), z.string().max(max * 80))
     .transform((raw, ctx): T[] => {
       const values = [...new Set(raw.split(','))];
       if (values.length > max) {
-        ctx.addIssue({ code: 'custom', message: `at most ${max} comma-separated values` });
+        ctx.addIssue({ code: 'custom', message: `at most ${max} values` });
         return z.NEVER;
       }
       const parsed = values.map((v) => item.safeParse(v));

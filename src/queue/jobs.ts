@@ -1,5 +1,6 @@
 import type { JobsOptions } from 'bullmq';
 import { z } from 'zod';
+import { configDefaults, type Config } from '../config';
 
 export const QUEUE_NAMES = ['ingest', 'webhooks', 'mailbox', 'outbound', 'rollups', 'maintenance', 'events', 'deliveries', 'files'] as const;
 /** A queue as the job table names it. */
@@ -84,12 +85,9 @@ const inboundMessage = z.object({
   uploads: z.array(z.uuid()).min(1).max(20).optional(),
 });
 
-/** The configuration job rows read (their options and schedules). */
-export interface JobSettings {
-  MAILBOX_REFRESH_SECONDS: number;
-  WEBHOOK_SWEEP_MS: number;
-  SLA_SWEEP_SECONDS: number;
-}
+/** The settings job rows read (their options and schedules): their types and defaults are the config table's. */
+export const JOB_SETTING_KEYS = ['MAILBOX_REFRESH_SECONDS', 'OUTBOUND_WEBHOOK_SWEEP_MS', 'SLA_SWEEP_SECONDS'] as const satisfies readonly (keyof Config)[];
+export type JobSettings = Pick<Config, (typeof JOB_SETTING_KEYS)[number]>;
 
 interface JobRow {
   queue: LogicalQueue;
@@ -293,7 +291,7 @@ export const JOBS = {
     queue: 'events',
     data: z.object({}),
     options: () => SINGLE_SHOT,
-    schedule: { id: 'events-sweep', everyMs: (c: JobSettings) => c.WEBHOOK_SWEEP_MS },
+    schedule: { id: 'events-sweep', everyMs: (c: JobSettings) => c.OUTBOUND_WEBHOOK_SWEEP_MS },
   },
   /**
    * The files one inbound message carries (issue 34), fetched from its provider and stored after the message's
@@ -330,7 +328,8 @@ export interface EnqueueOptions {
   priority?: number;
 }
 
-const DEFAULT_SETTINGS: JobSettings = { MAILBOX_REFRESH_SECONDS: 900, WEBHOOK_SWEEP_MS: 30000, SLA_SWEEP_SECONDS: 10 };
+/** Used when a caller passes no settings: the config table's defaults, never a second copy of them (issue 35). */
+export const DEFAULT_SETTINGS: JobSettings = Object.fromEntries(JOB_SETTING_KEYS.map((k) => [k, configDefaults()[k]])) as JobSettings;
 
 const delayOf = (o: EnqueueOptions) => o.delayMs ?? (o.dueAt !== undefined ? o.dueAt - Date.now() : 0);
 

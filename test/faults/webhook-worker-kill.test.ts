@@ -12,10 +12,10 @@ import { eventually } from '../helpers/wait';
 import { startReceiver, verify } from '../helpers/webhook-receiver';
 
 const ENV = {
-  WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true',
-  WEBHOOK_RETRY_BASE_MS: '50',
-  WEBHOOK_DELIVERY_TIMEOUT_MS: '1000',
-  WEBHOOK_SWEEP_MS: '300',
+  OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true',
+  OUTBOUND_WEBHOOK_RETRY_BASE_MS: '50',
+  OUTBOUND_WEBHOOK_DELIVERY_TIMEOUT_MS: '1000',
+  OUTBOUND_WEBHOOK_SWEEP_MS: '300',
 };
 
 let ctx: TestContext;

@@ -40,9 +40,9 @@ export const DISCONNECTED = {
   sendable: false,
   polling: false,
   inbound_cursor_set: false,
-  connected_at: '',
-  healthy_at: '',
-  last_polled_at: '',
+  connected_at: null,
+  healthy_at: null,
+  last_polled_at: null,
   sent_today: 0,
   checks: [],
 };
@@ -65,9 +65,9 @@ export interface MailboxStatus {
   sendable: boolean;
   polling: boolean;
   inbound_cursor_set: boolean;
-  connected_at: string;
-  healthy_at: string;
-  last_polled_at: string;
+  connected_at: string | null;
+  healthy_at: string | null;
+  last_polled_at: string | null;
   sent_today: number;
   checks: Check[];
 }

@@ -1,5 +1,19 @@
 import { type Kysely, sql } from 'kysely';
-import { DEFAULT_SLA_TARGETS } from '../../domains/sla/targets';
+
+/*
+ * The default SLA targets as they were when this migration was written, frozen here as literals. A migration
+ * never imports live code (test/layering.test.ts): it runs once, on databases of every age, and must do the same
+ * thing every time. Had it kept importing DEFAULT_SLA_TARGETS (src/domains/sla/targets.ts), a later change of
+ * the live default would silently rewrite history: a database migrated after that change would get other
+ * targets for its old workspaces than one migrated before it. A new default applies to new workspaces; moving
+ * existing ones to it would be a migration of its own.
+ */
+const SLA_TARGETS_AT_0002 = {
+  urgent: { first_response_minutes: 60, resolution_minutes: 240 },
+  high: { first_response_minutes: 240, resolution_minutes: 1440 },
+  normal: { first_response_minutes: 480, resolution_minutes: 2880 },
+  low: { first_response_minutes: 1440, resolution_minutes: 5760 },
+};
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
@@ -126,7 +140,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 
     -- Workspaces that existed before SLA policies get the same default a new workspace gets.
     INSERT INTO sla_policies (id, tenant_id, name, is_default, targets)
-    SELECT gen_random_uuid(), id, 'Default', true, ${sql.lit(JSON.stringify(DEFAULT_SLA_TARGETS))}::jsonb FROM tenants;
+    SELECT gen_random_uuid(), id, 'Default', true, ${sql.lit(JSON.stringify(SLA_TARGETS_AT_0002))}::jsonb FROM tenants;
   `.execute(db);
 }
 

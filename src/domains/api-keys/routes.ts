@@ -11,6 +11,7 @@ export const apiKeyOperations = [
       'The secret is returned exactly once, in this response. The key acts as its creator: its reach is its scopes intersected with the creator\'s live role.',
     access: { floor: 'admin', tag: 'admin-resources', action: 'write' },
     body: createApiKeyBody,
+    secretInAnswer: true,
     response: { status: 201, description: 'The new key, with its secret', schema: createdApiKey },
     errors: ['scope_invalid', 'agent_unknown'],
     handler: async ({ principal, body }, s) => ({ status: 201, body: await s.apiKeys.create(principal, body) }),

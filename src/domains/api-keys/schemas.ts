@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boolParam } from '../../http/params';
+import { boolParam } from '../../lib/params';
 
 const at = z.string().meta({ examples: ['2025-03-03T08:15:00.000Z'] });
 const scopes = ['tickets:read', 'tickets:write', 'customers:read'];

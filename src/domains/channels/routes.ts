@@ -32,6 +32,7 @@ export const channelOperations = [
     summary: 'Replace the connection\'s inbound token; the old one stops working at once',
     access: { floor: 'admin', tag: 'channels', action: 'write' },
     params: channelParams,
+    secretInAnswer: true,
     response: { status: 200, description: 'The new token, shown once', schema: rotatedToken },
     handler: async ({ principal, params }, s) => ({ body: await s.channels.rotateToken(principal, params.channel) }),
   }),

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intParam, metadata } from '../../http/params';
+import { intParam, metadata } from '../../lib/params';
 
 const at = z.string().meta({ examples: ['2025-03-02T16:40:11.000Z'] });
 const example = {

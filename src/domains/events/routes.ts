@@ -1,4 +1,5 @@
 import { defineOperation } from '../../define-operation';
+import { sse } from '../../http/sse';
 import { encodeCursor } from '../../lib/paging';
 import { EXAMPLE_TICKET } from '../tickets/schemas';
 import { EVENT_CURSOR_SORT, event, eventLog, eventLogQuery, eventParams, eventStreamQuery } from './schemas';
@@ -38,7 +39,7 @@ export const eventOperations = [
     eventStream: true,
     response: { status: 200, description: 'An endless text/event-stream of events' },
     errors: ['too_many_streams'],
-    handler: async ({ principal, query, lastEventId, reauthorize }, s) => ({ stream: await s.events.openStream(principal, query, lastEventId, reauthorize!) }),
+    handler: async ({ principal, query, lastEventId, reauthorize }, s) => ({ stream: sse(await s.events.openStream(principal, query, lastEventId, reauthorize!)) }),
   }),
   defineOperation({
     id: 'get_event',

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intParam } from '../../http/params';
+import { intParam } from '../../lib/params';
 import { afterParam, listParam, pageSchema } from '../../lib/paging';
 import { EVENT_TYPES } from './types';
 

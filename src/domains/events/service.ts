@@ -5,7 +5,7 @@ import { newId, isUuid } from '../../lib/ids';
 import { encodeCursor, type Cursor } from '../../lib/paging';
 import type { ConfigSection } from '../../config';
 import { notFound, validationFailed } from '../../lib/errors';
-import type { StreamWriter } from '../../http/result';
+import type { Feed, FeedBatch, FeedRun } from '../../lib/feed';
 import { iso } from '../../lib/time';
 import type { RedisClient } from '../../queue/connection';
 import { mayManageIntegrations, type Principal } from '../identity/principal';
@@ -25,8 +25,13 @@ const SHARED_PAGES_BYTES = 4 * 1024 * 1024;
 interface SharedPage {
   /** When its read was issued (performance.now()): it covers every event committed before then. */
   startedAt: number;
-  /** Its events' frames as one buffer: one write per page per stream; empty when no event is past the cursor. */
-  frames: Buffer;
+  /**
+   * Its events as feed items, rendered once and sent by every stream as this one batch (so the transport encodes
+   * it once, too: src/lib/feed.ts); empty when no event is past the cursor.
+   */
+  batch: FeedBatch;
+  /** The UTF-8 bytes of its items' JSON: what the page costs the shared pages' budget. */
+  bytes: number;
   /** The log position of its last event (where the stream resumes). */
   last: string | undefined;
   more: boolean;
@@ -57,13 +62,14 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
   });
 
   /**
-   * Pages of the log as stream frames, shared by this process's streams: the streams of one workspace move in
+   * Pages of the log as feed batches, shared by this process's streams: the streams of one workspace move in
    * step (one poll wakes them all), so two hundred of them asking for the same page get one read, one
-   * rendering and one copy of its frames. A page is used only when its read started after the moment the
-   * stream needs it to cover (`notBefore`), so a shared page is never older than the head its stream saw.
-   * Kept briefly and bounded by bytes; reads in flight are shared as well.
+   * rendering and one copy of its items (and of the transport's encoding of them). A page is used only when
+   * its read started after the moment the stream needs it to cover (`notBefore`), so a shared page is never
+   * older than the head its stream saw. Kept briefly and bounded by bytes; reads in flight are shared as well.
    */
-  const pages = new LRUCache<string, SharedPage>({ maxSize: SHARED_PAGES_BYTES, sizeCalculation: (p) => p.frames.length + 256, ttl: 10_000 });
+  // A page counts twice its JSON: its items, and the one encoding of them a transport keeps while the page lives.
+  const pages = new LRUCache<string, SharedPage>({ maxSize: SHARED_PAGES_BYTES, sizeCalculation: (p) => 2 * p.bytes + 256, ttl: 10_000 });
   const reading = new Map<string, { startedAt: number; page: Promise<SharedPage> }>();
   function sharedPage(tenantId: string, after: string | undefined, types: string[] | undefined, hide: boolean, notBefore: number): Promise<SharedPage> {
     const key = `${tenantId}|${after ?? ''}|${types?.join(',') ?? '*'}|${hide ? 'h' : 's'}`;
@@ -83,10 +89,10 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
         asText: true,
       })
       .then(({ rows, more }) => {
-        // Bytes, once, the page's frames together: every stream writes the same buffer, in one write (a string
-        // would be encoded again per socket, and a write per frame costs each socket a write request per event).
-        const frames = Buffer.from(rows.map((r) => `id: ${r.id}\nevent: ${r.type}\ndata: ${frameJson(r)}\n\n`).join(''));
-        const shared: SharedPage = { startedAt, frames, last: rows.at(-1)?.page_key, more };
+        // Each event an item, `id` its event id (where a reader resumes), of the kind of its type.
+        const items = rows.map((r) => ({ id: r.id, kind: r.type, json: itemJson(r) }));
+        const bytes = items.reduce((n, i) => n + Buffer.byteLength(i.json), 0);
+        const shared: SharedPage = { startedAt, batch: { items }, bytes, last: rows.at(-1)?.page_key, more };
         pages.set(key, shared);
         return shared;
       })
@@ -97,8 +103,8 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
     return page;
   }
 
-  /** An event's frame JSON from its row, `data` being PostgreSQL's JSON text (or null: too large, a reference). */
-  const frameJson = (r: store.LogRow) => {
+  /** An event's item JSON from its row, `data` being PostgreSQL's JSON text (or null: too large, a reference). */
+  const itemJson = (r: store.LogRow) => {
     if (r.data === null) return JSON.stringify(reference(r));
     const head = JSON.stringify({ id: r.id, type: r.type, occurred_at: iso(r.occurred_at), tenant_id: r.tenant_id });
     return `${head.slice(0, -1)},"data":${r.data as string}}`;
@@ -113,7 +119,7 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
   });
 
   /**
-   * An event too large for a stream frame, as a reference: what it is, and where to read it whole. A viewer
+   * An event too large for a stream's item, as a reference: what it is, and where to read it whole. A viewer
    * who writes 380 KiB replies cannot make every stream carry (and every process hold) 380 KiB per event.
    */
   const reference = (r: store.LogRow) => ({
@@ -179,9 +185,10 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
     },
 
     /**
-     * GET /v1/events/stream: the log tailed live as Server-Sent Events, `id:` the event's id, so a client that
-     * reconnects with `Last-Event-ID` resumes right after the last event it got: no gap and no repeat, on
-     * this process or another (the position is in the database, not in the process). Bounded (issue 32):
+     * GET /v1/events/stream: the log tailed live as a feed of items (src/lib/feed.ts; the route frames them as
+     * Server-Sent Events), each item's id the event's id, so a client that reconnects with `Last-Event-ID`
+     * resumes right after the last event it got: no gap and no repeat, on this process or another (the position
+     * is in the database, not in the process). Bounded (issue 32):
      *
      * - it reads the log only when its workspace's end moved (one shared poll per process, see live.ts), a
      *   page of at most EVENT_STREAM_MAX_EVENT_BYTES at a time, and an event larger than that is sent as a
@@ -198,7 +205,7 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
       q: EventStreamQuery,
       lastEventId: string | undefined,
       reauthorize: (notBefore: number) => Promise<Principal>,
-    ): Promise<(w: StreamWriter) => Promise<void>> {
+    ): Promise<FeedRun> {
       // Checked and resolved before the stream starts, so a bad id is a problem answer, not a broken stream.
       if (lastEventId !== undefined && !isUuid(lastEventId)) throw validationFailed([{ path: 'header.last-event-id', message: 'not an event id this stream gave out' }]);
       let position = lastEventId !== undefined ? await store.positionOf(db, actor.tenantId, lastEventId) : await positionAfter(actor.tenantId, q.after);
@@ -208,7 +215,7 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
       const recheckMs = config.EVENT_STREAM_RECHECK_SECONDS * 1000;
       const heartbeatMs = config.EVENT_STREAM_HEARTBEAT_SECONDS * 1000;
 
-      return async (w: StreamWriter) => {
+      return async (out: Feed) => {
         let caller = actor;
         let checkedAt = performance.now();
         let wroteAt = Date.now();
@@ -223,24 +230,22 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
           }
         };
         const expired = () => caller.expiresAt !== undefined && Date.now() >= caller.expiresAt;
-        /** Writes a frame; false when the client stayed behind past the stall deadline (or left). */
-        const send = async (chunk: string | Buffer) => {
+        /** A heartbeat; false when the client stayed behind past the stall deadline (or left). */
+        const beat = async () => {
           wroteAt = Date.now();
-          return w.write(chunk) || (await w.drained(stallMs));
+          return out.heartbeat() || (await out.drained(stallMs));
         };
         try {
-          // The client's reconnection delay, then events as they commit.
-          if (!(await send('retry: 2000\n\n'))) return;
           /** The workspace's log end as of the last read that caught up: nothing to read until it moves. */
           let seen: bigint | undefined;
-          while (!w.signal.aborted) {
+          while (!out.signal.aborted) {
             // At least every EVENT_STREAM_RECHECK_SECONDS (a check another stream of this credential made within the last second will do).
             if (expired() || (performance.now() - checkedAt >= recheckMs && !(await recheck(performance.now() - 1000)))) return;
             const head = watch.head();
             if (head === undefined) {
               // The process's poll has not answered for this workspace yet (a first stream): streams opened
               // together then read together, once, instead of each reading the log by itself.
-              await watch.wait(config.EVENT_STREAM_POLL_MS, w.signal);
+              await watch.wait(config.EVENT_STREAM_POLL_MS, out.signal);
               continue;
             }
             // A page read after this moment covers the head seen now.
@@ -255,22 +260,22 @@ export function createEventService(deps: { db: Db; config: ConfigSection<'events
                 // see integration ids meanwhile gets the page read again without them.
                 if (!(await recheck(page.startedAt)) || expired()) return;
                 if (hides(caller) !== hide) continue;
-                await turns.take(page.frames.length);
+                await turns.take(out.size(page.batch));
                 wroteAt = Date.now();
-                // Only a full buffer is waited for. A client cut off mid-page has the whole frames it read, and
+                // Only a full buffer is waited for. A client cut off mid-page has the whole items it read, and
                 // resumes after the last of them.
-                if (!w.write(page.frames) && !(await w.drained(stallMs))) return;
+                if (!out.send(page.batch) && !(await out.drained(stallMs))) return;
                 position = page.last;
                 if (!page.more) break;
               }
               seen = head;
             }
-            if (Date.now() - wroteAt >= heartbeatMs && !(await send(': heartbeat\n\n'))) return;
+            if (Date.now() - wroteAt >= heartbeatMs && !(await beat())) return;
             const untilCheck = checkedAt + recheckMs - performance.now();
             const untilBeat = wroteAt + heartbeatMs - Date.now();
             const untilExpiry = caller.expiresAt === undefined ? Infinity : caller.expiresAt - Date.now();
             const wait = Math.min(untilCheck, untilBeat, untilExpiry);
-            await watch.wait(Math.max(1, wait), w.signal);
+            await watch.wait(Math.max(1, wait), out.signal);
           }
         } finally {
           watch.close();

@@ -1,11 +1,9 @@
 import { z } from 'zod';
 import { defineOperation } from '../../define-operation';
+import { DOWNLOAD_HEADERS, downloadAnswer, fileHeaders } from '../../http/download';
 import type { HandlerResult } from '../../http/result';
-import { DOWNLOAD_HEADERS, downloadAnswer } from './answer';
-import { attachmentDisposition } from './names';
 import { parseRange } from './range';
 import { attachmentDetail, attachmentIdParams, EXAMPLE_ATTACHMENT, UPLOAD_FORM, uploaded } from './schemas';
-import { servedContentType } from './sniff';
 
 /**
  * Uploads and downloads (issue 34), under the `tickets` scope tag: files are part of replies and notes.
@@ -29,6 +27,7 @@ export const fileOperations = [
       'The file is streamed into the file store as it arrives: at most FILES_MAX_BYTES (25 MiB by default; larger is `413 file_too_large`, answered as soon as the limit is passed), within the workspace\'s FILES_WORKSPACE_QUOTA_BYTES (`413 files_quota_exceeded`, and `files.quota_reached` in the event log). Its name is sanitised and its content type sniffed from its bytes. Name the answer\'s `upload_token` in a reply or note (`attachments: [token]`) within the hour; an upload no write used is removed. Takes no Idempotency-Key: an unused upload costs nothing after its hour.',
     access: write,
     streamBody: { mediaType: 'multipart/form-data', schema: UPLOAD_FORM, description: 'A form with the file in the part named `file` (other parts are ignored).' },
+    secretInAnswer: true,
     response: { status: 201, description: 'The upload: its token (shown here only), the file as stored, and when the token expires', schema: uploaded },
     errors: ['file_too_large', 'files_quota_exceeded'],
     example: { response: { upload_token: 'upl_Xq3v9Lw2Rk7Tn5Bm8Hc4Jd6Fg1Ys0Pa2Ze4Ui6Oq8Wt', attachment: EXAMPLE_ATTACHMENT, expires_at: '2025-03-14T10:41:53.412Z' } },
@@ -83,8 +82,7 @@ export const fileOperations = [
         headers: {
           ...DOWNLOAD_HEADERS,
           'Cache-Control': 'no-store',
-          'Content-Type': servedContentType(got.file.content_type),
-          'Content-Disposition': attachmentDisposition(got.file.name),
+          ...fileHeaders(got.file),
           'Content-Length': String(got.size),
         },
         bytes: got.body,

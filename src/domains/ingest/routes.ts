@@ -1,24 +1,54 @@
 import { z } from 'zod';
 import { defineOperation } from '../../define-operation';
 import { isAttachmentContent } from '../channels/adapters/email';
-import { intParam } from '../../http/params';
+import { CHANNEL_IDS, CHANNELS } from '../channels/registry';
+import { intParam } from '../../lib/params';
 import { intakeAnswer } from '../../http/result';
 import { DELIVERY_SORT, ingestBody, ingestQuery } from './edge';
 import { afterParam, pageSchema } from '../../lib/paging';
 
-const ingestResult = z.object({
-  channel: z.string(),
-  ticket_id: z.uuid().optional(),
-  customer_id: z.uuid().optional(),
-  was_created: z.boolean().optional(),
-  was_duplicate: z.boolean().optional(),
-  messages: z.array(z.record(z.string(), z.unknown())).optional(),
-  ignored: z.boolean().optional(),
-  reason: z.string().optional(),
-  status: z.string().optional(),
-  job_id: z.string().optional(),
-  provider_message_ids: z.array(z.string()).optional(),
+const CHANNEL_EXAMPLE = { examples: ['web_chat'] };
+
+/**
+ * The channel: any string reaches the handler (an unregistered one is 404 not_found, a registered one without an
+ * adapter 400 channel_adapter_unavailable), but the document lists the channels that take messages (`enum`), so
+ * a generated client offers them and a validating proxy knows them.
+ */
+const ingestParams = z.object({
+  channel: z.string().min(1).max(64).meta({ enum: CHANNEL_IDS.filter((id) => CHANNELS[id].adapter !== null), examples: ['web_chat'] } as never),
 });
+
+/** One message written (or found already written): the ticket it went to. */
+const ingestMessage = {
+  channel: z.string().meta(CHANNEL_EXAMPLE),
+  ticket_id: z.uuid(),
+  customer_id: z.uuid(),
+  was_created: z.boolean().meta({ description: 'A new ticket (true) or a reply threaded onto an existing one (false).' }),
+  was_duplicate: z.boolean().meta({ description: 'A redelivery: the same ticket, nothing written again.' }),
+};
+
+/** 200: the message(s) written; with several messages in one payload, the first's fields and every one in `messages`. */
+const ingestWritten = z
+  .object({ ...ingestMessage, messages: z.array(z.object(ingestMessage)).optional().meta({ description: 'Present when the payload carried several messages: one result each, in order.' }) })
+  .meta({ id: 'IngestResult' });
+
+/** 200: a payload the adapter read but that holds no customer message (a delivery receipt): nothing written. */
+const ingestIgnored = z
+  .object({ channel: z.string().meta(CHANNEL_EXAMPLE), ignored: z.literal(true), reason: z.string().meta({ examples: ['the payload holds no customer message (e.g. delivery receipts)'] }) })
+  .meta({ id: 'IngestIgnored' });
+
+/** 202: the worker did not answer within JOB_WAIT_MS; still written exactly once. */
+const ingestQueued = z
+  .object({
+    status: z.literal('accepted'),
+    channel: z.string().meta(CHANNEL_EXAMPLE),
+    job_id: z.string().meta({ examples: ['c8d2a1f0b3e4-17'] }),
+    provider_message_ids: z.array(z.string()).meta({ description: 'What GET /v1/ingest/deliveries lists them by.', examples: [['wc_msg_8f3a2b1c']] }),
+  })
+  .meta({ id: 'IngestQueued' });
+
+/** Every answer is parsed with the union (queued first: the only one with `status`); OpenAPI documents 200 and 202 apart. */
+const ingestResult = z.union([ingestQueued, ingestIgnored, ingestWritten]);
 
 const deliveries = pageSchema(
   'deliveries',
@@ -43,14 +73,15 @@ export const ingestOperations = [
     description:
       'Body: {tenant_id | agent_id, payload} or ?token=<inbound_token>. The adapter decides new ticket or threaded reply; a redelivery returns the same ticket with was_duplicate true and writes nothing twice. Each message costs one point of the workspace budget (429 carries Retry-After); duplicates and refusals cost nothing. More than INGEST_MAX_MESSAGES_PER_REQUEST messages in one request → 400 payload_too_complex. Refusals are charged per client address instead: past INGEST_REFUSAL_RATE_POINTS they answer 429.',
     access: 'public',
-    params: z.object({ channel: z.string().min(1).max(64) }),
+    params: ingestParams,
     query: ingestQuery,
     body: ingestBody,
-    response: { status: 200, description: 'Ingest result', schema: ingestResult },
+    response: { status: 200, description: 'Ingest result: the message(s) written, or the payload ignored (no customer message in it)', schema: ingestResult },
     alsoAnswers: [
       {
         status: 202,
         description: 'Queued: the worker did not answer within JOB_WAIT_MS; the message is still written exactly once (see GET /v1/ingest/deliveries)',
+        schema: ingestQueued,
         example: { status: 'accepted', channel: 'web_chat', job_id: 'c8d2a1f0b3e4-17', provider_message_ids: ['wc_msg_8f3a2b1c'] },
       },
     ],

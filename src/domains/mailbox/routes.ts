@@ -30,6 +30,7 @@ export const mailboxOperations = [
     description: 'The state is bound to this workspace and the calling user. Send the admin to authorize_url; the provider redirects back with code and state, which go to the complete operation.',
     access: { floor: 'admin', tag: 'channels', action: 'write' },
     params: mailProviderParams,
+    secretInAnswer: true,
     response: { status: 200, description: 'Where to send the admin', schema: oauthStart },
     errors: ['mail_provider_not_configured'],
     handler: async ({ principal, params }, s) => ({ body: await s.mailbox.start(principal, params.mailprovider) }),

@@ -1,8 +1,11 @@
 import { z } from 'zod';
+import { MAIL_PROVIDERS } from './providers';
 
 const STATE = 'Xq3vJ8r2Lk9pTz4mWb7nHc1sYd6fGa0eRu5iOt2wQe8';
 const SCOPES = ['openid', 'email', 'https://www.googleapis.com/auth/gmail.readonly', 'https://www.googleapis.com/auth/gmail.send'];
 const at = (t: string) => z.string().meta({ examples: [`2025-03-14T${t}.000Z`] });
+/** A time that may not have happened yet: null until it has, never "" (a `date-time` must be one; issue 35). */
+const atOrNull = (t: string, description: string) => z.string().nullable().meta({ description, examples: [`2025-03-14T${t}.000Z`] });
 const checked = '2025-03-14T09:25:00.000Z';
 const CHECKS = [
   { check: 'oauth_token', status: 'ok', detail: 'The google grant works.', remediation: 'None.', last_checked_at: checked },
@@ -12,7 +15,8 @@ const CHECKS = [
   { check: 'daily_send_quota', status: 'ok', detail: '37 of 500 replies sent today (UTC).', remediation: 'None.', last_checked_at: checked },
 ];
 
-export const mailProviderParams = z.object({ mailprovider: z.string().min(1).max(32).meta({ examples: ['google'] }) });
+/** Another provider is 404 (the service checks); the document lists the known ones (`enum`). */
+export const mailProviderParams = z.object({ mailprovider: z.string().min(1).max(32).meta({ enum: [...MAIL_PROVIDERS], examples: ['google'] } as never) });
 
 export const completeOauthBody = z.strictObject({
   code: z.string().min(1).max(4096).meta({ examples: ['4/0AeanS0bT8xK2vQ9mZ7pL3wR6yN1cF5hJ4dG8sA2eU0iO'] }),
@@ -38,7 +42,10 @@ const check = z.object({
 });
 const checks = z.array(check).meta({ examples: [CHECKS] });
 
-/** Empty strings, zero and false stand for "nothing yet" so every field is always present. */
+/**
+ * Every field is always present. Empty strings, zero and false stand for "nothing yet", except timestamps:
+ * those are null until the moment has happened (a generated client types them `string | null`).
+ */
 export const mailboxStatus = z.object({
   connected: z.boolean(),
   provider: z.enum(['google', 'microsoft']).optional(),
@@ -47,9 +54,9 @@ export const mailboxStatus = z.object({
   sendable: z.boolean().meta({ examples: [true] }),
   polling: z.boolean().meta({ examples: [true] }),
   inbound_cursor_set: z.boolean().meta({ examples: [true] }),
-  connected_at: at('09:12:40'),
-  healthy_at: at('09:25:00'),
-  last_polled_at: at('09:26:10'),
+  connected_at: atOrNull('09:12:40', 'When the mailbox was connected; null with nothing connected.'),
+  healthy_at: atOrNull('09:25:00', 'When every check last passed; null until they have.'),
+  last_polled_at: atOrNull('09:26:10', 'When new mail was last polled; null until the first poll.'),
   sent_today: z.number().int().meta({ examples: [37] }),
   checks,
 }).meta({ id: 'MailboxStatus' });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intParam } from '../../http/params';
+import { intParam } from '../../lib/params';
 import { afterParam, pageSchema } from '../../lib/paging';
 import type { Role } from '../../db/types';
 import { ROLES } from '../identity/roles';

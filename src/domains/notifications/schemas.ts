@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { boolParam, intParam } from '../../http/params';
+import { boolParam, intParam } from '../../lib/params';
 import { afterParam, pageSchema } from '../../lib/paging';
 
 /** A user's notifications read in one order, newest first (its cursor names it). */

@@ -1,9 +1,11 @@
 import { z } from 'zod';
 import { defineOperation } from '../../define-operation';
 import { isAttachmentContent } from '../channels/adapters/email';
+import { HOOK_CHANNELS } from './service';
 
 const hookParams = z.object({
-  channel: z.string().min(1).max(64).meta({ examples: ['sms'] }),
+  // Permissive (another channel is 404 not_found), documented as the channels a provider webhook serves.
+  channel: z.string().min(1).max(64).meta({ enum: [...HOOK_CHANNELS], examples: ['sms'] } as never),
   inbound_token: z.string().min(1).max(200).meta({ examples: ['itk_Qm9yZWFsLWV4YW1wbGUtdG9rZW4tMDE5Mw'] }),
 });
 
@@ -25,6 +27,12 @@ export const providerHookOperations = [
     rawBody: true,
     chargeRefusals: true,
     params: hookParams,
+    requestHeaders: [
+      { name: 'X-Twilio-Signature', description: "sms (Twilio): base64 HMAC-SHA1 of the URL and the sorted form fields with the connection's auth_token; checked when the connection has one.", example: 'RSOYDt4T1cUTdK1PDd93/VVr8B8=' },
+      { name: 'X-Hub-Signature-256', description: "whatsapp (Meta): `sha256=` and the hex HMAC-SHA256 of the raw body with the connection's app_secret; checked when the connection has one.", example: 'sha256=3b2f0c9a7d1e4f6a8b5c2d9e0f1a7b3c4d5e6f708192a3b4c5d6e7f8091a2b3c' },
+      { name: 'X-Telegram-Bot-Api-Secret-Token', description: "telegram: the secret_token given to setWebhook, compared with the connection's; checked when the connection has one.", example: 'tg-secret-3f9c2a7b' },
+      { name: 'Authorization', description: "email (Postmark): `Basic` with the connection's webhook_username and webhook_password, when they are set." },
+    ],
     body: z.record(z.string(), z.unknown()).meta({ description: "The provider's payload, exactly as it sends it (form-encoded for Twilio, JSON for the others)." }),
     response: { status: 200, description: 'Accepted (Twilio: `<Response></Response>` as text/xml)', schema: hookResult },
     errors: ['hook_signature_invalid', 'channel_payload_invalid', 'payload_too_complex', 'throttled'],

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intParam } from '../../http/params';
+import { intParam } from '../../lib/params';
 import { ex, int, teamId, ticketId, userId } from '../work/schemas';
 
 const userName = ex(z.string(), 'Jonas Berg');

@@ -10,7 +10,8 @@ import { mentionedIds, type NotificationService } from '../notifications/service
 import { dueTimes, type Priority } from '../sla/targets';
 import { teamExists } from '../teams/store';
 import type { PatchTicketInput, TicketFilters } from './schemas';
-import type { TicketTimeline } from './timeline';
+import { appendToTimeline, type TimelineOptions } from './timeline';
+import type { EventSink } from '../events/types';
 import type { TicketSla } from './sla';
 import type { AttachmentSummary } from '../files/types';
 import { canTransition, legalNextStates, REOPENABLE } from './status';
@@ -142,15 +143,20 @@ export function createTicketCommands(deps: {
   notifications: NotificationService;
   logger: Logger;
   sla: TicketSla;
-  /** Writes timeline events and the outbound events they are, in the caller's transaction. */
-  timeline: TicketTimeline;
+  /** Where the timeline's outbound events go (issue 19); without it the timeline emits none. */
+  events?: EventSink | undefined;
   triggers: TriggerSink;
   outbound?: OutboundSink;
   threadWindowHours: number;
   /** Where a request's after-commit work runs once its answer is on its way (see `afterAnswer`). */
   later?: AfterAnswer;
 }) {
-  const { notifications, logger, sla, triggers, outbound, timeline } = deps;
+  const { notifications, logger, sla, triggers, outbound } = deps;
+  /**
+   * Writes timeline events and the outbound events they are, in the caller's transaction: the timeline module
+   * below this one, given this module's sink (issue 35: nothing is injected from the service above).
+   */
+  const timeline = (tx: Executor, tenantId: string, events: NewEvent[], opts?: TimelineOptions) => appendToTimeline(deps, tx, tenantId, events, opts);
 
   /** A merged ticket is terminal: every change refuses it here, with the one merged error. */
   const refuseMerged = (t: TicketRow): void => {

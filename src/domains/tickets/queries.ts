@@ -47,6 +47,38 @@ export const presentSummary = (t: TicketRow) => ({
   updated_at: iso(t.updated_at),
 });
 
+/** The ticket as its read shows it, without the timeline, from its detail row (with its version, the ETag). */
+export function presentDetail(t: TicketDetailRow) {
+  return {
+    ...presentSummary(t),
+    description: t.description,
+    ...(t.assignee_id && t.assignee_name ? { assignee_name: t.assignee_name, assignee_email: t.assignee_email! } : {}),
+    customer_name: t.customer_name,
+    customer_email: t.customer_email,
+    ...(t.team_id && t.team_name ? { team_name: t.team_name } : {}),
+    metadata: t.metadata,
+    sla_policy_id: t.sla_policy_id,
+    ...(t.reopened_at ? { reopened_at: iso(t.reopened_at) } : {}),
+    legal_next_states: legalNextStates(t.status),
+    time_total_minutes: t.time_total,
+    time_billable_minutes: t.time_billable,
+    todo_counts: { open: t.todos_open, done: t.todos_done, overdue: t.todos_overdue },
+    /** Not in the body (the response schema drops it): the strong ETag of this read. */
+    version: String(t.version),
+  };
+}
+
+/**
+ * Several tickets as their reads show them without the timeline, in one statement (the outbound events of a
+ * batch, see `timeline.ts`); those in `fresh` (detail rows an UPDATE of this transaction returned) are not read
+ * again. A plain function, not part of `createTicketQueries`, so the timeline below the commands can use it.
+ */
+export async function ticketsWithoutTimeline(exec: Executor, tenantId: string, ids: string[], fresh: TicketDetailRow[] = []) {
+  const known = new Map(fresh.map((t) => [t.id, t]));
+  const rows = [...fresh.filter((t) => ids.includes(t.id)), ...(await store.getTicketDetails(exec, tenantId, ids.filter((id) => !known.has(id))))];
+  return new Map(rows.map((t) => [t.id, presentDetail(t)]));
+}
+
 const timelineSchema = z.array(ticketEvent);
 
 /** A ticket's timeline as GET answers it, checked against the response schema and serialized, at one version. */
@@ -71,7 +103,7 @@ export function createTicketQueries(deps: { db: Db; timelineCacheBytes?: number 
   async function detailIn(exec: Executor, tenantId: string, id: string) {
     const row = await store.getTicketWithTimeline(exec, tenantId, id);
     if (!row) throw notFound('ticket');
-    const { version, ...fields } = present(row);
+    const { version, ...fields } = presentDetail(row);
     // No version held: the statement always reads the timeline.
     return { ...fields, events: (row.events ?? []).map((e) => presentEvent(e)), version };
   }
@@ -80,43 +112,13 @@ export function createTicketQueries(deps: { db: Db; timelineCacheBytes?: number 
   async function withoutTimeline(exec: Executor, tenantId: string, id: string) {
     const [t] = await store.getTicketDetails(exec, tenantId, [id]);
     if (!t) throw notFound('ticket');
-    return present(t);
-  }
-
-  /**
-   * Several tickets as their reads show them without the timeline, in one statement (outbound events of a
-   * batch); those in `fresh` (detail rows an UPDATE of this transaction returned) are not read again.
-   */
-  async function manyWithoutTimeline(exec: Executor, tenantId: string, ids: string[], fresh: TicketDetailRow[] = []) {
-    const known = new Map(fresh.map((t) => [t.id, t]));
-    const rows = [...fresh.filter((t) => ids.includes(t.id)), ...(await store.getTicketDetails(exec, tenantId, ids.filter((id) => !known.has(id))))];
-    return new Map(rows.map((t) => [t.id, present(t)]));
-  }
-
-  function present(t: TicketDetailRow) {
-    return {
-      ...presentSummary(t),
-      description: t.description,
-      ...(t.assignee_id && t.assignee_name ? { assignee_name: t.assignee_name, assignee_email: t.assignee_email! } : {}),
-      customer_name: t.customer_name,
-      customer_email: t.customer_email,
-      ...(t.team_id && t.team_name ? { team_name: t.team_name } : {}),
-      metadata: t.metadata,
-      sla_policy_id: t.sla_policy_id,
-      ...(t.reopened_at ? { reopened_at: iso(t.reopened_at) } : {}),
-      legal_next_states: legalNextStates(t.status),
-      time_total_minutes: t.time_total,
-      time_billable_minutes: t.time_billable,
-      todo_counts: { open: t.todos_open, done: t.todos_done, overdue: t.todos_overdue },
-      /** Not in the body (the response schema drops it): the strong ETag of this read. */
-      version: String(t.version),
-    };
+    return presentDetail(t);
   }
 
   return {
     detailIn,
     withoutTimeline,
-    manyWithoutTimeline,
+    manyWithoutTimeline: ticketsWithoutTimeline,
     /** The ticket row, for other domains' writes about it (work logged on it); undefined when there is none. */
     find: (exec: Executor, tenantId: string, id: string) => store.getTicket(exec, tenantId, id),
     // One statement is one snapshot: the row and its timeline cannot disagree (read as separate statements, a
@@ -136,7 +138,7 @@ export function createTicketQueries(deps: { db: Db; timelineCacheBytes?: number 
         timelines?.delete(key);
         throw notFound('ticket');
       }
-      const { version, ...ticket } = present(row);
+      const { version, ...ticket } = presentDetail(row);
       if (held && row.events === null) return { ticket, events: held.json, version };
       const json = Buffer.from(JSON.stringify(timelineSchema.parse((row.events ?? []).map((e) => presentEvent(e)))));
       timelines?.set(key, { version, json });

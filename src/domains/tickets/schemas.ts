@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { TICKET_SOURCES } from '../channels/registry';
-import { boolParam, intParam, metadata } from '../../http/params';
+import { boolParam, intParam, metadata } from '../../lib/params';
 import { afterParam, listParam, pageSchema } from '../../lib/paging';
 import { PRIORITIES } from '../sla/targets';
 import type { TicketEventsTable } from '../../db/types';

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { AfterAnswer } from '../../lib/after-answer';
 import type { ReadRouting } from '../../db/reads';
 import type { Db, Executor } from '../../db';
-import type { NewTicketEvent, TicketEventRow } from '../../db/types';
+import type { NewTicketEvent } from '../../db/types';
 import { notFound, refuse, requireVersion, ticketMerged, type VersionCondition } from '../../lib/errors';
 import { newId } from '../../lib/ids';
 import type { QueueHub } from '../../queue/hub';
@@ -11,13 +11,12 @@ import type { Principal } from '../identity/principal';
 import type { NotificationService } from '../notifications/service';
 import { createTicketCommands, eventFor, type OutboundSink, type ReplyTemplate, type TriggerSink } from './commands';
 import { createTicketQueries, presentEvent } from './queries';
-import { createTicketTimeline, type TicketTimeline } from './timeline';
+import { appendToTimeline, writtenIn } from './timeline';
 import type { EventSink } from '../events/types';
 import type { CreateTicketInput, ListTicketsQuery, PatchTicketInput } from './schemas';
 import { createTicketSla } from './sla';
 import * as store from './store';
-import type { TicketDetailRow } from './store';
-import type { AttachmentBinder, AttachmentSummary } from '../files/types';
+import type { AttachmentBinder } from '../files/types';
 
 /**
  * The tickets' own use cases (the operations of the tickets routes), each one transaction over the commands,
@@ -45,41 +44,20 @@ export function createTicketService(deps: {
   const { db, customers, notifications } = deps;
   const queries = createTicketQueries(deps);
   /**
-   * What each transaction's timeline wrote: the event rows, and the detail rows the UPDATEs before them
-   * returned. A write answers with exactly these, so its answer reads neither the ticket nor its timeline.
-   */
-  const written = new WeakMap<Executor, { rows: TicketEventRow[]; fresh: Map<string, TicketDetailRow>; files: Map<string, AttachmentSummary[]> }>();
-  const emitting = createTicketTimeline({
-    ...(deps.events ? { events: deps.events } : {}),
-    present: async (exec, tenantId, ids, fresh) => {
-      const tickets = await queries.manyWithoutTimeline(exec, tenantId, ids, fresh);
-      // The version is the ETag, not a field of the ticket.
-      return new Map([...tickets].map(([id, { version: _internal, ...ticket }]) => [id, ticket]));
-    },
-  });
-  const timeline: TicketTimeline = async (tx, tenantId, events, opts) => {
-    const rows = await emitting(tx, tenantId, events, opts);
-    let w = written.get(tx);
-    if (!w) written.set(tx, (w = { rows: [], fresh: new Map(), files: new Map() }));
-    w.rows.push(...rows);
-    for (const t of opts?.fresh ?? []) w.fresh.set(t.id, t);
-    for (const [eventId, files] of opts?.attachments ?? []) w.files.set(eventId, files);
-    return rows;
-  };
-
-  /**
    * A write's answer (PATCH, reply, note): the ticket as it now stands and the events this transaction appended
    * to it. Its cost does not depend on the timeline's length: the timeline is not read.
    */
   async function answerOf(tx: Executor, tenantId: string, id: string) {
-    const w = written.get(tx);
+    // What this transaction's timeline wrote (kept by the timeline module, per transaction).
+    const w = writtenIn(tx);
     const fresh = w?.fresh.get(id);
     const ticket = (await queries.manyWithoutTimeline(tx, tenantId, [id], fresh ? [fresh] : [])).get(id);
     if (!ticket) throw notFound('ticket');
     return { ...ticket, new_events: (w?.rows ?? []).filter((r) => r.ticket_id === id).map((r) => presentEvent(r, w?.files.get(r.id))) };
   }
-  const sla = createTicketSla({ ...deps, timeline });
-  const commands = createTicketCommands({ ...deps, sla, timeline });
+  // Both write the timeline through `timeline.ts` themselves, given the events sink; nothing of this service's flows down.
+  const sla = createTicketSla(deps);
+  const commands = createTicketCommands({ ...deps, sla });
 
   async function message(actor: Principal, id: string, kind: 'reply' | 'internal_note', body: string, template?: ReplyTemplate, tokens: string[] = []) {
     const { view, sent } = await db.transaction().execute(async (tx) => {
@@ -210,7 +188,7 @@ export function createTicketService(deps: {
         await store.updateTicket(tx, actor.tenantId, sourceId, { status: 'merged', merged_into_id: targetId });
         await store.updateTicket(tx, actor.tenantId, targetId, {});
         const by = await commands.userActor(tx, actor);
-        await timeline(tx, actor.tenantId, [
+        await appendToTimeline(deps, tx, actor.tenantId, [
           eventFor(by, sourceId, 'merged', '', { merged_into: targetId, from_status: source.status }),
           eventFor(by, targetId, 'merged', '', { merged_from: sourceId, events_copied: copies.length }),
         ]);

@@ -6,7 +6,8 @@ import { iso } from '../../lib/time';
 import { dueTimes, DEFAULT_SLA_TARGETS, type Priority } from '../sla/targets';
 import * as slaStore from '../sla/store';
 import { lockTenant } from '../workspaces/store';
-import type { TicketTimeline } from './timeline';
+import { appendToTimeline } from './timeline';
+import type { EventSink } from '../events/types';
 import * as store from './store';
 
 /**
@@ -14,8 +15,12 @@ import * as store from './store';
  * what is overdue (per ticket, and the sweep that runs it every SLA_SWEEP_SECONDS for every workspace with
  * something due). There are no per-ticket timers: a due time is read where it is stored.
  */
-export function createTicketSla(deps: { db: Db; timeline: TicketTimeline }) {
-  const { db, timeline } = deps;
+export function createTicketSla(deps: {
+  db: Db;
+  /** Where the breaches' outbound events go (`ticket.sla_breached`); the timeline module writes them. */
+  events?: EventSink | undefined;
+}) {
+  const { db } = deps;
 
   // Within one transaction the default policy cannot change under us (a new default takes the workspace
   // lock), so a batch of ingested tickets reads it once.
@@ -81,7 +86,7 @@ export function createTicketSla(deps: { db: Db; timeline: TicketTimeline }) {
           });
         }
       }
-      await timeline(tx, tenantId, events);
+      await appendToTimeline(deps, tx, tenantId, events);
       return events.length;
     });
   }

@@ -1,6 +1,7 @@
 import { defineOperation } from '../../define-operation';
+import { downloadAnswer } from '../../http/download';
 import type { HandlerResult } from '../../http/result';
-import { downloadAnswer } from '../files/answer';
+import { sse, wantsEventStream } from '../../http/sse';
 import { parseRange } from '../files/range';
 import { UPLOAD_FORM } from '../files/schemas';
 import {
@@ -19,7 +20,6 @@ import {
   uploadQuery,
   visitorUpload,
 } from './schemas';
-import { wantsStream } from './service';
 
 const MESSAGE = { id: '0195a3c2-7f1e-7b3a-9c4d-2e8f1a6b5c70', author: 'visitor', text: 'Hi! Do you ship to Canada?', created_at: '2025-03-14T09:30:01.204Z', message_id: 'm_8d1e4b0c2f' };
 const REPLY = { id: '0195a3c3-1a2b-7c3d-8e4f-5a6b7c8d9e0f', author: 'agent', agent_name: 'Grace Hopper', text: 'Yes, we ship to Canada: 3 to 5 working days.', created_at: '2025-03-14T09:31:12.204Z' };
@@ -42,6 +42,7 @@ export const webChatOperations = [
     body: sessionBody,
     readsHeaders: ['authorization'],
     chargeRefusals: true,
+    secretInAnswer: true,
     response: { status: 201, description: 'The visitor session', schema: session },
     example: {
       query: { token: EXAMPLES.INBOUND_TOKEN },
@@ -88,8 +89,8 @@ export const webChatOperations = [
     errors: ['visitor_token_invalid', 'visitor_token_expired', 'visitor_session_ended', 'throttled', 'too_many_streams'],
     example: { response: { messages: [MESSAGE, REPLY], next_cursor: EXAMPLES.CURSOR, has_more: false } },
     handler: async ({ query, headers, lastEventId }, s) =>
-      wantsStream(headers?.accept)
-        ? { stream: await s.webChat.openStream(headers?.authorization, query, lastEventId) }
+      wantsEventStream(headers?.accept)
+        ? { stream: sse(await s.webChat.openStream(headers?.authorization, query, lastEventId)) }
         : { body: await s.webChat.list(headers?.authorization, query) },
   }),
   defineOperation({
@@ -104,6 +105,7 @@ export const webChatOperations = [
     readsHeaders: ['authorization'],
     chargeRefusals: true,
     streamBody: { mediaType: 'multipart/form-data', schema: UPLOAD_FORM, description: 'A form with the file in the part named `file` (other parts are ignored).' },
+    secretInAnswer: true,
     response: { status: 201, description: 'The upload: its token (shown here only), the file as stored, and when the token expires', schema: visitorUpload },
     errors: ['visitor_token_invalid', 'visitor_token_expired', 'visitor_session_ended', 'file_too_large', 'files_quota_exceeded', 'throttled'],
     example: { response: { upload_token: EXAMPLES.UPLOAD_TOKEN, attachment: EXAMPLE_ATTACHMENT, expires_at: '2025-03-14T10:41:53.412Z' } },

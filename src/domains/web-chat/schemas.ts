@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intParam } from '../../http/params';
+import { intParam } from '../../lib/params';
 import { MAX_ATTACHMENTS } from '../files/schemas';
 import { MAX_CURSOR_CHARS } from './tokens';
 

@@ -5,8 +5,8 @@ import type { Logger } from 'pino';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
-import type { StreamWriter } from '../../http/result';
 import { DomainError, notFound, validationFailed } from '../../lib/errors';
+import type { Feed, FeedRun } from '../../lib/feed';
 import { setLogTenant } from '../../lib/log-context';
 import { retryAfterSeconds } from '../../lib/rate';
 import { sameHash } from '../../lib/secrets';
@@ -74,9 +74,6 @@ const sessionEnded = () =>
 
 /** A files-only message's subject: `[file: a.pdf]`, `[2 files: a.pdf, b.png]` (as other channels mark files in text). */
 const filesMarker = (names: string[]) => (names.length === 1 ? `[file: ${names[0]}]` : `[${names.length} files: ${names.join(', ')}]`);
-
-/** Whether the request asks for the live stream (EventSource sends `Accept: text/event-stream`). */
-export const wantsStream = (accept: string | undefined) => accept !== undefined && accept.toLowerCase().includes('text/event-stream');
 
 /**
  * Web chat both ways (issue 33): a browser widget opens a visitor session with the connection's public inbound
@@ -336,16 +333,17 @@ export function createWebChatService(deps: {
     },
 
     /**
-     * GET /v1/web-chat/messages with Accept: text/event-stream: the visitor's conversation, live. Each message is
-     * a frame `id: <cursor>`, `event: message`, `data: <message JSON>`; a client that reconnects with
-     * Last-Event-ID (EventSource does so by itself) resumes right after it. Bounded like the event streams:
+     * GET /v1/web-chat/messages with Accept: text/event-stream: the visitor's conversation, live, as a feed
+     * (src/lib/feed.ts; the route frames it as Server-Sent Events). Each message is an item of kind `message`,
+     * its id a cursor: a client that reconnects with Last-Event-ID (EventSource does so by itself) resumes right
+     * after it. Bounded like the event streams:
      * it reads only when the workspace's log end moved (the process's one poll), writes within the process's
      * write turns, ends a client that reads nothing for EVENT_STREAM_STALL_SECONDS, and checks the session
-     * before every delivery and every EVENT_STREAM_RECHECK_SECONDS: it ends (after a `session_ended` frame)
+     * before every delivery and every EVENT_STREAM_RECHECK_SECONDS: it ends (after a `session_ended` item)
      * when the token expires or the connection's inbound token is rotated. Open streams are capped per visitor,
      * per workspace and per process (429 too_many_streams).
      */
-    async openStream(authorization: string | undefined, q: ListQuery, lastEventId: string | undefined): Promise<(w: StreamWriter) => Promise<void>> {
+    async openStream(authorization: string | undefined, q: ListQuery, lastEventId: string | undefined): Promise<FeedRun> {
       // EventSource cannot send headers: the stream alone takes the token in its URL (never logged: see decisions).
       const s = await verify(bearerOf(authorization) ?? q.visitor_token, q.token);
       const start = lastEventId !== undefined ? startAt(s, lastEventId, 'header.last-event-id') : startAt(s, q.after, 'query.after');
@@ -362,17 +360,15 @@ export function createWebChatService(deps: {
       const recheckMs = config.EVENT_STREAM_RECHECK_SECONDS * 1000;
       const heartbeatMs = config.EVENT_STREAM_HEARTBEAT_SECONDS * 1000;
 
-      return async (w: StreamWriter) => {
+      return async (out: Feed) => {
         let cursor = start;
-        /** Where the client resumes (its last frame's id); moved on with a heartbeat when reading moved past it. */
+        /** Where the client resumes (its last item's id); moved on with a heartbeat when reading moved past it. */
         let held = start;
         let checkedAt = performance.now();
         let wroteAt = Date.now();
-        const send = async (chunk: string | Buffer) => {
-          wroteAt = Date.now();
-          return w.write(chunk) || (await w.drained(stallMs));
-        };
-        /** False when the session has ended (the client is told why, in a last frame, then the stream ends). */
+        /** Whether the client kept up with what was just written (false: it stayed behind past the stall deadline, or left). */
+        const keptUp = async (written: boolean) => written || (await out.drained(stallMs));
+        /** False when the session has ended (the client is told why, in a last item, then the stream ends). */
         const stillOn = async () => {
           try {
             await connectionFor(s);
@@ -380,20 +376,20 @@ export function createWebChatService(deps: {
             return true;
           } catch (err) {
             if (!(err instanceof DomainError)) throw err;
-            await send(`event: session_ended\ndata: ${JSON.stringify({ code: err.code, detail: err.detail })}\n\n`);
+            wroteAt = Date.now();
+            await keptUp(out.send({ items: [{ kind: 'session_ended', json: JSON.stringify({ code: err.code, detail: err.detail }) }] }));
             return false;
           }
         };
         try {
-          if (!(await send('retry: 2000\n\n'))) return;
           /** The workspace's log end as of the last read that caught up: nothing to read until it moves. */
           let seen: bigint | undefined;
-          while (!w.signal.aborted) {
+          while (!out.signal.aborted) {
             if ((Date.now() >= s.expiresAt || performance.now() - checkedAt >= recheckMs) && !(await stillOn())) return;
             const head = watch.head();
             if (head === undefined) {
               // The process's poll has not answered for this workspace yet: wait for it rather than read alone.
-              await watch.wait(config.EVENT_STREAM_POLL_MS, w.signal);
+              await watch.wait(config.EVENT_STREAM_POLL_MS, out.signal);
               continue;
             }
             if (seen === undefined || head > seen) {
@@ -404,11 +400,10 @@ export function createWebChatService(deps: {
                   // Before delivering: the session as it is now (a rotation that committed before these were read ends it).
                   if (!(await stillOn())) return;
                   const attached = await filesOf(s, page.items.map((i) => i.row));
-                  const frames = page.items.map((i) => `id: ${seal(s, i.cursor)}\nevent: message\ndata: ${JSON.stringify(present(s.visitorId, i.row, attached.get(i.row.id)))}\n\n`);
-                  const bytes = Buffer.from(frames.join(''));
-                  await live.takeTurn(bytes.length);
+                  const batch = { items: page.items.map((i) => ({ id: seal(s, i.cursor), kind: 'message', json: JSON.stringify(present(s.visitorId, i.row, attached.get(i.row.id))) })) };
+                  await live.takeTurn(out.size(batch));
                   wroteAt = Date.now();
-                  if (!w.write(bytes) && !(await w.drained(stallMs))) return;
+                  if (!(await keptUp(out.send(batch)))) return;
                   held = page.items.at(-1)!.cursor;
                 }
                 cursor = page.next;
@@ -417,14 +412,15 @@ export function createWebChatService(deps: {
               seen = head;
             }
             if (Date.now() - wroteAt >= heartbeatMs) {
-              // An id without data moves the client's Last-Event-ID without an event: a reconnect then starts here,
-              // not back at its last message with everything since to scan again.
+              // A heartbeat that moves where the client resumes, without an item: a reconnect then starts here, not
+              // back at its last message with everything since to scan again.
               const moved = cursor.m !== held.m || cursor.p !== held.p;
-              if (!(await send(`${moved ? `id: ${seal(s, cursor)}\n` : ''}: heartbeat\n\n`))) return;
+              wroteAt = Date.now();
+              if (!(await keptUp(out.heartbeat(moved ? seal(s, cursor) : undefined)))) return;
               held = cursor;
             }
             const wait = Math.min(checkedAt + recheckMs - performance.now(), wroteAt + heartbeatMs - Date.now(), s.expiresAt - Date.now());
-            await watch.wait(Math.max(1, wait), w.signal);
+            await watch.wait(Math.max(1, wait), out.signal);
           }
         } finally {
           watch.close();

@@ -60,7 +60,7 @@ function describe(err: unknown, timeoutMs: number): string {
  * The outbound webhook engine (issue 19), run by the workers. One sender per endpoint at a time (a lease on
  * the endpoint row) sends in rounds, each one renew, one or two reads, the sends, and one settling statement:
  *
- * - a round takes up to WEBHOOK_ENDPOINT_CONCURRENCY events: first the parked deliveries that are due and
+ * - a round takes up to OUTBOUND_WEBHOOK_ENDPOINT_CONCURRENCY events: first the parked deliveries that are due and
  *   head their ticket (retries, replays, events queued behind a retry), then events from the log past the
  *   endpoint's cursor, in commit order, as one chain per ticket (a chain's events go one after another, the
  *   chains side by side), covering a contiguous stretch of the log;
@@ -83,8 +83,8 @@ export function createWebhookDelivery(deps: {
 }) {
   const { db, config, audit, queues, logger, present, pressure } = deps;
   const secrets = createEndpointSecrets(config);
-  const leaseMs = config.WEBHOOK_DELIVERY_TIMEOUT_MS + LEASE_MARGIN_MS;
-  const policy: AddressPolicy = { allowLoopback: config.WEBHOOK_ALLOW_HTTP_LOOPBACK, allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS };
+  const leaseMs = config.OUTBOUND_WEBHOOK_DELIVERY_TIMEOUT_MS + LEASE_MARGIN_MS;
+  const policy: AddressPolicy = { allowLoopback: config.OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK, allowPrivate: config.OUTBOUND_WEBHOOK_ALLOW_PRIVATE_NETWORKS };
 
   /**
    * Queues a sender job. A wake-up for new events goes first; `later` ones (a retry's, a breaker's probe, a slot
@@ -112,9 +112,9 @@ export function createWebhookDelivery(deps: {
     let error: string | null = null;
     try {
       // A redirect (3xx) is not a delivery: the receiver must answer at the URL it registered.
-      status = await postJson(ep.url, { 'content-type': 'application/json', 'user-agent': 'helpdesk-webhooks/1', ...headers }, body, config.WEBHOOK_DELIVERY_TIMEOUT_MS, policy);
+      status = await postJson(ep.url, { 'content-type': 'application/json', 'user-agent': 'helpdesk-webhooks/1', ...headers }, body, config.OUTBOUND_WEBHOOK_DELIVERY_TIMEOUT_MS, policy);
     } catch (err) {
-      error = describe(err, config.WEBHOOK_DELIVERY_TIMEOUT_MS);
+      error = describe(err, config.OUTBOUND_WEBHOOK_DELIVERY_TIMEOUT_MS);
     }
     const ok = status !== null && status >= 200 && status < 300;
     if (!ok && error === null) error = `HTTP ${status}`;
@@ -125,15 +125,15 @@ export function createWebhookDelivery(deps: {
 
   /** When a failed attempt is tried again: a backoff time within the retry window, or null (failed for good). */
   function retryAt(attempt: number, windowStartedAt: number, now: number): Date | null {
-    const at = now + backoffMs(attempt, config.WEBHOOK_RETRY_BASE_MS);
-    return at <= windowStartedAt + config.WEBHOOK_RETRY_HOURS * 3600 * 1000 ? new Date(at) : null;
+    const at = now + backoffMs(attempt, config.OUTBOUND_WEBHOOK_RETRY_BASE_MS);
+    return at <= windowStartedAt + config.OUTBOUND_WEBHOOK_RETRY_HOURS * 3600 * 1000 ? new Date(at) : null;
   }
 
   /** Failed events count toward disabling the endpoint (a transaction of its own, on that rarer path). */
   async function countFailed(tenantId: string, endpointId: string, failed: number) {
     await db.transaction().execute(async (tx) => {
       const ep = await store.countFailures(tx, tenantId, endpointId, failed);
-      if (ep?.enabled && ep.consecutive_failures >= config.WEBHOOK_DISABLE_AFTER_FAILURES) {
+      if (ep?.enabled && ep.consecutive_failures >= config.OUTBOUND_WEBHOOK_DISABLE_AFTER_FAILURES) {
         await store.parkBacklog(tx, tenantId, endpointId);
         await store.updateEndpoint(tx, tenantId, endpointId, { enabled: false, disabled_reason: 'failures' });
         await audit.recordBySystem(tx, tenantId, 'endpoint.disabled', { type: 'webhook_endpoint', id: endpointId }, { reason: 'failures', consecutive_failures: ep.consecutive_failures });
@@ -179,7 +179,7 @@ export function createWebhookDelivery(deps: {
   async function round(ep: WebhookEndpointRow, token: string): Promise<{ sent: number; lost: boolean; openUntil?: Date } | undefined> {
     const tenantId = ep.tenant_id;
     // After its circuit was open, an endpoint is probed with one event; it gets its slots back once one is delivered.
-    const slots = ep.circuit_opens > 0 ? 1 : config.WEBHOOK_ENDPOINT_CONCURRENCY;
+    const slots = ep.circuit_opens > 0 ? 1 : config.OUTBOUND_WEBHOOK_ENDPOINT_CONCURRENCY;
     const heads = await store.claimHeads(db, tenantId, ep.id, leaseMs, slots);
     const scanned = await store.scanAfter(db, tenantId, ep.id, ep.sent_through, ep.event_types, SCAN_ROWS_PER_SLOT * slots);
     const { chains, behind, to } = plan(ep, scanned, slots - heads.length);
@@ -268,8 +268,8 @@ export function createWebhookDelivery(deps: {
   }
 
   /**
-   * The endpoint's circuit breaker after a round: WEBHOOK_CIRCUIT_FAILURES failed attempts in a row open it for
-   * WEBHOOK_CIRCUIT_OPEN_SECONDS, doubling each time it opens again before a delivery (at most 16 times that). A receiver that hangs costs its workspace one slot per probe, not a slot
+   * The endpoint's circuit breaker after a round: OUTBOUND_WEBHOOK_CIRCUIT_FAILURES failed attempts in a row open it for
+   * OUTBOUND_WEBHOOK_CIRCUIT_OPEN_SECONDS, doubling each time it opens again before a delivery (at most 16 times that). A receiver that hangs costs its workspace one slot per probe, not a slot
    * per event for every retry, and nobody else anything. A healthy endpoint's round writes nothing here.
    */
   async function trip(ep: WebhookEndpointRow, attempts: { outcome: AttemptInsert['outcome']; error: string | null }[]): Promise<Date | null> {
@@ -277,8 +277,8 @@ export function createWebhookDelivery(deps: {
     // An event pruned before it was sent is not the receiver's failure.
     const failed = attempts.filter((a) => a.outcome !== 'delivered' && a.error !== PRUNED.error).length;
     if (failed === 0 && !(delivered && (ep.circuit_failures > 0 || ep.circuit_opens > 0))) return null;
-    const openMs = config.WEBHOOK_CIRCUIT_OPEN_SECONDS * 1000;
-    return store.recordCircuit(db, ep.tenant_id, ep.id, { delivered, failed, threshold: config.WEBHOOK_CIRCUIT_FAILURES, openMs, maxOpenMs: openMs * MAX_OPEN_FACTOR });
+    const openMs = config.OUTBOUND_WEBHOOK_CIRCUIT_OPEN_SECONDS * 1000;
+    return store.recordCircuit(db, ep.tenant_id, ep.id, { delivered, failed, threshold: config.OUTBOUND_WEBHOOK_CIRCUIT_FAILURES, openMs, maxOpenMs: openMs * MAX_OPEN_FACTOR });
   }
 
   /** A workspace's sender slot is free: the endpoint that waited longest for one is woken. */
@@ -296,10 +296,10 @@ export function createWebhookDelivery(deps: {
 
   /**
    * Outbound sends are background work: while live intake saturates the host's CPUs, a sender waits before
-   * its next round (up to WEBHOOK_INTAKE_YIELD_MS), so intake keeps the cores and the backlog is sent when
+   * its next round (up to OUTBOUND_WEBHOOK_INTAKE_YIELD_MS), so intake keeps the cores and the backlog is sent when
    * intake eases. The wait is bounded, so a sustained saturation still gets a round per endpoint per wait.
    */
-  const makeWay = () => makeWayForIntake(pressure, config.WEBHOOK_INTAKE_YIELD_MS);
+  const makeWay = () => makeWayForIntake(pressure, config.OUTBOUND_WEBHOOK_INTAKE_YIELD_MS);
 
   /** Keeps the sender's lease alive while it waits or sends (a chain of slow answers outlasts one lease). */
   function keepLease(tenantId: string, endpointId: string, token: string) {
@@ -317,13 +317,13 @@ export function createWebhookDelivery(deps: {
      */
     async deliver(tenantId: string, endpointId: string): Promise<{ sent: number }> {
       const token = newId();
-      // One of the workspace's WEBHOOK_WORKSPACE_CONCURRENCY sender slots, or a place in its queue for one.
+      // One of the workspace's OUTBOUND_WEBHOOK_WORKSPACE_CONCURRENCY sender slots, or a place in its queue for one.
       const got = await db.transaction().execute(async (tx) => {
         if (!(await store.trySenderLock(tx, tenantId))) {
           await store.markWaiting(tx, tenantId, endpointId);
           return 'waiting' as const;
         }
-        return store.acquireSender(tx, tenantId, endpointId, token, leaseMs, config.WEBHOOK_WORKSPACE_CONCURRENCY);
+        return store.acquireSender(tx, tenantId, endpointId, token, leaseMs, config.OUTBOUND_WEBHOOK_WORKSPACE_CONCURRENCY);
       });
       if (got !== 'acquired') return { sent: 0 };
       const stopKeeping = keepLease(tenantId, endpointId, token);
@@ -377,7 +377,7 @@ export function createWebhookDelivery(deps: {
 
     /** The safety net: endpoints with work and no live sender (a lost wake-up, a dead worker). */
     async sweep(): Promise<{ endpoints: number }> {
-      const due = await store.crossTenantEndpointsDue(db, config.WEBHOOK_WORKSPACE_CONCURRENCY);
+      const due = await store.crossTenantEndpointsDue(db, config.OUTBOUND_WEBHOOK_WORKSPACE_CONCURRENCY);
       for (const d of due) await wake(d.tenant_id, d.endpoint_id, { later: true });
       return { endpoints: due.length };
     },

@@ -16,11 +16,11 @@ import {
 
 const CONTRACT = [
   'Events of the listed types are POSTed to `url` as JSON, the body being the event exactly as `GET /v1/events` shows it (`{id, type, occurred_at, tenant_id, data}`), signed per Standard Webhooks so the `standardwebhooks` libraries verify it with the returned secret:',
-  '`webhook-id` (the event id: the same on every retry and replay, so receivers deduplicate by it), `webhook-timestamp` (unix seconds of this attempt) and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "id.timestamp.body">`, keyed by the base64-decoded part of the `whsec_` secret; after a rotation both secrets sign, space-separated, for WEBHOOK_SECRET_OVERLAP_SECONDS).',
-  'A 2xx answer within WEBHOOK_DELIVERY_TIMEOUT_MS (default 10 s) is a delivery; anything else (redirects included) is retried with exponential backoff and full jitter for WEBHOOK_RETRY_HOURS (default 72 h), then the delivery is marked failed. After WEBHOOK_DISABLE_AFTER_FAILURES consecutive failed events the endpoint is disabled (audit entry `endpoint.disabled`).',
+  '`webhook-id` (the event id: the same on every retry and replay, so receivers deduplicate by it), `webhook-timestamp` (unix seconds of this attempt) and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "id.timestamp.body">`, keyed by the base64-decoded part of the `whsec_` secret; after a rotation both secrets sign, space-separated, for OUTBOUND_WEBHOOK_SECRET_OVERLAP_SECONDS).',
+  'A 2xx answer within OUTBOUND_WEBHOOK_DELIVERY_TIMEOUT_MS (default 10 s) is a delivery; anything else (redirects included) is retried with exponential backoff and full jitter for OUTBOUND_WEBHOOK_RETRY_HOURS (default 72 h), then the delivery is marked failed. After OUTBOUND_WEBHOOK_DISABLE_AFTER_FAILURES consecutive failed events the endpoint is disabled (audit entry `endpoint.disabled`).',
   'Ordering: one ticket\'s events reach an endpoint in the order they committed, one at a time (a later event waits while an earlier one is retried); other tickets\' events are not held up. Delivery is at least once with a stable id: a worker that dies mid-request sends the same event, same `webhook-id`, again.',
-  'A receiver that fails WEBHOOK_CIRCUIT_FAILURES attempts in a row (errors, time-outs) is held back by its own circuit breaker: nothing is sent to it for WEBHOOK_CIRCUIT_OPEN_SECONDS (doubling while it keeps failing, at most 16 times as long), then one event probes it; the events wait, in order, and are retried within the same window. At most WEBHOOK_WORKSPACE_CONCURRENCY endpoints of a workspace send at once, so a workspace\'s slow receivers never hold other workspaces\' deliveries.',
-  'The URL must be https:// (http:// only for loopback where the deployment sets WEBHOOK_ALLOW_HTTP_LOOPBACK). The endpoint receives events committed after its creation; `replay` reaches back. A workspace holds at most WEBHOOK_ENDPOINTS_PER_WORKSPACE endpoints (409 endpoint_limit_reached beyond).',
+  'A receiver that fails OUTBOUND_WEBHOOK_CIRCUIT_FAILURES attempts in a row (errors, time-outs) is held back by its own circuit breaker: nothing is sent to it for OUTBOUND_WEBHOOK_CIRCUIT_OPEN_SECONDS (doubling while it keeps failing, at most 16 times as long), then one event probes it; the events wait, in order, and are retried within the same window. At most OUTBOUND_WEBHOOK_WORKSPACE_CONCURRENCY endpoints of a workspace send at once, so a workspace\'s slow receivers never hold other workspaces\' deliveries.',
+  'The URL must be https:// (http:// only for loopback where the deployment sets OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK). The endpoint receives events committed after its creation; `replay` reaches back. A workspace holds at most OUTBOUND_WEBHOOK_ENDPOINTS_PER_WORKSPACE endpoints (409 endpoint_limit_reached beyond).',
 ].join(' ');
 
 const EXAMPLE_ENDPOINT = {
@@ -47,6 +47,7 @@ export const webhookEndpointOperations = [
     description: CONTRACT,
     access: { floor: 'admin', tag: 'events', action: 'write' },
     body: createEndpointBody,
+    secretInAnswer: true,
     response: { status: 201, description: 'The endpoint, with its signing secret (shown only here and on rotation)', schema: endpointWithSecret },
     errors: ['event_type_unknown', 'endpoint_url_refused', 'endpoint_limit_reached'],
     example: { response: { ...EXAMPLE_ENDPOINT, secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' } },
@@ -93,9 +94,10 @@ export const webhookEndpointOperations = [
     id: 'rotate_webhook_endpoint_secret',
     method: 'post',
     path: '/v1/webhook-endpoints/{endpoint_id}/rotate-secret',
-    summary: 'A new signing secret, shown once; the previous one keeps signing beside it for WEBHOOK_SECRET_OVERLAP_SECONDS',
+    summary: 'A new signing secret, shown once; the previous one keeps signing beside it for OUTBOUND_WEBHOOK_SECRET_OVERLAP_SECONDS',
     access: { floor: 'admin', tag: 'events', action: 'write' },
     params: endpointParams,
+    secretInAnswer: true,
     response: { status: 200, description: 'The endpoint with its new secret', schema: endpointWithSecret },
     example: { response: { ...EXAMPLE_ENDPOINT, previous_secret_expires_at: '2025-03-15T09:26:53.412Z', secret: 'whsec_pQ0xM7d3Zr1kYfT8bN2vLc5sHa9WgE4u' } },
     handler: async ({ principal, params }, s) => ({ body: await s.webhookEndpoints.rotateSecret(principal, params.endpoint_id) }),

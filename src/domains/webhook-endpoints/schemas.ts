@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intParam } from '../../http/params';
+import { intParam } from '../../lib/params';
 import { afterParam, pageSchema } from '../../lib/paging';
 import { EVENT_TYPES } from '../events/types';
 
@@ -37,11 +37,11 @@ const endpointFields = {
   description: z.string().meta({ examples: ['Sync to the CRM'] }),
   event_types: z.array(z.enum(EVENT_TYPES)).meta({ examples: [TYPES] }),
   enabled: z.boolean().meta({ examples: [true] }),
-  disabled_reason: z.enum(['admin', 'failures']).nullable().meta({ description: '`failures`: disabled by the service after WEBHOOK_DISABLE_AFTER_FAILURES consecutive failed events.', examples: [null] }),
+  disabled_reason: z.enum(['admin', 'failures']).nullable().meta({ description: '`failures`: disabled by the service after OUTBOUND_WEBHOOK_DISABLE_AFTER_FAILURES consecutive failed events.', examples: [null] }),
   consecutive_failures: z.number().int().meta({ examples: [0] }),
   previous_secret_expires_at: z.string().nullable().meta({ description: 'After a rotation: until when the previous secret still signs beside the new one.', examples: [null] }),
   circuit: z.enum(['closed', 'open', 'probing']).meta({
-    description: '`open`: WEBHOOK_CIRCUIT_FAILURES attempts in a row failed, so nothing is sent until `circuit_open_until`; `probing`: one event at a time is sent until one is delivered; `closed`: sending normally.',
+    description: '`open`: OUTBOUND_WEBHOOK_CIRCUIT_FAILURES attempts in a row failed, so nothing is sent until `circuit_open_until`; `probing`: one event at a time is sent until one is delivered; `closed`: sending normally.',
     examples: ['closed'],
   }),
   circuit_open_until: z.string().nullable().meta({ examples: [null] }),

@@ -65,15 +65,15 @@ export function createWebhookEndpointService(deps: { db: Db; config: ConfigSecti
   /** https only; http only to loopback, and only where the deployment says so (development). */
   function checkUrl(raw: string): string {
     const url = new URL(raw);
-    const loopbackHttp = url.protocol === 'http:' && config.WEBHOOK_ALLOW_HTTP_LOOPBACK && LOOPBACK.has(url.hostname);
+    const loopbackHttp = url.protocol === 'http:' && config.OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK && LOOPBACK.has(url.hostname);
     if (url.protocol !== 'https:' && !loopbackHttp) {
       throw refuse(
         'endpoint_url_refused',
-        config.WEBHOOK_ALLOW_HTTP_LOOPBACK ? 'The endpoint URL must be https:// (http:// is allowed only for 127.0.0.1, ::1 and localhost).' : 'The endpoint URL must be https://.',
+        config.OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK ? 'The endpoint URL must be https:// (http:// is allowed only for 127.0.0.1, ::1 and localhost).' : 'The endpoint URL must be https://.',
       );
     }
     // Names are checked when they resolve, at every send (transport.ts); an IP literal can be judged now.
-    if (literalRefused(url, { allowLoopback: config.WEBHOOK_ALLOW_HTTP_LOOPBACK, allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS })) {
+    if (literalRefused(url, { allowLoopback: config.OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK, allowPrivate: config.OUTBOUND_WEBHOOK_ALLOW_PRIVATE_NETWORKS })) {
       throw refuse('endpoint_url_refused', 'The endpoint URL names an address this deployment does not deliver to (loopback, private or special-purpose).');
     }
     return raw;
@@ -103,8 +103,8 @@ export function createWebhookEndpointService(deps: { db: Db; config: ConfigSecti
       const row = await db.transaction().execute(async (tx) => {
         // Counted under the workspace's lock, so concurrent creations cannot pass the cap together.
         await lockTenant(tx, actor.tenantId);
-        if ((await store.countEndpoints(tx, actor.tenantId)) >= config.WEBHOOK_ENDPOINTS_PER_WORKSPACE) {
-          throw refuse('endpoint_limit_reached', `A workspace can hold at most ${config.WEBHOOK_ENDPOINTS_PER_WORKSPACE} webhook endpoints; delete one first.`);
+        if ((await store.countEndpoints(tx, actor.tenantId)) >= config.OUTBOUND_WEBHOOK_ENDPOINTS_PER_WORKSPACE) {
+          throw refuse('endpoint_limit_reached', `A workspace can hold at most ${config.OUTBOUND_WEBHOOK_ENDPOINTS_PER_WORKSPACE} webhook endpoints; delete one first.`);
         }
         const created = await store.insertEndpoint(tx, actor.tenantId, { id, url, description: input.description ?? '', event_types: types, enabled, secret_sealed: secrets.seal(actor.tenantId, id, secret) });
         await audit.record(tx, actor, 'endpoint.created', { type: 'webhook_endpoint', id }, { url, event_types: types, enabled });
@@ -149,14 +149,14 @@ export function createWebhookEndpointService(deps: { db: Db; config: ConfigSecti
     },
 
     /**
-     * A new secret, shown once. The one it replaces keeps signing beside it for WEBHOOK_SECRET_OVERLAP_SECONDS,
+     * A new secret, shown once. The one it replaces keeps signing beside it for OUTBOUND_WEBHOOK_SECRET_OVERLAP_SECONDS,
      * so receivers can switch without losing a delivery; a second rotation within the overlap drops the oldest.
      */
     async rotateSecret(actor: Principal, id: string) {
       const secret = newSecret();
       const row = await db.transaction().execute(async (tx) => {
         const before = await locked(tx, actor, id);
-        const overlap = config.WEBHOOK_SECRET_OVERLAP_SECONDS;
+        const overlap = config.OUTBOUND_WEBHOOK_SECRET_OVERLAP_SECONDS;
         const row = (await store.updateEndpoint(tx, actor.tenantId, id, {
           secret_sealed: secrets.seal(actor.tenantId, id, secret),
           previous_secret_sealed: overlap > 0 ? before.secret_sealed : null,

@@ -69,7 +69,7 @@ export async function deleteEndpoint(db: Executor, tenantId: string, id: string)
   return Number(r.numDeletedRows) > 0;
 }
 
-/** The workspace's endpoints (the cap, WEBHOOK_ENDPOINTS_PER_WORKSPACE, counts them under the workspace lock). */
+/** The workspace's endpoints (the cap, OUTBOUND_WEBHOOK_ENDPOINTS_PER_WORKSPACE, counts them under the workspace lock). */
 export async function countEndpoints(db: Executor, tenantId: string): Promise<number> {
   const r = await db.selectFrom('webhook_endpoints').select((eb) => eb.fn.countAll<string>().as('n')).where('tenant_id', '=', tenantId).executeTakeFirstOrThrow();
   return Number(r.n);

@@ -15,7 +15,7 @@ const LOOPBACK = new BlockList();
 LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
 LOOPBACK.addAddress('::1', 'ipv6');
 
-/** The private networks a deployment may deliver to when it says so (WEBHOOK_ALLOW_PRIVATE_NETWORKS). */
+/** The private networks a deployment may deliver to when it says so (OUTBOUND_WEBHOOK_ALLOW_PRIVATE_NETWORKS). */
 const PRIVATE = new BlockList();
 for (const [net, prefix] of [
   ['10.0.0.0', 8],

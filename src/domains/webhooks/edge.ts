@@ -31,8 +31,8 @@ export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhook
   const edge = createIntakeEdge<WebhookItem>({
     redis: deps.redis,
     bus: deps.bus,
-    throttle: { keyPrefix: `${config.REDIS_PREFIX}:throttle:webhooks`, points: config.WEBHOOK_RATE_POINTS, durationSeconds: config.WEBHOOK_RATE_WINDOW_SECONDS, what: 'integration' },
-    batch: { max: config.WEBHOOK_BATCH_MAX, windowMs: config.WEBHOOK_BATCH_WINDOW_MS },
+    throttle: { keyPrefix: `${config.REDIS_PREFIX}:throttle:webhooks`, points: config.INBOUND_WEBHOOK_RATE_POINTS, durationSeconds: config.INBOUND_WEBHOOK_RATE_WINDOW_SECONDS, what: 'integration' },
+    batch: { max: config.INBOUND_WEBHOOK_BATCH_MAX, windowMs: config.INBOUND_WEBHOOK_BATCH_WINDOW_MS },
     waitMs: config.JOB_WAIT_MS,
     shards: config.INTAKE_QUEUE_SHARDS,
     fair: deps.fair,
@@ -52,7 +52,7 @@ export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhook
       if (integration.signing_secret_sealed) {
         const secret = secrets.open(integration.tenant_id, integration.id, integration.signing_secret_sealed);
         if (!verifySignature(integration.provider, secret, headers, raw, new Date()).ok) throw signatureInvalid();
-      } else if (config.WEBHOOKS_REQUIRE_SIGNATURE) {
+      } else if (config.INBOUND_WEBHOOK_REQUIRE_SIGNATURE) {
         throw refuse('signature_required', 'This deployment accepts only signed webhooks; set a signing secret on the integration and in the provider.');
       }
       // The same depth rule as every JSON body, checked on the bytes before JSON.parse builds anything.

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intParam } from '../../http/params';
+import { intParam } from '../../lib/params';
 import { afterParam, pageSchema } from '../../lib/paging';
 import { WEBHOOK_PROVIDERS } from './providers';
 
@@ -8,7 +8,8 @@ const TRANSCRIPT_ID = '215670dc-b708-4c27-9393-0b9ca7d8935d';
 const at = (t: string) => z.string().meta({ examples: [`2025-03-14T${t}.000Z`] });
 const SECRET = 'whsec_9fK2mQ7xV4pL8zR1tY6nB3cW';
 
-export const webhookParams = z.object({ provider: z.string().max(32).meta({ examples: ['zendesk'] }), integration_id: z.uuid() });
+/** `provider` stays a string so another value is the 404 the contract promises; the document lists the three (`enum`). */
+export const webhookParams = z.object({ provider: z.string().max(32).meta({ enum: [...WEBHOOK_PROVIDERS], examples: ['zendesk'] } as never), integration_id: z.uuid() });
 export const integrationParams = z.object({ integration_id: z.uuid() });
 export const transcriptParams = z.object({ transcript_id: z.uuid() });
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { intParam } from '../../http/params';
+import { intParam } from '../../lib/params';
 import { afterParam, pageSchema } from '../../lib/paging';
 
 /** Work on a ticket: time entries, todos and satisfaction responses (their writes; rollups read them). */

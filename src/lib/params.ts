@@ -1,5 +1,12 @@
 import { z } from 'zod';
 
+/*
+ * Zod helpers for values that arrive as strings (a query string, a form), and for the metadata a write may carry.
+ * They live in lib, not in src/http, because domains declare their own query and body schemas with them: a
+ * domain may not import src/http outside its routes.ts (test/layering.test.ts), and nothing here is about HTTP
+ * beyond the values being text.
+ */
+
 /** Strings of digits only: "1.5", "1e2" and " 7" are not integers to a careful client. */
 export const intParam = (min: number, max: number) =>
   z
