@@ -6,20 +6,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
+import { inlineShared } from './helpers/openapi-doc';
 import { createTicket } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-
-beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx?.close();
-});
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 
 type Row = { id?: string; user_id?: string; provider_message_id?: string };
 const idOf = (r: Row) => r.id ?? r.user_id ?? r.provider_message_id!;
@@ -211,7 +203,7 @@ describe('every other list that can grow pages the same way', () => {
   });
 
   test('the OpenAPI document shows limit, after and next_cursor on every cursor list, and offset on none of them', async () => {
-    const doc = (await ctx.http.get('/v1/openapi.json')).body;
+    const doc = inlineShared((await ctx.http.get('/v1/openapi.json')).body);
     const lists = ['/v1/tickets', '/v1/audit-log', '/v1/members', '/v1/notifications', '/v1/ingest/deliveries', '/v1/tickets/{ticket_id}/time-entries', '/v1/integrations/{integration_id}/transcripts'];
     for (const path of lists) {
       const op = doc.paths[path].get;
@@ -221,7 +213,8 @@ describe('every other list that can grow pages the same way', () => {
       expect(JSON.stringify(op.responses['200'].content['application/json'].schema)).toContain('next_cursor');
     }
     const status = (doc.paths['/v1/tickets'].get.parameters as { name: string; style?: string; explode?: boolean; schema: { type: string } }[]).find((p) => p.name === 'status')!;
-    expect(status).toMatchObject({ style: 'form', explode: false, schema: { type: 'array' } });
+    // Repeated (`status=a&status=b`, what openapi-fetch sends); the comma form is accepted too (issue 35).
+    expect(status).toMatchObject({ style: 'form', explode: true, schema: { type: 'array' } });
     const sort = (doc.paths['/v1/tickets'].get.parameters as { name: string; schema: { enum: string[] } }[]).find((p) => p.name === 'sort')!;
     expect(sort.schema.enum.sort()).toEqual(['-created_at', '-updated_at', 'created_at', 'updated_at']);
   });

@@ -24,10 +24,30 @@ export interface NotificationDraft {
   meta?: Record<string, unknown>;
 }
 
-/** `@<user uuid>` in a note mentions that user. */
-const MENTION = /@([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})/gi;
+/** Where a UUID's hyphens sit (8-4-4-4-12); every other of its 36 characters is a hex digit. */
+const HYPHENS = new Set([8, 13, 18, 23]);
+const isHex = (c: number) => (c >= 48 && c <= 57) || (c >= 97 && c <= 102) || (c >= 65 && c <= 70);
+const uuidAt = (s: string, at: number) => {
+  if (at + 36 > s.length) return false;
+  for (let i = 0; i < 36; i++) {
+    const c = s.charCodeAt(at + i);
+    if (HYPHENS.has(i) ? c !== 45 : !isHex(c)) return false;
+  }
+  return true;
+};
 
-export const mentionedIds = (body: string): string[] => [...new Set([...body.matchAll(MENTION)].map((m) => m[1]!.toLowerCase()))];
+/**
+ * `@<user uuid>` in a note mentions that user. Read by a scan over the '@'s (each looks at 36 characters at most),
+ * not a global regular expression: recheck's fuzzer sometimes rated the pattern quadratic on long runs of '@', and a
+ * note is caller text.
+ */
+export function mentionedIds(body: string): string[] {
+  const ids = new Set<string>();
+  for (let at = body.indexOf('@'); at !== -1; at = body.indexOf('@', at + 1)) {
+    if (uuidAt(body, at + 1)) ids.add(body.slice(at + 1, at + 37).toLowerCase());
+  }
+  return [...ids];
+}
 
 export function createNotificationService(deps: { db: Db }) {
   const { db } = deps;
