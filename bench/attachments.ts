@@ -243,7 +243,7 @@ async function main() {
   const prefix = config.REDIS_PREFIX;
   const tenantA = loud.ws.tenant_id;
 
-  // Inbound files in a worker process of their own (WORKER_QUEUES, the README's advice for a busy host), unless
+  // Inbound files in a worker process of their own (WORKER_QUEUES, docs/channels-and-files.md's advice for a busy host), unless
   // BENCH_FILES_WORKER=0: in one process, hashing and writing files shares an event loop with intake's jobs.
   const ownFilesWorker = process.env.BENCH_FILES_WORKER !== '0';
   const worker = await start('workers/index.ts', { ...env, LOG_LEVEL: 'info', ...(ownFilesWorker ? { WORKER_QUEUES_EXCEPT: 'files' } : {}) }, /workers started/);

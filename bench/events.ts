@@ -5,7 +5,7 @@
  *    Run as ROUNDS pairs, alternately (without, with) and (with, without), the endpoints deleted after each
  *    "with" case (their backlog with them), so every "without" case starts with no delivery work left over; the figure is the median pair's ratio, which
  *    a shared, noisy machine moves far less than one pair. Target: within 10 % of without. Sends make way for
- *    saturated intake (OUTBOUND_WEBHOOK_INTAKE_YIELD_MS), so the bench also reports how long after intake stopped the
+ *    saturated intake (BACKGROUND_INTAKE_YIELD_MS), so the bench also reports how long after intake stopped the
  *    healthy endpoint had every event the case committed, and the CPU-ms per message of each component.
  * 2. CHANGES ticket changes (PATCH over 200 tickets) offered at a steady CHANGE_RATE per second with three
  *    fresh endpoints (the same three kinds): p50/p99 from the change (the event's occurred_at, taken in its

@@ -5,7 +5,7 @@
  * the same load against bench/inline-ingest-server.ts (same service function inline, no queue) and the ratio.
  * Each case is warmed up by BENCH_WARMUP_MESSAGES (3,000) requests before it is measured: V8 optimises the
  * request path only after enough calls, and a warm-up of 2 seconds measured part of the start-up (see
- * docs/decisions.md, "Cost per message with more API processes").
+ * docs/decisions/data-and-scale.md, "Cost per message with more API processes").
  *   npm run bench:ingest            BENCH_SECONDS (10), BENCH_WARMUP_MESSAGES (3000), BENCH_CONNECTIONS (64), BENCH_CPU_PROF (a directory)
  */
 import { randomBytes } from 'node:crypto';

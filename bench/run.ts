@@ -324,7 +324,7 @@ function render(info: RunInfo, outcomes: Outcome[]): string {
   line('# Benchmark results');
   line();
   line(`Written by \`npm run bench\` (bench/run.ts); do not edit by hand, run it again. What each bench does and how the`);
-  line(`figures compare with earlier runs: [README, Performance](../README.md#performance).`);
+  line(`figures compare with earlier runs: [docs/performance.md](../docs/performance.md).`);
   if (!info.full) line(`\nSubset run (${outcomes.map((o) => o.def.name).join(', ')}): only these benches.`);
   if (info.overrides.length) line(`\n**Non-default settings** (figures are not comparable with runs at the default sizes): ${info.overrides.map((o) => `\`${o}\``).join(', ')}.`);
   line();

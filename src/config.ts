@@ -66,7 +66,7 @@ const encryptionKeys = z
 const DEV_PEPPER = 'dev-only-pepper-change-me-in-production-0000';
 
 /**
- * The configuration's sections, one per concern, in the order the README and `.env.example` list them: a factory
+ * The configuration's sections, one per concern, in the order docs/operating.md and `.env.example` list them: a factory
  * is handed the sections it needs (`section`), never the whole config, so what each part of the service can read
  * is visible in its type.
  */
@@ -82,6 +82,7 @@ export const SECTION_NAMES = [
   'events',
   'webChat',
   'intake',
+  'intakePriority',
   'webhooks',
   'mailbox',
   'outbound',
@@ -98,7 +99,7 @@ export type SectionName = (typeof SECTION_NAMES)[number];
 export interface SettingSpec<S extends SectionName = SectionName, T extends z.ZodType = z.ZodType> {
   section: S;
   schema: T;
-  /** The meaning, as the README's configuration table and `.env.example` print it (markdown). */
+  /** The meaning, as the configuration table (docs/operating.md) and `.env.example` print it (markdown). */
   doc: string;
   /** Former names still read, each with a deprecation warning at start-up naming this one. */
   aliases?: readonly string[];
@@ -115,7 +116,7 @@ const setting = <S extends SectionName, T extends z.ZodType>(section: S, schema:
 
 /**
  * Every variable the service reads, declared once (issue 35): its env name (the key), section, schema with its
- * default, and meaning. The zod schema, `CONFIG_SECTIONS`, the `Config` type, `.env.example` and the README's
+ * default, and meaning. The zod schema, `CONFIG_SECTIONS`, the `Config` type, `.env.example` and the docs'
  * configuration table are all generated from this table (`npm run env:example`; test/env-example.test.ts fails
  * when either file is stale). Webhook settings carry their direction in their name: `INBOUND_WEBHOOK_*` for the
  * providers' webhooks this service receives, `OUTBOUND_WEBHOOK_*` for the endpoints it delivers events to.
@@ -206,10 +207,8 @@ export const SETTINGS = {
   OUTBOUND_CONCURRENCY: setting('workers', int(1, 512).default(32), 'reply sends one worker process runs at once (they wait on providers)'),
   // Group commit of intake batches in a worker process (issue 20): transactions in flight per intake kind,
   // and the most messages one of them carries when queued batches are written together.
-  INTAKE_WRITE_SLOTS: setting('workers', int(1, 256).default(2), 'intake transactions in flight per worker process (per kind: ingest, provider webhooks); batches queued behind them are written together'),
+  INTAKE_WRITE_SLOTS: setting('workers', int(1, 256).default(2), 'intake transactions in flight per worker process (per kind: ingest, provider webhooks); batches queued behind them are written together. Live batches have one of their own beside these; a burst\'s (bulk) batches use these, one at a time within a second of a live write'),
   INTAKE_WRITE_MAX_ITEMS: setting('workers', int(1, 10_000).default(256), 'the most messages one intake transaction carries when queued batches are written together (see `INTAKE_WRITE_SLOTS`)'),
-  // Bulk work (rollup folds, SLA and rollup sweeps) waits up to this long while live intake saturates the host.
-  BACKGROUND_INTAKE_YIELD_MS: setting('workers', int(0, 60_000).default(2000), 'longest bulk work in a worker (rollup folds and sweeps, the SLA sweep, prunes) waits while live intake saturates the host\'s CPUs (0: never waits)'),
   WORKER_METRICS_PUSH_MS: setting('workers', int(100, 600000).default(5000), 'how often each worker process publishes its job metrics (duration histogram, failures) to Redis for the API\'s `/metrics`; a worker silent for 5 minutes drops out'),
   AUDIT_RETENTION_DAYS: setting('workers', int(1, 36500).default(365), 'audit entries older than this are pruned daily'),
   // ── tickets ──
@@ -248,20 +247,22 @@ export const SETTINGS = {
   INGEST_BATCH_WINDOW_MS: setting('intake', int(0, 1000).default(2), 'how long the first ingest message of a batch waits for company'),
   INGEST_ROUTE_CACHE_MS: setting('intake', int(0, 60000).default(5000), 'how long the HTTP tier remembers that a workspace (or inbound token) has a channel connected; `0` asks the database every time. The worker re-checks inside its transaction, so a connection disabled or a token rotated meanwhile still gets 404 and nothing written'),
   INGEST_MAX_MESSAGES_PER_REQUEST: setting('intake', int(1, 10_000).default(100), 'messages one ingest request may carry (a WhatsApp delivery can batch several); more → `400 payload_too_complex`, nothing written'),
-  // Fair sharing of live intake (issue 21), per API process: a workspace's items queued to the workers at
-  // once (0: no limit), and how many more may wait in its lane before it is answered 429.
-  INTAKE_WORKSPACE_QUEUED: setting('intake', int(0, 100_000).default(32), 'fair sharing of intake, per API process: a workspace\'s items queued to the workers at once (0: no limit); items of a workspace in a burst are queued behind everyone else\'s'),
-  INTAKE_WORKSPACE_WAITING: setting('intake', int(0, 1_000_000).default(256), 'fair sharing of intake, per API process: how many more items of a workspace wait in its lane before it is answered 429 with `Retry-After`'),
-  // While the host's CPUs are saturated and other workspaces send intake too, a workspace may have only this
-  // many items queued from one API process (its further requests wait in its lane; issue 21).
-  INTAKE_WORKSPACE_SHARED_QUEUED: setting('intake', int(1, 100_000).default(2), 'fair sharing of intake, per API process: while the host\'s CPUs are saturated and other workspaces send intake too, a workspace\'s items queued at once (the rest waits in its lane)'),
   // Refused intake requests (ingest and webhooks) per client address: refusals never touch a workspace's budget.
   INGEST_REFUSAL_RATE_POINTS: setting('intake', int(1, 10_000_000).default(120), 'refusals (4xx: unreadable payload, unknown connection or integration, bad signature, bad body) on the public intake routes (ingest and provider webhooks) per client address per `INGEST_REFUSAL_RATE_WINDOW_SECONDS`; past it that address\'s refusals answer `429 throttled` with `Retry-After`. Never charged to a workspace'),
   INGEST_REFUSAL_RATE_WINDOW_SECONDS: setting('intake', int(1, 86400).default(60), 'the window of `INGEST_REFUSAL_RATE_POINTS`'),
+  // ── intakePriority ──
+  // Live intake goes first (issue 35: one room, src/intake/priority/, one setting per idea). The lanes (issue 21),
+  // per API process: a workspace's items queued to the workers at once (0: no limit), how many more may wait in
+  // its lane before it is answered 429, and its share while the host's CPUs are saturated and others send too.
+  INTAKE_WORKSPACE_QUEUED: setting('intakePriority', int(0, 100_000).default(32), 'fair sharing of intake, per API process: a workspace\'s items queued to the workers at once (0: no limit); items of a workspace in a burst are queued behind everyone else\'s'),
+  INTAKE_WORKSPACE_WAITING: setting('intakePriority', int(0, 1_000_000).default(256), 'fair sharing of intake, per API process: how many more items of a workspace wait in its lane before it is answered 429 with `Retry-After`'),
+  INTAKE_WORKSPACE_SHARED_QUEUED: setting('intakePriority', int(1, 100_000).default(2), 'fair sharing of intake, per API process: while the host\'s CPUs are saturated and other workspaces send intake too, a workspace\'s items queued at once (the rest waits in its lane)'),
+  // Background work yields to live intake: one bound for all of it (it was two settings, one for the webhook senders).
+  BACKGROUND_INTAKE_YIELD_MS: setting('intakePriority', int(0, 60_000).default(2000), 'longest background work in a worker (a webhook sender\'s round, rollup folds and sweeps, the SLA sweep, prunes) waits while live intake saturates the host\'s CPUs (0: never waits)', { aliases: ['OUTBOUND_WEBHOOK_INTAKE_YIELD_MS', 'WEBHOOK_INTAKE_YIELD_MS'] }),
   // ── webhooks ──
   INBOUND_WEBHOOK_BATCH_MAX: setting('webhooks', int(1, 1000).default(64), 'concurrent inbound provider webhook deliveries (Zendesk, Front, Help Scout) coalesced into one queued `webhooks.batch` job', { aliases: ['WEBHOOK_BATCH_MAX'] }),
   INBOUND_WEBHOOK_BATCH_WINDOW_MS: setting('webhooks', int(0, 1000).default(2), 'how long the first inbound provider webhook delivery of a batch waits for company', { aliases: ['WEBHOOK_BATCH_WINDOW_MS'] }),
-  INBOUND_WEBHOOK_RATE_POINTS: setting('webhooks', int(1, 10_000_000).default(6000), 'inbound provider webhook deliveries per integration per `INBOUND_WEBHOOK_RATE_WINDOW_SECONDS` (429 with `Retry-After`; a throttled delivery is not recorded, so its replay is accepted)', { aliases: ['WEBHOOK_RATE_POINTS'] }),
+  INBOUND_WEBHOOK_RATE_POINTS: setting('webhooks', int(1, 10_000_000).default(6000), 'ticket events an integration\'s inbound webhooks may write per `INBOUND_WEBHOOK_RATE_WINDOW_SECONDS` (one point per event worth writing; duplicates, refusals and ignored events give theirs back, as on ingest; 429 with `Retry-After`, and a throttled delivery is not recorded, so its replay is accepted)', { aliases: ['WEBHOOK_RATE_POINTS'] }),
   INBOUND_WEBHOOK_RATE_WINDOW_SECONDS: setting('webhooks', int(1, 86400).default(60), 'the window of `INBOUND_WEBHOOK_RATE_POINTS`', { aliases: ['WEBHOOK_RATE_WINDOW_SECONDS'] }),
   INBOUND_WEBHOOK_REQUIRE_SIGNATURE: setting('webhooks', bool.default(false), '`true` refuses inbound provider webhook deliveries to integrations without a signing secret (`401 signature_required`)', { aliases: ['WEBHOOKS_REQUIRE_SIGNATURE'] }),
   MAX_INTEGRATIONS_PER_WORKSPACE: setting('webhooks', int(1, 100_000).default(20), 'integrations (each with its own webhook budget) a workspace may hold; one more → `409 integration_limit_reached`'),
@@ -329,8 +330,6 @@ export const SETTINGS = {
   OUTBOUND_WEBHOOK_CIRCUIT_OPEN_SECONDS: setting('outboundWebhooks', z.coerce.number().min(0.1).max(86_400).default(30), 'how long an open circuit stops sends to an endpoint (doubling while its probes fail, at most 16 times as long); then one event probes it', { aliases: ['WEBHOOK_CIRCUIT_OPEN_SECONDS'] }),
   OUTBOUND_WEBHOOK_DELIVERY_CONCURRENCY: setting('outboundWebhooks', int(1, 1024).default(32), 'webhook POSTs in flight per worker process (the `deliveries` queue\'s concurrency)', { aliases: ['WEBHOOK_DELIVERY_CONCURRENCY'] }),
   OUTBOUND_WEBHOOK_SWEEP_MS: setting('outboundWebhooks', int(200, 3_600_000).default(30000), 'safety-net sweep of the delivery engine: wakes senders a missed wake-up left idle and hands over deliveries whose worker died', { aliases: ['WEBHOOK_SWEEP_MS'] }),
-  // The longest a sender waits before a round while live intake saturates the host's CPUs (0: never waits).
-  OUTBOUND_WEBHOOK_INTAKE_YIELD_MS: setting('outboundWebhooks', int(0, 60_000).default(2000), 'longest a webhook sender waits before a round while live intake saturates the host\'s CPUs (0: never waits)', { aliases: ['WEBHOOK_INTAKE_YIELD_MS'] }),
   // ── scanning ──
   // Optional virus scanning of attachments through clamd's INSTREAM over TCP (issue 34): no scanner when
   // CLAMAV_HOST is unset. The timeout bounds one whole scan (connecting, streaming the file, the answer).
@@ -467,6 +466,12 @@ function resolveAliases(env: NodeJS.ProcessEnv, warn: (line: string, oldName: st
     if (env[oldName] === undefined) continue;
     if (env[newName] !== undefined) {
       warn(`Deprecated configuration: ${oldName} is ignored because ${newName} is set; remove ${oldName}`, oldName);
+      continue;
+    }
+    // Two settings merged into one (issue 35: the yields): the first old name set is read, the other ignored.
+    const first = via.get(newName);
+    if (first !== undefined) {
+      warn(`Deprecated configuration: ${oldName} is ignored because ${first} is set (both are now ${newName}); set ${newName} and remove both`, oldName);
       continue;
     }
     out[newName] = env[oldName];

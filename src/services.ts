@@ -31,16 +31,13 @@ import { createWebhookWorker } from './domains/webhooks/worker';
 import { createRollupService } from './domains/rollups/service';
 import { createWorkService } from './domains/work/service';
 import { createIdempotencyService } from './domains/idempotency/service';
-import { createApiLimits } from './http/api-limits';
 import { createHelpCentreService } from './domains/help-centre/service';
 import { createArticleService } from './domains/help-centre/articles';
-import { createAuthThrottle } from './http/auth-throttle';
-import { createRefusalBudget } from './http/throttle';
+import { createLimits } from './limits';
 import { createEventService } from './domains/events/service';
 import { createWebhookEndpointService } from './domains/webhook-endpoints/service';
 import { createWebhookDelivery } from './domains/webhook-endpoints/delivery';
-import { createHostSaturation, createIntakePressure } from './queue/intake-pressure';
-import { createFairShare } from './intake/fair-share';
+import { createIntakePriority } from './intake/priority';
 import { createReadRouting } from './db/reads';
 import { createAfterAnswer } from './lib/after-answer';
 import { createFileService } from './domains/files/service';
@@ -125,29 +122,22 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     mailboxTokens: (tenantId, mailboxOfFile, opts) => mailbox.tokenForFiles(tenantId, mailboxOfFile, opts),
   });
   const ingestProcessor = createIngestWorker({ db, tickets: tickets.commands, customers, logger, files: inboundFiles, uploads: files });
-  // Whether live intake saturates the host: background work makes way for it.
-  const intakePressure = createIntakePressure(queues, config.INTAKE_QUEUE_SHARDS);
-  // One lane per workspace per process, across channel ingest and provider webhooks.
-  // While the host's CPUs are saturated and others send intake too, a bursting workspace gets a smaller share.
-  const fair = createFairShare({
-    perWorkspace: config.INTAKE_WORKSPACE_QUEUED,
-    maxWaiting: config.INTAKE_WORKSPACE_WAITING,
-    sharedQueued: config.INTAKE_WORKSPACE_SHARED_QUEUED,
-    contended: createHostSaturation().saturated,
-  });
+  // Live intake goes first (src/intake/priority/): the pressure reading, the lanes per workspace shared by channel
+  // ingest and provider webhooks, and the one yield of background work.
+  const intakePriority = createIntakePriority({ queues, config: { ...section(config, 'intakePriority'), INTAKE_QUEUE_SHARDS: config.INTAKE_QUEUE_SHARDS } });
+  const lanes = intakePriority.lanes;
   const mailbox = createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, ingest: ingestProcessor, events, files: inboundFiles });
   const outbound = createOutboundService({ db, config: section(config, 'outbound', 'http'), queues, logger, channels, mailbox, tickets: tickets.commands, sink: outboundSink, files });
-  const ingest = createIngestGateway({ db, config: section(config, 'intake', 'redis', 'http'), redis, queues, bus, channels, fair, files: inboundFiles });
+  const ingest = createIngestGateway({ db, config: section(config, 'intake', 'redis', 'http'), redis, queues, bus, channels, lanes, files: inboundFiles });
   return {
     later,
     macroTriggers,
     reads,
-    intakePressure,
+    intakePriority,
     identity,
-    authThrottle: createAuthThrottle({ redis, config: section(config, 'identity', 'redis'), logger, knownToken: identity.knownToken }),
-    apiLimits: createApiLimits({ redis, config: section(config, 'http', 'redis'), logger }),
+    // Every budget the router's stages use (src/limits/): the API's, failed authentication and intake refusals.
+    limits: createLimits({ redis, config: section(config, 'http', 'identity', 'intake', 'redis'), logger, knownToken: identity.knownToken }),
     idempotency: createIdempotencyService({ db, config: section(config, 'http', 'secrets') }),
-    intakeRefusals: createRefusalBudget({ redis, config: section(config, 'intake', 'redis'), logger }),
     audit,
     events,
     apiKeys,
@@ -174,10 +164,10 @@ export function createServices(deps: { db: Db; readDb?: Db | null; config: Confi
     helpCentre,
     articles: createArticleService({ db, config: section(config, 'helpCentre'), centres: helpCentre }),
     webhooks: createWebhookService({ db, config: section(config, 'webhooks', 'secrets', 'http'), audit }),
-    webhookIntake: createWebhookEdge({ db, config: section(config, 'webhooks', 'secrets', 'redis', 'http'), redis, queues, bus, fair }),
+    webhookIntake: createWebhookEdge({ db, config: section(config, 'webhooks', 'secrets', 'redis', 'http'), redis, queues, bus, lanes }),
     webhookProcessor: createWebhookWorker({ db, events }),
     webhookEndpoints: createWebhookEndpointService({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues }),
-    webhookDelivery: createWebhookDelivery({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues, logger, present: events.present, pressure: intakePressure }),
+    webhookDelivery: createWebhookDelivery({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues, logger, present: events.present, background: intakePriority.background }),
     mailbox,
     outbound,
     providerHooks: createProviderHooks({ db, config: section(config, 'http', 'intake'), channels, ingest, outbound }),

@@ -10,9 +10,9 @@ import { smsAdapter } from '../src/domains/channels/adapters/sms';
 import { telegramAdapter } from '../src/domains/channels/adapters/telegram';
 import type { ChannelAdapter, InboundMessage } from '../src/domains/channels/adapters/types';
 import { whatsappAdapter } from '../src/domains/channels/adapters/whatsapp';
-import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace, type Workspace } from './helpers/factories';
 import { connect, countRows, ingest, ticketDetail, type RowCounts } from './helpers/ingest';
+import { useTestApp } from './helpers/use-test-app';
 
 type Json = Record<string, unknown>;
 const fixture = (provider: string, name: string): Json => JSON.parse(readFileSync(join(__dirname, 'fixtures', provider, `${name}.json`), 'utf8')) as Json;
@@ -209,14 +209,7 @@ describe('Telegram Bot API updates (webhook guide examples)', () => {
 
 // ------------------------------------------------------------------------------------- (b) the route
 
-let ctx: TestContext;
-beforeAll(async () => {
-  ctx = await startTestApp();
-  await ctx.startWorkers();
-});
-afterAll(async () => {
-  await ctx.close();
-});
+const { ctx } = useTestApp({ workers: true });
 
 /** A fresh workspace per provider: the documented examples reuse their ids, and dedupe is per workspace. */
 async function workspaceWith(channel: string): Promise<Workspace> {

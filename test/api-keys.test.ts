@@ -1,17 +1,8 @@
 import { sql } from 'kysely';
-import { startTestApp, type TestContext } from './helpers/context';
-import { addMember, bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
+import { addMember, bearer, createWorkspace, mintKey } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-
-beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx.close();
-});
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 
 const auditOf = async (keyId: string) =>
   (await ctx.http.get('/v1/audit-log?limit=500').set(bearer(ws.ownerKey))).body.audit_entries.filter(

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
+import { inlineShared } from './helpers/openapi-doc';
 
 let ctx: TestContext;
 
@@ -88,7 +89,7 @@ test('public routes carry no budget headers', async () => {
 });
 
 test('the OpenAPI document lists 429 with Retry-After, and the budget headers, on every authenticated operation', async () => {
-  const doc = (await ctx.http.get('/v1/openapi.json')).body as {
+  const doc = inlineShared((await ctx.http.get('/v1/openapi.json')).body) as {
     paths: Record<string, Record<string, { security: unknown[]; responses: Record<string, { headers?: Record<string, unknown> }> }>>;
   };
   let checked = 0;

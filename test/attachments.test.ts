@@ -19,6 +19,7 @@ import { connect } from './helpers/ingest';
 import { createTicket } from './helpers/tickets';
 import { eventually } from './helpers/wait';
 import { startS3, type TestS3 } from './helpers/s3';
+import { useTestApp } from './helpers/use-test-app';
 
 const MAX = 1024 * 1024;
 
@@ -591,13 +592,7 @@ describe('sweeps', () => {
 // ------------------------------------------------------------------------------------------------ quota
 
 describe('the workspace quota', () => {
-  let qctx: TestContext;
-  beforeAll(async () => {
-    qctx = await startTestApp({ env: { FILES_WORKSPACE_QUOTA_BYTES: '100000', FILES_MAX_BYTES: '80000' } });
-  });
-  afterAll(async () => {
-    await qctx?.close();
-  });
+  const { ctx: qctx } = useTestApp({ env: { FILES_WORKSPACE_QUOTA_BYTES: '100000', FILES_MAX_BYTES: '80000' } });
 
   test('an upload past the quota is 413 files_quota_exceeded; files.quota_reached goes to the event log once', async () => {
     const w = await createWorkspace(qctx);

@@ -3,18 +3,10 @@ import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { buildOperationTable } from '../src/operations';
 import { startTestApp, TEST_AUDIENCE, TEST_ISSUER, type TestContext } from './helpers/context';
-import { addMember, bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
+import { addMember, bearer, createWorkspace, mintKey } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-
-beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx.close();
-});
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 
 const SOME_ID = '0190a3b4-0000-7000-8000-0000000000aa';
 

@@ -12,10 +12,10 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { buildOperationTable } from '../src/operations';
-import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { connect } from './helpers/ingest';
 import { eventually } from './helpers/wait';
+import { useTestApp } from './helpers/use-test-app';
 
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
@@ -77,21 +77,21 @@ async function watch(page: Page): Promise<PageRecord> {
 }
 
 describeBrowser('browser check: /docs and /admin/queues in headless Chromium', () => {
-  let ctx: TestContext;
   let browser: Browser;
   let base: string;
   const operations = buildOperationTable();
 
+  const { ctx } = useTestApp({
+    env: { OPS_USER: OPS.username, OPS_PASSWORD: OPS.password },
+    teardown: async () => {
+      await browser?.close();
+    },
+  });
   beforeAll(async () => {
-    ctx = await startTestApp({ env: { OPS_USER: OPS.username, OPS_PASSWORD: OPS.password } });
     const address = ctx.server.address();
     if (!address || typeof address === 'string') throw new Error('the test app is not listening on a TCP port');
     base = `http://127.0.0.1:${address.port}`;
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await ctx?.close();
   });
 
   describe('/docs (Redoc over the generated OpenAPI document, no credentials)', () => {

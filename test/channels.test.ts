@@ -3,25 +3,18 @@
  * connection resource; Channels and mailbox).
  */
 import { sql } from 'kysely';
-import { startTestApp, type TestContext } from './helpers/context';
-import { addMember, bearer, createWorkspace, mintKey, type Member, type Workspace } from './helpers/factories';
+import { addMember, bearer, createWorkspace, mintKey, type Member } from './helpers/factories';
 import { countRows, ingest, REGISTERED_CHANNELS } from './helpers/ingest';
 import { smsPayload, webChatPayload } from './helpers/payloads';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
 let editor: Member;
 let viewer: Member;
 let admin: Member;
 
+const { ctx, ws } = useTestApp({ workers: true, workspaces: 1 });
 beforeAll(async () => {
-  ctx = await startTestApp();
-  await ctx.startWorkers();
-  ws = await createWorkspace(ctx);
   [editor, viewer, admin] = await Promise.all([addMember(ctx, ws, 'editor'), addMember(ctx, ws, 'viewer'), addMember(ctx, ws, 'admin')]);
-});
-afterAll(async () => {
-  await ctx.close();
 });
 
 const put = (channel: string, body: unknown, token = editor.token) => ctx.http.put(`/v1/channels/${channel}`).set(bearer(token)).send(body as object);

@@ -4,9 +4,9 @@ import path from 'node:path';
 import { decodeJwt } from 'jose';
 import { Client } from 'pg';
 import { eventually } from './helpers/wait';
-import { startTestApp, type TestContext } from './helpers/context';
 import { runId, serverUrl } from './helpers/db-names';
 import { bearer } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
 const ROOT = path.resolve(__dirname, '..');
 const TSX = path.join(ROOT, 'node_modules/.bin/tsx');
@@ -48,13 +48,10 @@ function run(bin: string, args: string[], env: Record<string, string>, timeoutMs
 
 const lines = (text: string) => text.split('\n').filter((l) => l.trim() !== '');
 
-let ctx: TestContext;
-beforeAll(async () => {
-  ctx = await startTestApp();
-});
-afterAll(async () => {
-  for (const child of running) child.kill('SIGKILL');
-  await ctx.close();
+const { ctx } = useTestApp({
+  teardown: () => {
+    for (const child of running) child.kill('SIGKILL');
+  },
 });
 
 describe('npm run bootstrap', () => {

@@ -13,6 +13,7 @@ import { buildOperationTable } from '../src/operations';
 import { loadDotEnv } from '../src/lib/env-file';
 import { prettyLogs } from '../src/lib/logger';
 import { startTestApp, type TestContext } from './helpers/context';
+import { inlineShared } from './helpers/openapi-doc';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { createTicket, setStatus } from './helpers/tickets';
 
@@ -25,7 +26,7 @@ let doc: Json;
 beforeAll(async () => {
   ctx = await startTestApp({ env: { OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' } });
   ws = await createWorkspace(ctx);
-  doc = (await ctx.http.get('/v1/openapi.json').expect(200)).body as Json;
+  doc = inlineShared((await ctx.http.get('/v1/openapi.json').expect(200)).body) as Json;
 });
 afterAll(async () => {
   await ctx?.close();

@@ -32,7 +32,12 @@ const RENAMED = {
   WEBHOOK_CIRCUIT_OPEN_SECONDS: 'OUTBOUND_WEBHOOK_CIRCUIT_OPEN_SECONDS',
   WEBHOOK_DELIVERY_CONCURRENCY: 'OUTBOUND_WEBHOOK_DELIVERY_CONCURRENCY',
   WEBHOOK_SWEEP_MS: 'OUTBOUND_WEBHOOK_SWEEP_MS',
-  WEBHOOK_INTAKE_YIELD_MS: 'OUTBOUND_WEBHOOK_INTAKE_YIELD_MS',
+} as const;
+
+/** Two settings for one yield merged into one (issue 35, the intake-priority room): both old names read it. */
+const MERGED = {
+  OUTBOUND_WEBHOOK_INTAKE_YIELD_MS: 'BACKGROUND_INTAKE_YIELD_MS',
+  WEBHOOK_INTAKE_YIELD_MS: 'BACKGROUND_INTAKE_YIELD_MS',
 } as const;
 
 describe('every variable is declared once', () => {
@@ -93,8 +98,8 @@ describe('jobs read the config table', () => {
 
 describe('inbound and outbound webhook settings have their own names; the old ones are deprecated aliases', () => {
   test('every old WEBHOOK_* name is an alias of its new name', () => {
-    expect(Object.fromEntries(DEPRECATED_ALIASES)).toEqual(RENAMED);
-    for (const newName of Object.values(RENAMED)) expect(CONFIG_KEYS as string[]).toContain(newName);
+    expect(Object.fromEntries(DEPRECATED_ALIASES)).toEqual({ ...RENAMED, ...MERGED });
+    for (const newName of Object.values({ ...RENAMED, ...MERGED })) expect(CONFIG_KEYS as string[]).toContain(newName);
   });
 
   test('an old name is still read, with one warning line per old name naming the new one', () => {
@@ -124,6 +129,24 @@ describe('inbound and outbound webhook settings have their own names; the old on
     expect(() => loadConfig({ WEBHOOK_ENDPOINT_CONCURRENCY: '0' }, { warn: () => {} })).toThrow(
       /^Invalid configuration: OUTBOUND_WEBHOOK_ENDPOINT_CONCURRENCY \(set as the deprecated WEBHOOK_ENDPOINT_CONCURRENCY\) .*\(got "0"\)$/,
     );
+  });
+
+  test('the two yields are one setting: either old name sets it for all background work, with a warning', () => {
+    const warn = jest.fn();
+    expect(loadConfig({ OUTBOUND_WEBHOOK_INTAKE_YIELD_MS: '1500' }, { warn }).BACKGROUND_INTAKE_YIELD_MS).toBe(1500);
+    expect(warn).toHaveBeenCalledWith('Deprecated configuration: OUTBOUND_WEBHOOK_INTAKE_YIELD_MS is now BACKGROUND_INTAKE_YIELD_MS; the old name is still read for now, rename it');
+    expect(loadConfig({ WEBHOOK_INTAKE_YIELD_MS: '700' }, { warn: () => {} }).BACKGROUND_INTAKE_YIELD_MS).toBe(700);
+    expect(loadConfig({ BACKGROUND_INTAKE_YIELD_MS: '900', OUTBOUND_WEBHOOK_INTAKE_YIELD_MS: '1500' }, { warn: () => {} }).BACKGROUND_INTAKE_YIELD_MS).toBe(900);
+    expect(section(loadConfig({}), 'intakePriority')).toEqual({ INTAKE_WORKSPACE_QUEUED: 32, INTAKE_WORKSPACE_WAITING: 256, INTAKE_WORKSPACE_SHARED_QUEUED: 2, BACKGROUND_INTAKE_YIELD_MS: 2000 });
+  });
+
+  test('two old names of one merged setting: the first set is read, the other ignored with a warning naming both', () => {
+    const warn = jest.fn();
+    expect(loadConfig({ OUTBOUND_WEBHOOK_INTAKE_YIELD_MS: '1500', WEBHOOK_INTAKE_YIELD_MS: '700' }, { warn }).BACKGROUND_INTAKE_YIELD_MS).toBe(1500);
+    expect(warn.mock.calls.map(([line]) => line as string)).toEqual([
+      'Deprecated configuration: OUTBOUND_WEBHOOK_INTAKE_YIELD_MS is now BACKGROUND_INTAKE_YIELD_MS; the old name is still read for now, rename it',
+      'Deprecated configuration: WEBHOOK_INTAKE_YIELD_MS is ignored because OUTBOUND_WEBHOOK_INTAKE_YIELD_MS is set (both are now BACKGROUND_INTAKE_YIELD_MS); set BACKGROUND_INTAKE_YIELD_MS and remove both',
+    ]);
   });
 
   test('production still refuses the loopback switch under its old name', () => {

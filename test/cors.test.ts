@@ -3,24 +3,16 @@
  * requests for the connection's `allowed_origins`; other origins get no CORS headers, so the browser does
  * not let their pages post or read.
  */
-import { startTestApp, type TestContext } from './helpers/context';
-import { createWorkspace, type Workspace } from './helpers/factories';
 import { connect } from './helpers/ingest';
 import { webChatPayload } from './helpers/payloads';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
 let token: string;
 const SHOP = 'https://shop.northwind.example';
 
+const { ctx, ws } = useTestApp({ workers: true, workspaces: 1 });
 beforeAll(async () => {
-  ctx = await startTestApp();
-  await ctx.startWorkers();
-  ws = await createWorkspace(ctx);
   token = (await connect(ctx, ws, 'web_chat', { config: { allowed_origins: [SHOP, 'https://help.northwind.example/'] } })).details.inbound_token!;
-});
-afterAll(async () => {
-  await ctx?.close();
 });
 
 const preflight = (origin: string, t = token) =>

@@ -6,16 +6,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
-import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-beforeAll(async () => {
-  ctx = await startTestApp();
-});
-afterAll(async () => {
-  await ctx.close();
-});
+const { ctx } = useTestApp();
 
 const within = <T>(p: Promise<T>, ms: number, what: string) =>
   Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms).unref())]);

@@ -1,18 +1,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-
-beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx.close();
-});
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 
 interface CustomerBody {
   id: string;

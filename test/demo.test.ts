@@ -5,18 +5,12 @@
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { startTestApp, type TestContext } from './helpers/context';
 import { bearer } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
 const ROOT = path.resolve(__dirname, '..');
-let ctx: TestContext;
 
-beforeAll(async () => {
-  ctx = await startTestApp();
-});
-afterAll(async () => {
-  await ctx?.close();
-});
+const { ctx } = useTestApp();
 
 function runDemo(env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {

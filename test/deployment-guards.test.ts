@@ -8,9 +8,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { loadConfig } from '../src/config';
-import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace } from './helpers/factories';
 import { connect } from './helpers/ingest';
+import { useTestApp } from './helpers/use-test-app';
 
 const wrongKey = () => `sk_zr_${randomBytes(24).toString('base64url')}`;
 const PROD = { NODE_ENV: 'production', API_KEY_PEPPER: 'p'.repeat(40), ENCRYPTION_KEYS: `k1:${Buffer.alloc(32, 7).toString('base64')}`, OPS_USER: 'ops', OPS_PASSWORD: 'a-long-ops-password' };
@@ -40,13 +40,7 @@ describe('TRUST_PROXY', () => {
     ['a hop count', '1'],
     ['the proxy\'s address', '127.0.0.1/8'],
   ])('behind one proxy that appends the client address, trusted by %s', (_what, setting) => {
-    let ctx: TestContext;
-    beforeAll(async () => {
-      ctx = await startTestApp({ env: { TRUST_PROXY: setting, AUTH_FAILURE_RATE_POINTS: '3' } });
-    });
-    afterAll(async () => {
-      await ctx?.close();
-    });
+    const { ctx } = useTestApp({ env: { TRUST_PROXY: setting, AUTH_FAILURE_RATE_POINTS: '3' } });
     const via = (client: string, claimed?: string) => ctx.http.get('/v1/tickets').set('X-Forwarded-For', claimed ? `${claimed}, ${client}` : client);
 
     test('a caller cannot escape its failed-authentication budget by writing its own X-Forwarded-For', async () => {
@@ -86,13 +80,7 @@ describe('production refuses development-only settings', () => {
 });
 
 describe('web chat allowed_origins are origins', () => {
-  let ctx: TestContext;
-  beforeAll(async () => {
-    ctx = await startTestApp();
-  });
-  afterAll(async () => {
-    await ctx?.close();
-  });
+  const { ctx } = useTestApp();
 
   test.each([['null'], ['*'], ['javascript:alert(1)'], ['https://shop.example/path'], ['https://user:pw@shop.example'], ['ftp://shop.example'], ['shop.example'], ['https://shop.example?x=1']])(
     '%s is refused with 400 naming the entry, and nothing is stored',

@@ -4,8 +4,8 @@ import { z } from 'zod';
 import { inspectJson, MAX_JSON_DEPTH, MAX_JSON_VALUES, scanJson } from '../src/lib/json-limits';
 import type { Operation } from '../src/http/operation';
 import { buildOperationTable } from '../src/operations';
-import { startTestApp, type TestContext } from './helpers/context';
-import { bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { bearer } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
 /**
  * Edge rules on caller text, across the whole operation table: NUL characters, unpaired surrogates and
@@ -16,14 +16,11 @@ import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 const operations = buildOperationTable();
 const withBody = operations.filter((op) => op.body);
 
-let ctx: TestContext;
-let ws: Workspace;
 let integrationId: string;
 let emailToken: string;
 let webChatToken: string;
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
   // An email connection without webhook credentials (Postmark's hook is then guarded by its URL's token alone),
   // so a native provider hook gets as far as reading the payload; a web chat one for its visitor sessions.
   emailToken = (await ctx.http.put('/v1/channels/email').set(bearer(ws.ownerKey)).send({ config: {} }).expect(200)).body.details.inbound_token;
@@ -32,9 +29,6 @@ beforeAll(async () => {
   const res = await ctx.http.post('/v1/integrations').set(bearer(ws.ownerKey)).send({ provider: 'zendesk', name: 'Edge probe' });
   expect(res.status).toBe(201);
   integrationId = res.body.id;
-});
-afterAll(async () => {
-  await ctx?.close();
 });
 
 /** A concrete URL for the row: enum params take their first option, the webhook its real integration, the mail provider google, ids a uuid. */

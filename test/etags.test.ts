@@ -5,20 +5,12 @@
  * sends an ETag it did not declare.
  */
 import { sql } from 'kysely';
-import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { inlineShared } from './helpers/openapi-doc';
 import { createTicket } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-
-beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx?.close();
-});
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 
 const get = (id: string, headers: Record<string, string> = {}) => ctx.http.get(`/v1/tickets/${id}`).set({ ...bearer(ws.ownerKey), ...headers });
 const patch = (id: string, body: Record<string, unknown>, headers: Record<string, string> = {}) => ctx.http.patch(`/v1/tickets/${id}`).set({ ...bearer(ws.ownerKey), ...headers }).send(body);
@@ -98,7 +90,7 @@ test('no accidental ETags: lists and other reads send none unless they declare o
 });
 
 test('the OpenAPI document says it: ETag and 304 on the ticket read, If-Match and 412 on its PATCH', async () => {
-  const doc = (await ctx.http.get('/v1/openapi.json')).body as {
+  const doc = inlineShared((await ctx.http.get('/v1/openapi.json')).body) as {
     paths: Record<string, Record<string, { parameters: { name: string; in: string }[]; responses: Record<string, { description: string; headers?: Record<string, unknown> }> }>>;
   };
   const read = doc.paths['/v1/tickets/{ticket_id}']!.get!;

@@ -10,23 +10,15 @@ import { connectSse, type Sse, type SseClient } from './helpers/sse';
 import { createTicket } from './helpers/tickets';
 import { eventually, sleep } from './helpers/wait';
 import { createIntegration, deliver, KITS, newSecret } from './helpers/webhook-intake';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-
-beforeAll(async () => {
-  ctx = await startTestApp({
-    env: {
+const { ctx } = useTestApp({ env: {
       EVENT_STREAM_POLL_MS: '50',
       EVENT_STREAM_HEARTBEAT_SECONDS: '1',
       EVENT_STREAM_RECHECK_SECONDS: '1',
       EVENT_STREAMS_PER_CALLER: '2',
       EVENT_STREAMS_PER_WORKSPACE: '3',
-    },
-  });
-});
-afterAll(async () => {
-  await ctx?.close();
-});
+    } });
 
 const connect = (c: TestContext, token: string, opts: { query?: string; lastEventId?: string; paused?: boolean } = {}) =>
   connectSse(`http://127.0.0.1:${(c.server.address() as AddressInfo).port}`, token, opts);

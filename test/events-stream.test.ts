@@ -5,22 +5,13 @@
  * process: test/faults/events-stream-restart.test.ts.
  */
 import type { AddressInfo } from 'node:net';
-import { startTestApp, type TestContext } from './helpers/context';
-import { bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
+import { bearer, createWorkspace, mintKey } from './helpers/factories';
 import { connectSse, type Sse } from './helpers/sse';
 import { createTicket } from './helpers/tickets';
 import { eventually } from './helpers/wait';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-
-beforeAll(async () => {
-  ctx = await startTestApp({ env: { EVENT_STREAM_POLL_MS: '50', EVENT_STREAM_HEARTBEAT_SECONDS: '1' } });
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx?.close();
-});
+const { ctx, ws } = useTestApp({ env: { EVENT_STREAM_POLL_MS: '50', EVENT_STREAM_HEARTBEAT_SECONDS: '1' }, workspaces: 1 });
 
 /** The SSE client (test/helpers/sse.ts) on this suite's in-process app. */
 function connect(token: string, opts: { query?: string; lastEventId?: string } = {}) {

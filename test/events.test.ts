@@ -3,23 +3,13 @@
  * its own transaction (none for a change that rolls back), and GET /v1/events lists them in commit order: a
  * reader following next_cursor while writers race never finds a gap close behind its cursor.
  */
-import type { Executor } from '../src/db';
-import type { EventActor } from '../src/domains/tickets/commands';
-import { startTestApp, type TestContext } from './helpers/context';
+import { startTestApp } from './helpers/context';
 import { bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
-import { createTicket } from './helpers/tickets';
+import { changeRolledBack, createTicket } from './helpers/tickets';
 import { createIntegration, deliver, KITS, newSecret } from './helpers/webhook-intake';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-
-beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx?.close();
-});
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 
 type Event = { id: string; type: string; occurred_at: string; tenant_id: string; data: { ticket?: Record<string, unknown>; event?: { id: string; kind: string; meta: Record<string, unknown> }; message_kind?: string } };
 
@@ -89,15 +79,7 @@ test('a change that rolls back emits nothing', async () => {
   const w = await createWorkspace(ctx);
   const t = (await createTicket(ctx, w)) as { id: string };
   const before = (await log(w)).events.length;
-  const system: EventActor = { actor_type: 'system', actor_user_id: null, actor_name: 'Test' };
-  const commands = ctx.services.tickets.commands;
-  await expect(
-    ctx.db.transaction().execute(async (tx: Executor) => {
-      const locked = await commands.lockForChange(tx, w.tenantId, t.id);
-      await commands.applyChanges(tx, w.tenantId, system, locked, { status: 'pending' });
-      throw new Error('rolled back on purpose');
-    }),
-  ).rejects.toThrow('rolled back on purpose');
+  await changeRolledBack(ctx, w, t.id);
   expect((await log(w)).events).toHaveLength(before);
   expect(await ctx.db.selectFrom('events').select('id').where('tenant_id', '=', w.tenantId).execute()).toHaveLength(before);
 });

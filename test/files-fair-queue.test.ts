@@ -6,17 +6,10 @@
  */
 import { newId as uuidv7 } from '../src/lib/ids';
 import type { JobData } from '../src/queue/jobs';
-import { startTestApp, type TestContext } from './helpers/context';
 import { eventually } from './helpers/wait';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-
-beforeAll(async () => {
-  ctx = await startTestApp();
-});
-afterAll(async () => {
-  await ctx?.close();
-});
+const { ctx } = useTestApp();
 
 /** A fetch job for a message that does not exist (its files then have nowhere to go, and the job ends at once). */
 const job = (tenantId: string): JobData<'files.fetch'> => ({

@@ -2,8 +2,8 @@ import fc from 'fast-check';
 import type { Response } from 'supertest';
 import { buildOperationTable } from '../src/operations';
 import type { Operation } from '../src/http/operation';
-import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
 /**
  * Property-based fuzzing of every row of the operation table: random path ids, query strings, JSON bodies
@@ -14,13 +14,7 @@ import { bearer, createWorkspace } from './helpers/factories';
 const NUM_RUNS = 15;
 const operations = buildOperationTable();
 
-let ctx: TestContext;
-beforeAll(async () => {
-  ctx = await startTestApp();
-});
-afterAll(async () => {
-  await ctx?.close();
-});
+const { ctx } = useTestApp();
 
 // ---- arbitraries ---------------------------------------------------------------------------------------
 

@@ -10,10 +10,10 @@ import { intakeBatchProcessor } from '../workers/processors/intake';
 import { channelById } from '../src/domains/channels/registry';
 import type { IngestItem, IngestResult } from '../src/domains/ingest/worker';
 import type { ItemResult } from '../src/queue/results';
-import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace } from './helpers/factories';
 import { connect, countRows } from './helpers/ingest';
 import { smsPayload } from './helpers/payloads';
+import { useTestApp } from './helpers/use-test-app';
 
 type Item = { id: string };
 const items = (prefix: string, n: number): Item[] => Array.from({ length: n }, (_, i) => ({ id: `${prefix}${i}` }));
@@ -121,13 +121,7 @@ describe('group commit held by mayStart', () => {
 });
 
 describe('group commit over the real ingest write', () => {
-  let ctx: TestContext;
-  beforeAll(async () => {
-    ctx = await startTestApp();
-  });
-  afterAll(async () => {
-    await ctx?.close();
-  });
+  const { ctx } = useTestApp();
 
   test('a live batch is written while a burst\'s (bulk) writes hold every slot', async () => {
     const blocked: (() => void)[] = [];

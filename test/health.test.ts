@@ -3,6 +3,7 @@ import { problemOf } from '../src/http/errors';
 import { DomainError } from '../src/lib/errors';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
 /** Any well-formed API key: sk_zr_ followed by 43 base62 characters. */
 const SOME_API_KEY = `sk_zr_${'A1b2C3d4E5'.repeat(5).slice(0, 43)}`;
@@ -13,13 +14,7 @@ const expectRetryAfter = (value: string | undefined) => {
 };
 
 describe('when PostgreSQL and Redis answer', () => {
-  let ctx: TestContext;
-  beforeAll(async () => {
-    ctx = await startTestApp();
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx } = useTestApp();
 
   test('GET /healthz answers 200 {status: "ok"}', async () => {
     const res = await ctx.http.get('/healthz');

@@ -4,22 +4,16 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import { startTestApp, type TestContext } from './helpers/context';
-import { addMember, bearer, createWorkspace, mintKey, type Member, type Workspace } from './helpers/factories';
+import { addMember, bearer, createWorkspace, mintKey, type Member } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
 let admin: Member;
 let editor: Member;
 let viewer: Member;
 
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
   [admin, editor, viewer] = await Promise.all([addMember(ctx, ws, 'admin'), addMember(ctx, ws, 'editor'), addMember(ctx, ws, 'viewer')]);
-});
-afterAll(async () => {
-  await ctx.close();
 });
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;

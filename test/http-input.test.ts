@@ -5,6 +5,7 @@ import { gzipSync } from 'node:zlib';
 import type { Response } from 'supertest';
 import { createRealm, startTestApp, TEST_AUDIENCE, TEST_ISSUER, type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
 /** Every status any server in this file answered with, so the last test can prove none was a 500. */
 const statuses: Array<{ status: number; method: string; url: string }> = [];
@@ -13,15 +14,11 @@ const recordStatuses = (c: TestContext) =>
     res.on('finish', () => statuses.push({ status: res.statusCode, method: String(req.method), url: String(req.url) }));
   });
 
-let ctx: TestContext;
 let ws: Workspace;
+const { ctx } = useTestApp();
 beforeAll(async () => {
-  ctx = await startTestApp();
   recordStatuses(ctx);
   ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx.close();
 });
 
 const b64url = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');

@@ -6,20 +6,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { createTicket, setStatus } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-
-beforeAll(async () => {
-  ctx = await startTestApp({ env: { OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' } });
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx?.close();
-});
+const { ctx, ws } = useTestApp({ env: { OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' }, workspaces: 1 });
 
 /** Every stored answer of the workspace, as the table holds it. */
 const stored = async (tenantId: string) =>

@@ -7,21 +7,14 @@
 import { randomUUID } from 'node:crypto';
 import { request } from 'node:http';
 import { sql } from 'kysely';
-import { startTestApp, type TestContext } from './helpers/context';
-import { bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
+import { startTestApp } from './helpers/context';
+import { inlineShared } from './helpers/openapi-doc';
+import { bearer, createWorkspace, mintKey } from './helpers/factories';
 import { killGroup, spawnApi, type ApiProcess } from './helpers/processes';
 import { createTicket } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-
-beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx?.close();
-});
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 
 const ticketBody = (subject: string) => ({ subject, description: 'The printer is on fire.', customer_email: 'idem@example.test' });
 const postTicket = (key: string | undefined, body: Record<string, unknown>, token = ws.ownerKey) => {
@@ -197,7 +190,7 @@ describe('across API processes and after expiry', () => {
 });
 
 test('the OpenAPI document offers Idempotency-Key on authenticated POST and PATCH, with its answers', async () => {
-  const doc = (await ctx.http.get('/v1/openapi.json')).body as { paths: Record<string, Record<string, { parameters: { name: string; in: string }[]; responses: Record<string, { description: string; headers?: Record<string, unknown> }> }>> };
+  const doc = inlineShared((await ctx.http.get('/v1/openapi.json')).body) as { paths: Record<string, Record<string, { parameters: { name: string; in: string }[]; responses: Record<string, { description: string; headers?: Record<string, unknown> }> }>> };
   const create = doc.paths['/v1/tickets']!.post!;
   expect(create.parameters).toEqual(expect.arrayContaining([expect.objectContaining({ name: 'Idempotency-Key', in: 'header' })]));
   expect(create.responses['201']!.headers).toHaveProperty('Idempotent-Replayed');

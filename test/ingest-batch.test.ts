@@ -30,6 +30,7 @@ import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { connect, countRows, ingest, ticketDetail } from './helpers/ingest';
 import { emailPayload, newEmailMessageId, normaliseMessageId, smsPayload, webChatPayload } from './helpers/payloads';
 import { createTicket, setStatus } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 
 const SMS_TO = '+15550001111';
 const hex = (n: number) => randomBytes(n).toString('hex');
@@ -73,13 +74,7 @@ function shuffled<T>(xs: T[], seed: number): T[] {
 // ------------------------------------------------------------------------------------- the batch write
 
 describe('one batch written set-based (processBatch)', () => {
-  let ctx: TestContext;
-  beforeAll(async () => {
-    ctx = await startTestApp();
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx } = useTestApp();
 
   const processBatch = (items: IngestItem[]) => ctx.services.ingestProcessor.processBatch(items);
 

@@ -1,18 +1,12 @@
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { emailPayload, smsPayload } from './helpers/payloads';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
+const { ctx, ws } = useTestApp({ workers: true, workspaces: 1 });
 beforeAll(async () => {
-  ctx = await startTestApp();
-  await ctx.startWorkers();
-  ws = await createWorkspace(ctx);
   await ctx.http.put('/v1/channels/email').set(bearer(ws.ownerKey)).send({ config: { inbound_address: 'support@acme.test' } }).expect(200);
   await ctx.http.put('/v1/channels/sms').set(bearer(ws.ownerKey)).send({ config: { phone_number: '+15550001111', auth_token: 'secret-token' } }).expect(200);
-});
-afterAll(async () => {
-  await ctx.close();
 });
 
 test('an email creates a ticket, its redelivery is a duplicate, and a reply threads', async () => {

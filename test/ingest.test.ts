@@ -4,7 +4,6 @@
  */
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
 import {
   ADAPTER_CHANNELS,
@@ -29,27 +28,19 @@ import {
   whatsappStatus,
 } from './helpers/payloads';
 import { createTicket, setStatus } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
 /** Every adapter channel connected, plus facebook (no adapter). */
-let ws: Workspace;
 /** Only email connected. */
-let ws2: Workspace;
 const tokens: Record<string, string> = {};
 
+const { ctx, workspaces: [ws, ws2] } = useTestApp({ workers: true, workspaces: 2 });
 beforeAll(async () => {
-  ctx = await startTestApp();
-  await ctx.startWorkers();
-  ws = await createWorkspace(ctx);
-  ws2 = await createWorkspace(ctx);
   for (const channel of [...ADAPTER_CHANNELS, 'facebook']) {
     const c = await connect(ctx, ws, channel, { config: { label: `${channel} main`, secret: `${channel}-secret` } });
     tokens[channel] = c.details.inbound_token!;
   }
   await connect(ctx, ws2, 'email');
-});
-afterAll(async () => {
-  await ctx.close();
 });
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -625,14 +616,7 @@ describe('GET /v1/ingest/deliveries', () => {
 });
 
 describe('throttle (INGEST_RATE_POINTS=3 per 60 s, per workspace and channel)', () => {
-  let tctx: TestContext;
-  beforeAll(async () => {
-    tctx = await startTestApp({ env: { INGEST_RATE_POINTS: '3', INGEST_RATE_WINDOW_SECONDS: '60' } });
-    await tctx.startWorkers();
-  });
-  afterAll(async () => {
-    await tctx.close();
-  });
+  const { ctx: tctx } = useTestApp({ env: { INGEST_RATE_POINTS: '3', INGEST_RATE_WINDOW_SECONDS: '60' }, workers: true });
 
   const tsend = (channel: string, payload: unknown, tenantId: string) => ingest(tctx, channel, payload, tenantId);
 

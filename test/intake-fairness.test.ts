@@ -3,8 +3,7 @@
  * quiet workspace's message is queued at once and answered while the loud one's backlog is still deep; the
  * lanes' own rules (a share queued at a time, a bounded wait, 429 past it) hold exactly.
  */
-import { createFairShare, SHARE_RAMP_MS } from '../src/intake/fair-share';
-import { createHostSaturation } from '../src/queue/intake-pressure';
+import { createHostSaturation, createLanes, SHARE_RAMP_MS } from '../src/intake/priority';
 import { DomainError } from '../src/lib/errors';
 import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace, type Workspace } from './helpers/factories';
@@ -15,7 +14,7 @@ const tick = () => new Promise((r) => setImmediate(r));
 
 describe('lanes per workspace', () => {
   test('a workspace queues at most its share; the rest waits in its lane and goes, in order, as answers come back', async () => {
-    const fair = createFairShare({ perWorkspace: 3, maxWaiting: 100 });
+    const fair = createLanes({ perWorkspace: 3, maxWaiting: 100 });
     const entered: number[] = [];
     const releases: (() => void)[] = [];
     const bulk: boolean[] = [];
@@ -39,7 +38,7 @@ describe('lanes per workspace', () => {
 
   test('while the host is saturated and another workspace sends too, a workspace gets only the shared share; alone, or with CPU to spare, its whole share', async () => {
     let saturated = true;
-    const fair = createFairShare({ perWorkspace: 4, maxWaiting: 100, sharedQueued: 1, contended: () => saturated });
+    const fair = createLanes({ perWorkspace: 4, maxWaiting: 100, sharedQueued: 1, contended: () => saturated });
     const entered = (tenant: string, n: number) => {
       const got: (() => void)[] = [];
       for (let i = 0; i < n; i++) void fair.enter(tenant, 1).then((e) => got.push(e.release));
@@ -74,7 +73,7 @@ describe('lanes per workspace', () => {
 
   test('after saturation a burst\'s share doubles back step by step while others send, not all at once, and drops at the next saturation', async () => {
     let saturated = true;
-    const fair = createFairShare({ perWorkspace: 8, maxWaiting: 100, sharedQueued: 1, contended: () => saturated });
+    const fair = createLanes({ perWorkspace: 8, maxWaiting: 100, sharedQueued: 1, contended: () => saturated });
     const inFlight: (() => void)[] = [];
     const burst = () => void fair.enter('loud', 1).then((e) => inFlight.push(e.release));
     await fair.enter('quiet', 1).then((e) => e.release());
@@ -106,7 +105,7 @@ describe('lanes per workspace', () => {
   });
 
   test('on a saturated host a steady sender with nothing waiting keeps up to half its share, while the flood beside it, with a backlog, gets the shared share', async () => {
-    const fair = createFairShare({ perWorkspace: 8, maxWaiting: 100, sharedQueued: 1, contended: () => true });
+    const fair = createLanes({ perWorkspace: 8, maxWaiting: 100, sharedQueued: 1, contended: () => true });
     const flood: (() => void)[] = [];
     for (let i = 0; i < 30; i++) void fair.enter('flood', 1).then((e) => flood.push(e.release));
     await tick();
@@ -141,7 +140,7 @@ describe('lanes per workspace', () => {
   });
 
   test('another workspace is never held up by a full lane', async () => {
-    const fair = createFairShare({ perWorkspace: 2, maxWaiting: 100 });
+    const fair = createLanes({ perWorkspace: 2, maxWaiting: 100 });
     for (let i = 0; i < 10; i++) void fair.enter('loud', 1);
     await tick();
     const quiet = await Promise.race([fair.enter('quiet', 1).then(() => 'entered'), new Promise((r) => setTimeout(() => r('held'), 50))]);
@@ -149,7 +148,7 @@ describe('lanes per workspace', () => {
   });
 
   test('past maxWaiting items the request is refused 429 throttled with a Retry-After, and the lane is unchanged', async () => {
-    const fair = createFairShare({ perWorkspace: 1, maxWaiting: 2 });
+    const fair = createLanes({ perWorkspace: 1, maxWaiting: 2 });
     void fair.enter('a', 1);
     void fair.enter('a', 1);
     void fair.enter('a', 1);
@@ -162,7 +161,7 @@ describe('lanes per workspace', () => {
   });
 
   test('a message larger than the share goes alone once its lane is empty', async () => {
-    const fair = createFairShare({ perWorkspace: 2, maxWaiting: 100 });
+    const fair = createLanes({ perWorkspace: 2, maxWaiting: 100 });
     const { release: first } = await fair.enter('a', 1);
     let big = false;
     void fair.enter('a', 5).then(() => (big = true));

@@ -6,19 +6,11 @@ import { randomUUID } from 'node:crypto';
 import { createLogger } from '../src/lib/logger';
 import { withLogContext } from '../src/lib/log-context';
 import { buildRegistry, defaultProcessorGroups } from '../workers/registry';
-import { LogCapture, startTestApp, type TestContext } from './helpers/context';
-import { bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { LogCapture } from './helpers/context';
+import { bearer } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-
-beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx?.close();
-});
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 
 test('a line logged inside a context carries its request id and workspace; outside, none', () => {
   const logs = new LogCapture();

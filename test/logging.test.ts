@@ -1,15 +1,7 @@
-import { startTestApp, type TestContext } from './helpers/context';
-import { bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { bearer } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx.close();
-});
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 
 const requestLines = () => ctx.logs.parsed().filter((l) => l.msg === 'request completed' || l.msg === 'request errored');
 

@@ -1,24 +1,14 @@
 /**
  * Macros applied by hand, and the macros.trigger job body run without a worker.
  */
-import { startTestApp, type TestContext } from './helpers/context';
-import { addMember, bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
+import { addMember, bearer, createWorkspace, mintKey } from './helpers/factories';
 import { createTicket, setStatus } from './helpers/tickets';
 import { applied, createdEventId, helpers, skippedEvents, type TicketView, type TriggerEvent } from './helpers/macros';
+import { useTestApp } from './helpers/use-test-app';
 
 describe('Macros: definitions and manual apply (no worker running)', () => {
-  let ctx: TestContext;
-  let ws: Workspace;
-  let other: Workspace;
   const h = helpers(() => ctx);
-  beforeAll(async () => {
-    ctx = await startTestApp();
-    ws = await createWorkspace(ctx);
-    other = await createWorkspace(ctx);
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx, workspaces: [ws, other] } = useTestApp({ workspaces: 2 });
 
   describe('POST /v1/tickets/{ticket_id}/macros/{macro_id}/apply', () => {
     test('applies the actions in order: status, priority, tags added then removed, team, assignee, and a note as internal_note', async () => {

@@ -1,22 +1,15 @@
 /**
  * Triggered macros with the worker running.
  */
-import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace } from './helpers/factories';
 import { createTicket, setStatus } from './helpers/tickets';
 import { sleep } from './helpers/wait';
 import { applied, createdEventId, helpers, skippedEvents, type TicketView, type TriggerEvent } from './helpers/macros';
+import { useTestApp } from './helpers/use-test-app';
 
 describe('Triggered macros with the worker running', () => {
-  let ctx: TestContext;
   const h = helpers(() => ctx);
-  beforeAll(async () => {
-    ctx = await startTestApp();
-    await ctx.startWorkers();
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx } = useTestApp({ workers: true });
 
   test('a macro saved after the process remembered "no macro listens" fires on the next write (the change notice drops the memory)', async () => {
     const changes = ctx.services.macroTriggers.listenForChanges(ctx.config.DATABASE_URL);

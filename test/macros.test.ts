@@ -3,25 +3,15 @@
  * macros-apply.test.ts; triggered macros with the worker: macros-triggered.test.ts.
  */
 import { newId } from '../src/lib/ids';
-import { startTestApp, type TestContext } from './helpers/context';
-import { addMember, bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { addMember, bearer, createWorkspace } from './helpers/factories';
 import { createTicket } from './helpers/tickets';
 import { sleep } from './helpers/wait';
 import { MACRO_FIELDS, applied, createdEventId, helpers, ms, type MacroView, type TicketView } from './helpers/macros';
+import { useTestApp } from './helpers/use-test-app';
 
 describe('Macros: definitions and manual apply (no worker running)', () => {
-  let ctx: TestContext;
-  let ws: Workspace;
-  let other: Workspace;
   const h = helpers(() => ctx);
-  beforeAll(async () => {
-    ctx = await startTestApp();
-    ws = await createWorkspace(ctx);
-    other = await createWorkspace(ctx);
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx, workspaces: [ws, other] } = useTestApp({ workspaces: 2 });
 
   describe('POST /v1/macros', () => {
     test('an editor creates a macro: 201 with id, name, description, actions, enabled, trigger, created_at, updated_at', async () => {

@@ -5,30 +5,16 @@
 import type { Job } from 'bullmq';
 import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace } from './helpers/factories';
-import { startMailProviderDouble, type MailProviderDouble } from './helpers/mail-provider-double';
 import { createTicket } from './helpers/tickets';
 import { eventually } from './helpers/wait';
-import { PROVIDERS, SENTENCE, appWithWorkers, checkOf, helpers, providerEnv, suite, tag, tokenCalls } from './helpers/mailbox';
+import { PROVIDERS, SENTENCE, checkOf, helpers, providerEnv, tag, tokenCalls, useMailProviderDouble, useMailboxApp } from './helpers/mailbox';
 
-let double: MailProviderDouble;
-beforeAll(async () => {
-  double = suite.double = await startMailProviderDouble();
-});
-afterAll(async () => {
-  await double.close();
-});
+const double = useMailProviderDouble();
 
 // =========================================================================================================
 
 describe('Connected mailbox, no worker running', () => {
-  let ctx: TestContext;
-  const h = helpers(() => ctx);
-  beforeAll(async () => {
-    ctx = await startTestApp({ env: providerEnv({ JOB_WAIT_MS: '300', OUTBOUND_ATTEMPTS: '7', OUTBOUND_RETRY_BASE_MS: '10' }) });
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx, h } = useMailboxApp({ JOB_WAIT_MS: '300', OUTBOUND_ATTEMPTS: '7', OUTBOUND_RETRY_BASE_MS: '10' }, { workers: false });
 
   const waitingJobs = async (queue: 'mailbox' | 'outbound', name: string): Promise<Job[]> => {
     const jobs = await ctx.runtime.queues.queue(queue).getJobs(['waiting', 'active', 'delayed', 'prioritized']);
@@ -123,14 +109,7 @@ describe('Connected mailbox, no worker running', () => {
 // =========================================================================================================
 
 describe('Connected mailbox with a daily send limit of 1', () => {
-  let ctx: TestContext;
-  const h = helpers(() => ctx);
-  beforeAll(async () => {
-    ctx = await appWithWorkers(providerEnv({ MAILBOX_DAILY_SEND_LIMIT: '1' }));
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx, h } = useMailboxApp({ MAILBOX_DAILY_SEND_LIMIT: '1' });
 
   test.each(PROVIDERS)('%s: the second reply of the day is blocked with a clear delivery event and a failing daily_send_quota check', async (p) => {
     const ws = await createWorkspace(ctx);
@@ -190,14 +169,7 @@ describe('A deployment with only Google configured', () => {
 // =========================================================================================================
 
 describe('A deployment with OAUTH_STATE_TTL_SECONDS=2', () => {
-  let ctx: TestContext;
-  const h = helpers(() => ctx);
-  beforeAll(async () => {
-    ctx = await startTestApp({ env: providerEnv({ OAUTH_STATE_TTL_SECONDS: '2' }) });
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx, h } = useMailboxApp({ OAUTH_STATE_TTL_SECONDS: '2' }, { workers: false });
 
   test('a state completes within its two seconds; one completed after them is 400 oauth_state_invalid and its code is not exchanged', async () => {
     const ws = await createWorkspace(ctx);

@@ -2,31 +2,16 @@
  * The connected mailbox at work (workers running): polling through the email ingest ledger, replies sent
  * through the mailbox and joining the customer's conversation, and what the workers did, seen from outside.
  */
-import { type TestContext } from './helpers/context';
 import { createWorkspace, type Workspace } from './helpers/factories';
 import { ingest, ticketDetail } from './helpers/ingest';
-import { startMailProviderDouble, type MailProviderDouble } from './helpers/mail-provider-double';
 import { emailPayload } from './helpers/payloads';
 import { eventually } from './helpers/wait';
-import { ISO, PROVIDERS, appWithWorkers, checkOf, helpers, providerEnv, suite, tag, tokenCalls } from './helpers/mailbox';
+import { ISO, PROVIDERS, checkOf, tag, tokenCalls, useMailProviderDouble, useMailboxApp } from './helpers/mailbox';
 
-let double: MailProviderDouble;
-beforeAll(async () => {
-  double = suite.double = await startMailProviderDouble();
-});
-afterAll(async () => {
-  await double.close();
-});
+const double = useMailProviderDouble();
 
 describe('Connected mailbox, workers running', () => {
-  let ctx: TestContext;
-  const h = helpers(() => ctx);
-  beforeAll(async () => {
-    ctx = await appWithWorkers(providerEnv());
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx, h } = useMailboxApp();
 
   describe.each(PROVIDERS)('%s polling through the ingest ledger', (p) => {
     let ws: Workspace;

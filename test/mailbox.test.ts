@@ -7,28 +7,13 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { createSealer } from '../src/lib/crypto';
-import { type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, mintKey } from './helpers/factories';
-import { startMailProviderDouble, type MailProviderDouble } from './helpers/mail-provider-double';
-import { CHECK_NAMES, DISCONNECTED, GRANTED, ISO, PROVIDERS, READ_SCOPE, REDIRECT, SEALED, SEND_SCOPE, SENTENCE, STATUS_FIELDS, WITHOUT_SEND, appWithWorkers, checkOf, helpers, providerEnv, stateHash, suite, tag, tokenCalls, tokenWorksAtProvider, type MailboxStatus } from './helpers/mailbox';
+import { CHECK_NAMES, DISCONNECTED, GRANTED, ISO, PROVIDERS, READ_SCOPE, REDIRECT, SEALED, SEND_SCOPE, SENTENCE, STATUS_FIELDS, WITHOUT_SEND, checkOf, stateHash, tag, tokenCalls, tokenWorksAtProvider, type MailboxStatus, useMailProviderDouble, useMailboxApp } from './helpers/mailbox';
 
-let double: MailProviderDouble;
-beforeAll(async () => {
-  double = suite.double = await startMailProviderDouble();
-});
-afterAll(async () => {
-  await double.close();
-});
+const double = useMailProviderDouble();
 
 describe('Connected mailbox, workers running', () => {
-  let ctx: TestContext;
-  const h = helpers(() => ctx);
-  beforeAll(async () => {
-    ctx = await appWithWorkers(providerEnv());
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx, h } = useMailboxApp();
 
   describe('GET /v1/channels/email/mailbox', () => {
     test('with nothing connected: 200, connected false, every field present and empty, zero or false', async () => {

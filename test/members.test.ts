@@ -1,14 +1,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-beforeAll(async () => {
-  ctx = await startTestApp();
-});
-afterAll(async () => {
-  await ctx.close();
-});
+const { ctx } = useTestApp();
 
 const tag = () => randomBytes(4).toString('hex');
 

@@ -1,17 +1,9 @@
 import { sql } from 'kysely';
-import { startTestApp, type TestContext } from './helpers/context';
-import { addMember, bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { addMember, bearer, createWorkspace } from './helpers/factories';
 import { createTicket, setStatus } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx.close();
-});
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 
 const merge = (source: string, target: string, key = ws.ownerKey) =>
   ctx.http.post(`/v1/tickets/${source}/merge`).set(bearer(key)).send({ target_ticket_id: target });

@@ -1,20 +1,9 @@
 import { newId } from '../src/lib/ids';
-import { startTestApp, type TestContext } from './helpers/context';
-import { addMember, bearer, createWorkspace, mintKey, type Member, type Workspace } from './helpers/factories';
+import { addMember, bearer, mintKey, type Member, type Workspace } from './helpers/factories';
 import { createTicket } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-let other: Workspace;
-
-beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-  other = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx.close();
-});
+const { ctx, workspaces: [ws, other] } = useTestApp({ workspaces: 2 });
 
 const NOTIFICATION_FIELDS = ['id', 'kind', 'ticket_id', 'body', 'meta', 'read_at', 'created_at'];
 

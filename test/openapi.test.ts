@@ -9,6 +9,7 @@ import { buildOpenApi } from '../src/http/openapi';
 import type { Operation } from '../src/http/operation';
 import { buildOperationTable } from '../src/operations';
 import { startTestApp, type TestContext } from './helpers/context';
+import { inlineShared } from './helpers/openapi-doc';
 
 let ctx: TestContext;
 beforeAll(async () => {
@@ -55,7 +56,7 @@ test('the document names a server (generators need one) and introduces authentic
 });
 
 test('integer and boolean query parameters are documented as such (bounds kept), not as patterned strings', async () => {
-  const res = await ctx.http.get('/v1/openapi.json');
+  const res = { body: inlineShared((await ctx.http.get('/v1/openapi.json')).body) };
   const params = res.body.paths['/v1/tickets'].get.parameters as { name: string; schema: Record<string, unknown> }[];
   const limit = params.find((p) => p.name === 'limit')!;
   expect(limit.schema).toMatchObject({ type: 'integer', minimum: expect.any(Number), maximum: expect.any(Number) });
@@ -90,7 +91,7 @@ test('every timestamp an answer carries (…_at, …_due) is typed format: date-
 });
 
 test('resources are named component schemas, referenced from every operation that answers them', async () => {
-  const doc = (await ctx.http.get('/v1/openapi.json')).body as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Record<string, unknown> }> }> }>>; components: { schemas: Record<string, Record<string, unknown>> } };
+  const doc = inlineShared((await ctx.http.get('/v1/openapi.json')).body) as { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: Record<string, unknown> }> }> }>>; components: { schemas: Record<string, Record<string, unknown>> } };
   const names = Object.keys(doc.components.schemas);
   for (const name of ['Problem', 'Ticket', 'TicketSummary', 'TicketEvent', 'Customer', 'ApiKey', 'CreatedApiKey', 'AuditEntry', 'Member', 'Team', 'Macro', 'Notification', 'SavedView', 'SlaPolicy', 'TimeEntry', 'Todo', 'Integration', 'Transcript', 'HelpCentre', 'ArticleTranslation', 'WorkspaceSettings', 'MailboxStatus']) {
     expect(names).toContain(name);
@@ -161,7 +162,7 @@ describe('examples in the OpenAPI document', () => {
   const ops = buildOperationTable();
   let doc: Doc;
   beforeAll(async () => {
-    doc = (await ctx.http.get('/v1/openapi.json')).body as Doc;
+    doc = inlineShared((await ctx.http.get('/v1/openapi.json')).body) as Doc;
   });
   const docOf = (op: Operation) => doc.paths[op.path]![op.method]!;
   /** "op_id: why" for each example its schema refuses, so a failure names every offender at once. */
@@ -277,7 +278,7 @@ describe('examples in the OpenAPI document', () => {
   });
 
   test('examples are deterministic: building the document again gives the same examples', () => {
-    expect(JSON.parse(JSON.stringify(buildOpenApi(ops, { version: '1.0.0' })))).toEqual(doc);
+    expect(inlineShared(JSON.parse(JSON.stringify(buildOpenApi(ops, { version: '1.0.0' }))))).toEqual(doc);
   });
 });
 
@@ -305,7 +306,7 @@ describe('API docs in a browser', () => {
 });
 
 describe('refusals outside the operation rows are documented too', () => {
-  const doc = buildOpenApi(buildOperationTable(), { version: 'test' }) as { paths: Record<string, Record<string, { responses: Record<string, { description: string; content?: Record<string, { example?: { code?: string; status?: string } }> }> }>> };
+  const doc = inlineShared(buildOpenApi(buildOperationTable(), { version: 'test' })) as { paths: Record<string, Record<string, { responses: Record<string, { description: string; content?: Record<string, { example?: { code?: string; status?: string } }> }> }>> };
   const responsesOf = (op: Operation) => doc.paths[op.path]![op.method]!.responses;
 
   test('every operation documents 503 with dependency_unavailable and shutting_down (a process draining after SIGTERM)', () => {

@@ -4,17 +4,12 @@ import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace } from './helpers/factories';
 import { eventually } from './helpers/wait';
 import { rawOf, zendeskEvent } from './helpers/webhooks';
+import { useTestApp } from './helpers/use-test-app';
 
 const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 
 describe('operator endpoints with OPS_USER / OPS_PASSWORD set', () => {
-  let ctx: TestContext;
-  beforeAll(async () => {
-    ctx = await startTestApp({ env: { OPS_USER: 'ops', OPS_PASSWORD: 'correct horse battery staple' } });
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx } = useTestApp({ env: { OPS_USER: 'ops', OPS_PASSWORD: 'correct horse battery staple' } });
 
   test.each(['/metrics', '/admin/queues'])('%s refuses a missing or wrong credential with 401 and a Basic challenge', async (path) => {
     for (const auth of [undefined, basic('ops', 'wrong'), basic('nobody', 'correct horse battery staple'), 'Bearer x']) {
@@ -200,13 +195,7 @@ describe('job and dedupe metrics from worker processes', () => {
 });
 
 describe('operator endpoints without OPS_USER / OPS_PASSWORD', () => {
-  let ctx: TestContext;
-  beforeAll(async () => {
-    ctx = await startTestApp();
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx } = useTestApp();
 
   test('are not served at all (404), and a log line says how to enable them', async () => {
     expect((await ctx.http.get('/metrics')).status).toBe(404);

@@ -3,9 +3,10 @@ import { sql } from 'kysely';
 import { Client } from 'pg';
 import { createDb } from '../src/db';
 import { createLogger } from '../src/lib/logger';
-import { LogCapture, startTestApp, type TestContext } from './helpers/context';
+import { LogCapture } from './helpers/context';
 import { serverUrl } from './helpers/db-names';
-import { bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { bearer } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
 /**
  * PostgreSQL errors quote the values they refused: in the message (`invalid input syntax for type uuid:
@@ -13,19 +14,13 @@ import { bearer, createWorkspace, type Workspace } from './helpers/factories';
  * in the `where` context ("unnamed portal parameter $1 = '…'"). None of it may reach a log line.
  */
 
-let ctx: TestContext;
-let ws: Workspace;
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
   // A server configured to quote whole parameters in error context, as the reported deployment was.
   const admin = new Client({ connectionString: serverUrl('postgres') });
   await admin.connect();
   await admin.query(`ALTER DATABASE "${ctx.databaseName}" SET log_parameter_max_length_on_error = -1`);
   await admin.end();
-});
-afterAll(async () => {
-  await ctx?.close();
 });
 
 const secret = () => `tg_auth_${randomBytes(12).toString('hex')}`;

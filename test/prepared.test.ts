@@ -4,15 +4,9 @@
  */
 import { sql } from 'kysely';
 import { prepared } from '../src/db/prepared';
-import { startTestApp, type TestContext } from './helpers/context';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-beforeAll(async () => {
-  ctx = await startTestApp();
-});
-afterAll(async () => {
-  await ctx.close();
-});
+const { ctx } = useTestApp();
 
 test('each call answers for its own arguments, with constants of the builder kept', async () => {
   let builds = 0;

@@ -7,6 +7,7 @@ import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace } from './helpers/factories';
 import { spawnWorker, workerStarted } from './helpers/processes';
 import { eventually } from './helpers/wait';
+import { useTestApp } from './helpers/use-test-app';
 
 const DAY_MS = 86_400_000;
 
@@ -38,14 +39,7 @@ async function auditRowExists(ctx: TestContext, id: string): Promise<boolean> {
 }
 
 describe('enqueueAndAwait with a worker running', () => {
-  let ctx: TestContext;
-  beforeAll(async () => {
-    ctx = await startTestApp();
-    await ctx.startWorkers();
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx } = useTestApp({ workers: true });
 
   test('answers completed with the prune result, deleting old audit rows and keeping fresh ones', async () => {
     const ws = await createWorkspace(ctx);
@@ -64,13 +58,7 @@ describe('enqueueAndAwait with a worker running', () => {
 });
 
 describe('enqueueAndAwait when no worker answers within the wait', () => {
-  let ctx: TestContext;
-  beforeAll(async () => {
-    ctx = await startTestApp();
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx } = useTestApp();
 
   test('answers accepted with the job id, and the job later runs exactly once', async () => {
     const ws = await createWorkspace(ctx);
@@ -103,13 +91,7 @@ describe('enqueueAndAwait when no worker answers within the wait', () => {
 });
 
 describe('the worker registry', () => {
-  let ctx: TestContext;
-  beforeAll(async () => {
-    ctx = await startTestApp();
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx } = useTestApp();
 
   type Group = ReturnType<typeof maintenanceProcessors>;
 

@@ -2,24 +2,14 @@
  * Rollups: random sequences against a direct aggregation over raw rows, ETag / If-None-Match on both reads,
  * and the verify CLI.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { isDeepStrictEqual } from 'node:util';
 import { sql } from 'kysely';
-import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, createWorkspace } from './helpers/factories';
 import { createTicket } from './helpers/tickets';
-import { ROOT, TSX, aggregate, api, bucketCount, compareAll, csat, entry, expectNoDifferences, explain, journalCount, mulberry32, suite, summary, todo, type Mismatch, World } from './helpers/rollups';
+import { ROOT, TSX, aggregate, api, bucketCount, compareAll, csat, entry, expectNoDifferences, explain, journalCount, mulberry32, summary, todo, type Mismatch, World, useRollupsApp } from './helpers/rollups';
 
-let ctx: TestContext;
-const running = new Set<ChildProcess>();
-
-beforeAll(async () => {
-  ctx = suite.ctx = await startTestApp();
-});
-afterAll(async () => {
-  for (const child of running) child.kill('SIGKILL');
-  await ctx.close();
-});
+const { ctx, running } = useRollupsApp();
 
 // 2. Property-style: random sequences against a raw SQL aggregation
 // ---------------------------------------------------------------------------------------------------------

@@ -1,24 +1,13 @@
 /**
  * Rollups: the time-tracking summary's and the CSAT aggregate's semantics and spec rules, as named tests.
  */
-import { type ChildProcess } from 'node:child_process';
 import { newId } from '../src/lib/ids';
-import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace } from './helpers/factories';
 import { createTeam } from './helpers/teams';
 import { createTicket } from './helpers/tickets';
-import { DAY, ZERO_COUNTS, ZERO_DISTRIBUTION, aggregate, api, backdate, bucketCount, csat, csatRuleViolations, dayString, entry, expectNoDifferences, isoIn, normCsat, normSummary, ok, split, suite, summary, summaryRuleViolations, todo, withoutEmptyGroups, type Summary } from './helpers/rollups';
+import { DAY, ZERO_COUNTS, ZERO_DISTRIBUTION, aggregate, api, backdate, bucketCount, csat, csatRuleViolations, dayString, entry, expectNoDifferences, isoIn, normCsat, normSummary, ok, split, summary, summaryRuleViolations, todo, withoutEmptyGroups, type Summary, useRollupsApp } from './helpers/rollups';
 
-let ctx: TestContext;
-const running = new Set<ChildProcess>();
-
-beforeAll(async () => {
-  ctx = suite.ctx = await startTestApp();
-});
-afterAll(async () => {
-  for (const child of running) child.kill('SIGKILL');
-  await ctx.close();
-});
+const { ctx } = useRollupsApp();
 
 // 3. Spec rules and semantics as named tests
 // ---------------------------------------------------------------------------------------------------------

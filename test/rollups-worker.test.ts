@@ -1,23 +1,12 @@
 /**
  * Rollups: precomputation with the rollups worker running (the workers stay up until the file ends).
  */
-import { type ChildProcess } from 'node:child_process';
-import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, createWorkspace } from './helpers/factories';
 import { createTicket } from './helpers/tickets';
 import { eventually, sleep } from './helpers/wait';
-import { aggregate, api, bucketCount, entry, expectNoDifferences, journalCount, normCsat, normSummary, rawCsat, rawSummary, suite, summary } from './helpers/rollups';
+import { aggregate, api, bucketCount, entry, expectNoDifferences, journalCount, normCsat, normSummary, rawCsat, rawSummary, summary, useRollupsApp } from './helpers/rollups';
 
-let ctx: TestContext;
-const running = new Set<ChildProcess>();
-
-beforeAll(async () => {
-  ctx = suite.ctx = await startTestApp();
-});
-afterAll(async () => {
-  for (const child of running) child.kill('SIGKILL');
-  await ctx.close();
-});
+const { ctx } = useRollupsApp();
 
 // 4. Precomputation with the worker running (last: the workers stay up until the file ends)
 // ---------------------------------------------------------------------------------------------------------

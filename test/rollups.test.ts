@@ -3,26 +3,15 @@
  * Semantics: rollups-semantics.test.ts; properties, ETags and the verify CLI: rollups-properties.test.ts;
  * precomputation with the worker: rollups-worker.test.ts.
  */
-import { type ChildProcess } from 'node:child_process';
 import { sql } from 'kysely';
 import { newId } from '../src/lib/ids';
-import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, type Member, type Workspace } from './helpers/factories';
 import { createTeam } from './helpers/teams';
 import { createTicket } from './helpers/tickets';
 import { sleep } from './helpers/wait';
-import { CSAT, DAY, SUMMARY, ZERO_DISTRIBUTION, aggregate, api, backdate, csat, entry, isoIn, ok, suite, summary, ticketDetail, todo } from './helpers/rollups';
+import { CSAT, DAY, SUMMARY, ZERO_DISTRIBUTION, aggregate, api, backdate, csat, entry, isoIn, ok, summary, ticketDetail, todo, useRollupsApp } from './helpers/rollups';
 
-let ctx: TestContext;
-const running = new Set<ChildProcess>();
-
-beforeAll(async () => {
-  ctx = suite.ctx = await startTestApp();
-});
-afterAll(async () => {
-  for (const child of running) child.kill('SIGKILL');
-  await ctx.close();
-});
+const { ctx } = useRollupsApp();
 
 // 1. Sources through HTTP
 // ---------------------------------------------------------------------------------------------------------

@@ -46,13 +46,19 @@ function fakeRes() {
   return { res: res as unknown as Response, sent };
 }
 
+/** The budgets (src/limits/), each answering as if nothing were over. */
+const limitsWith = (over: Record<string, unknown> = {}) => ({
+  authFailures: { authenticate: async () => agent() },
+  api: { take: async () => ({ 'RateLimit-Remaining': '9' }) },
+  refusals: { charge: async (_ip: string, err: unknown) => err },
+  ...over,
+});
+
 const services = (over: Partial<Record<keyof RouterServices, unknown>> = {}) =>
   ({
-    authThrottle: { authenticate: async () => agent() },
+    limits: limitsWith(),
     identity: { authenticate: async () => agent() },
-    intakeRefusals: { charge: async (_ip: string, err: unknown) => err },
     idempotency: { check: () => {}, fingerprint: () => 'fp', start: async () => ({ run: true }), finish: async () => {}, release: async () => {}, maxStoredBytes: 1000 },
-    apiLimits: { take: async () => ({ 'RateLimit-Remaining': '9' }) },
     reads: { wrote: async () => {} },
     ...over,
   }) as unknown as RouterServices;
@@ -69,15 +75,15 @@ const noIdem: Idempotency = { key: undefined, replayed: false, keep: async () =>
 describe('guard', () => {
   test('a public operation consults no credential', async () => {
     let asked = false;
-    const s = services({ authThrottle: { authenticate: async () => ((asked = true), agent()) } });
+    const s = services({ limits: limitsWith({ authFailures: { authenticate: async () => ((asked = true), agent()) } }) });
     const { x } = exchange(op({ access: 'public' }), s);
     expect(await guard(x)).toBe(PUBLIC_PRINCIPAL);
     expect(asked).toBe(false);
   });
   test('a role under the floor is 403 insufficient_role; a key without the scope is 403 insufficient_scope', async () => {
-    const viewer = services({ authThrottle: { authenticate: async () => agent({ role: 'viewer' }) } });
+    const viewer = services({ limits: limitsWith({ authFailures: { authenticate: async () => agent({ role: 'viewer' }) } }) });
     await expect(guard(exchange(op({}), viewer).x)).rejects.toMatchObject({ code: 'insufficient_role' });
-    const scoped = services({ authThrottle: { authenticate: async () => agent({ scopes: ['customers:read'] as never }) } });
+    const scoped = services({ limits: limitsWith({ authFailures: { authenticate: async () => agent({ scopes: ['customers:read'] as never }) } }) });
     await expect(guard(exchange(op({}), scoped).x)).rejects.toMatchObject({ code: 'insufficient_scope' });
   });
 });

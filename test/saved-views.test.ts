@@ -1,30 +1,22 @@
 import { sql } from 'kysely';
 import { newId } from '../src/lib/ids';
-import { startTestApp, type TestContext } from './helpers/context';
-import { addMember, bearer, createWorkspace, mintKey, type Member, type Workspace } from './helpers/factories';
+import { addMember, bearer, mintKey, type Member } from './helpers/factories';
 import { createTicket } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
 let editor: Member;
 let editor2: Member;
 let viewer: Member;
 let admin: Member;
-let other: Workspace;
 
+const { ctx, workspaces: [ws, other] } = useTestApp({ workspaces: 2 });
 beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-  other = await createWorkspace(ctx);
   [editor, editor2, viewer, admin] = [
     await addMember(ctx, ws, 'editor'),
     await addMember(ctx, ws, 'editor'),
     await addMember(ctx, ws, 'viewer'),
     await addMember(ctx, ws, 'admin'),
   ];
-});
-afterAll(async () => {
-  await ctx.close();
 });
 
 const VIEW_FIELDS = ['id', 'name', 'filters', 'shared', 'owner_user_id', 'created_at', 'updated_at'];

@@ -4,7 +4,7 @@
  * constraint or index must contain `tenant_id` (Citus enforces uniqueness only with the distribution
  * column), and every foreign key to another tenant table must carry it (so it stays within one shard). Every
  * other table must be a reference table on the list below (copied to every node), or local bookkeeping.
- * The plan is in docs/decisions.md, "A schema Citus can distribute".
+ * The plan is in docs/decisions/data-and-scale.md, "A schema Citus can distribute".
  */
 import { sql } from 'kysely';
 import { startTestApp, type TestContext } from './helpers/context';

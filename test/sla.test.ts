@@ -2,21 +2,14 @@ import { Job } from 'bullmq';
 import { sql } from 'kysely';
 import { loadConfig } from '../src/config';
 import { DEFAULT_SLA_TARGETS, type SlaTargets } from '../src/domains/sla/targets';
-import { startTestApp, type TestContext } from './helpers/context';
+import { type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, type Workspace } from './helpers/factories';
+import type { TicketEvent } from './helpers/ingest';
+import { getTicket, patchTicket } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 import { eventually } from './helpers/wait';
 
 type Priority = 'low' | 'normal' | 'high' | 'urgent';
-
-interface TicketEvent {
-  id: string;
-  kind: string;
-  body: string;
-  meta: Record<string, unknown>;
-  actor_type: string;
-  actor_user_id?: string;
-  created_at: string;
-}
 
 interface TicketView {
   id: string;
@@ -62,16 +55,8 @@ function helpers(get: () => TestContext) {
       if (res.status !== 201) throw new Error(`create ticket: ${res.status} ${JSON.stringify(res.body)}`);
       return res.body as TicketView;
     },
-    async ticket(ws: Workspace, id: string): Promise<TicketView> {
-      const res = await get().http.get(`/v1/tickets/${id}`).set(bearer(ws.ownerKey));
-      if (res.status !== 200) throw new Error(`get ticket: ${res.status} ${JSON.stringify(res.body)}`);
-      return res.body as TicketView;
-    },
-    async patch(ws: Workspace, id: string, body: Record<string, unknown>): Promise<TicketView> {
-      const res = await get().http.patch(`/v1/tickets/${id}`).set(bearer(ws.ownerKey)).send(body);
-      if (res.status !== 200) throw new Error(`patch ticket: ${res.status} ${JSON.stringify(res.body)}`);
-      return res.body as TicketView;
-    },
+    ticket: (ws: Workspace, id: string) => getTicket<TicketView>(get(), ws, id),
+    patch: (ws: Workspace, id: string, body: Record<string, unknown>) => patchTicket<TicketView>(get(), ws, id, body),
     async reply(ws: Workspace, id: string, body = 'On it.'): Promise<TicketView> {
       const res = await get().http.post(`/v1/tickets/${id}/replies`).set(bearer(ws.ownerKey)).send({ body });
       if (res.status !== 201) throw new Error(`reply: ${res.status} ${JSON.stringify(res.body)}`);
@@ -102,14 +87,8 @@ function helpers(get: () => TestContext) {
 }
 
 describe('SLA policies, timers and breaches (no worker running)', () => {
-  let ctx: TestContext;
+  const { ctx } = useTestApp();
   const h = helpers(() => ctx);
-  beforeAll(async () => {
-    ctx = await startTestApp();
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
 
   describe('policies', () => {
     test('a new workspace has exactly one policy, the default, readable by a viewer', async () => {
@@ -548,14 +527,7 @@ describe('SLA policies, timers and breaches (no worker running)', () => {
 
 /** An app with its workers running and the SLA sweep every `sweepSeconds`, for the describe block it is called in. */
 function withWorkers(sweepSeconds: number): () => TestContext {
-  let ctx: TestContext;
-  beforeAll(async () => {
-    ctx = await startTestApp({ env: { SLA_SWEEP_SECONDS: String(sweepSeconds) } });
-    await ctx.startWorkers();
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx } = useTestApp({ env: { SLA_SWEEP_SECONDS: String(sweepSeconds) }, workers: true });
   return () => ctx;
 }
 

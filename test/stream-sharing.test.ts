@@ -13,10 +13,10 @@ import { createLogger } from '../src/lib/logger';
 import { createWriteTurns } from '../src/domains/events/live';
 import { createRechecks } from '../src/http/rechecks';
 import type { Principal } from '../src/domains/identity/principal';
-import { startTestApp, type TestContext } from './helpers/context';
 import { createWorkspace } from './helpers/factories';
 import { createTicket } from './helpers/tickets';
 import { eventually } from './helpers/wait';
+import { useTestApp } from './helpers/use-test-app';
 
 const turn = () => new Promise<void>((r) => setImmediate(r));
 
@@ -60,13 +60,7 @@ test('streams of one credential share a re-check that started after the moment e
 });
 
 describe('against an API process', () => {
-  let ctx: TestContext;
-  beforeAll(async () => {
-    ctx = await startTestApp({ env: { EVENT_STREAM_POLL_MS: '50', EVENT_STREAMS_PER_CALLER: '50' } });
-  });
-  afterAll(async () => {
-    await ctx?.close();
-  });
+  const { ctx } = useTestApp({ env: { EVENT_STREAM_POLL_MS: '50', EVENT_STREAMS_PER_CALLER: '50' } });
 
   test('twenty streams of one workspace read each new page of the log once between them, and each gets every event', async () => {
     const w = await createWorkspace(ctx);

@@ -1,19 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
-import { startTestApp, type TestContext } from './helpers/context';
+import { startTestApp } from './helpers/context';
 import { addMember, bearer, createWorkspace, mintKey, type Member, type Workspace } from './helpers/factories';
 import { addToTeam, assign, createTeam, onlineTeam, setPresence, setUnavailable } from './helpers/teams';
 import { createTicket } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx.close();
-});
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 
 const ASSIGNMENT_FIELDS = ['assignee_id', 'assignee_name', 'ticket_id', 'team_id', 'skipped'].sort();
 

@@ -7,7 +7,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { createAuthThrottle } from '../src/http/auth-throttle';
+import { createAuthFailureBudget } from '../src/limits/auth-failures';
 import { statusOf } from '../src/http/errors';
 import { unauthenticated } from '../src/lib/errors';
 import type { Principal } from '../src/domains/identity/principal';
@@ -16,7 +16,7 @@ import { createRealm, LogCapture, startTestApp, type TestContext } from './helpe
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { connect, countRows } from './helpers/ingest';
 import { telegramUpdate, whatsappMessage, whatsappPayload } from './helpers/payloads';
-import { rawOf, signedHeaders, zendeskEvent } from './helpers/webhooks';
+import { rawOf, signedHeaders, zendeskEvent, zendeskUserEvent } from './helpers/webhooks';
 
 const WORKSPACE_POINTS = 5;
 const REFUSAL_POINTS = 10;
@@ -189,6 +189,28 @@ describe('webhook refusals are charged to the sender\'s address, never to the in
   });
 });
 
+describe('webhooks follow the intake refund rule (src/limits/intake.ts): points bound writes', () => {
+  test('redeliveries are refunded and non-ticket events cost nothing: one event, five redeliveries and ten ignored events, then exactly four more distinct fit', async () => {
+    const ws = await createWorkspace(ctx);
+    const secret = `whsec_${randomBytes(16).toString('hex')}`;
+    const created = await ctx.http.post('/v1/integrations').set(bearer(ws.ownerKey)).send({ provider: 'zendesk', name: 'Zendesk', signing_secret: secret });
+    expect(created.status).toBe(201);
+    const post = (raw: string) => ctx.http.post(`/v1/webhooks/zendesk/${created.body.id}`).set({ ...signedHeaders('zendesk', secret, raw), 'X-Forwarded-For': newAddress() }).send(raw);
+    const raw = rawOf(zendeskEvent());
+    const first = await post(raw);
+    expect(first.status).toBe(200);
+    expect(first.body.status).toBe('ok');
+    for (let i = 0; i < WORKSPACE_POINTS; i++) expect((await post(raw)).status).toBe(200);
+    for (let i = 0; i < 2 * WORKSPACE_POINTS; i++) {
+      const ignored = await post(rawOf(zendeskUserEvent()));
+      expect(ignored.status).toBe(200);
+      expect(ignored.body).toEqual({ status: 'ignored' });
+    }
+    for (let i = 1; i < WORKSPACE_POINTS; i++) expect((await post(rawOf(zendeskEvent()))).status).toBe(200);
+    expectRetryAfter(await post(rawOf(zendeskEvent())));
+  });
+});
+
 describe('integrations per workspace are capped (MAX_INTEGRATIONS_PER_WORKSPACE)', () => {
   test('concurrent creations beyond the cap answer 409 integration_limit_reached and create nothing; a deletion frees a place; other workspaces are unaffected', async () => {
     const [ws, other] = await Promise.all([createWorkspace(ctx), createWorkspace(ctx)]);
@@ -286,7 +308,7 @@ describe('the failed-authentication throttle with Redis unreachable', () => {
     const redis = new Redis('redis://127.0.0.1:1', { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
     const logs = new LogCapture();
     const logger = createLogger(ctx.config, logs);
-    const throttle = createAuthThrottle({ redis, config: { ...ctx.config, AUTH_FAILURE_RATE_POINTS: 1 }, logger });
+    const throttle = createAuthFailureBudget({ redis, config: { ...ctx.config, AUTH_FAILURE_RATE_POINTS: 1 }, logger });
     const principal = { kind: 'user', tenantId: randomUUID() } as unknown as Principal;
     const secret = wrongKey();
     try {

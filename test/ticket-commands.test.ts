@@ -7,22 +7,15 @@ import type { Executor } from '../src/db';
 import { DomainError } from '../src/lib/errors';
 import type { Principal } from '../src/domains/identity/principal';
 import type { EventActor, LockedTicket, TicketCommands } from '../src/domains/tickets/commands';
-import { startTestApp, type TestContext } from './helpers/context';
-import { createWorkspace, type Workspace } from './helpers/factories';
 import { createTicket } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
 let commands: TicketCommands;
 const system: EventActor = { actor_type: 'system', actor_user_id: null, actor_name: 'Test' };
 
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
   commands = ctx.services.tickets.commands;
-});
-afterAll(async () => {
-  await ctx?.close();
 });
 
 /** The workspace owner, as a key-holding caller of the tickets' own use cases. */

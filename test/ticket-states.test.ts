@@ -1,16 +1,8 @@
-import { startTestApp, type TestContext } from './helpers/context';
-import { addMember, bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { addMember, bearer } from './helpers/factories';
 import { createTicket, setStatus } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx.close();
-});
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 
 const ALL = ['open', 'pending', 'on_hold', 'solved', 'closed', 'spam', 'merged'];
 const ALLOWED: Record<string, string[]> = {

@@ -3,16 +3,15 @@ import { sql } from 'kysely';
 import { createApp } from '../src/app';
 import { createLogger } from '../src/lib/logger';
 import { newId } from '../src/lib/ids';
-import { startTestApp, type TestContext } from './helpers/context';
-import { bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { type TestContext } from './helpers/context';
+import { bearer, createWorkspace } from './helpers/factories';
 import { createTicket } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 
 /**
  * GET /v1/tickets/{id} keeps each ticket's rendered timeline per API process, used only while the ticket is
  * at the version it was rendered at (checked in the statement that reads the ticket).
  */
-let ctx: TestContext;
-let ws: Workspace;
 /** Another API process over the same database and Redis (its own services, so its own kept timelines). */
 let other: ReturnType<typeof supertest>;
 /** An API process that keeps no timelines. */
@@ -23,14 +22,10 @@ function appWith(config: TestContext['config']) {
   return supertest(app);
 }
 
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
   other = appWith(ctx.config);
   keepsNone = appWith({ ...ctx.config, TICKET_TIMELINE_CACHE_MB: 0 });
-});
-afterAll(async () => {
-  await ctx.close();
 });
 
 /** A timeline event written behind the service's back: the ticket's row (and so its version) is not touched. */

@@ -1,18 +1,10 @@
 import { sql } from 'kysely';
 import { newId } from '../src/lib/ids';
-import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { createTicket, setStatus } from './helpers/tickets';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-beforeAll(async () => {
-  ctx = await startTestApp();
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx.close();
-});
+const { ctx, ws } = useTestApp({ workspaces: 1 });
 
 const DETAIL_FIELDS = [
   'id', 'subject', 'description', 'status', 'priority', 'source', 'customer_id', 'customer_name', 'customer_email', 'tags',

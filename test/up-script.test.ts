@@ -8,19 +8,16 @@ import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
-import { startTestApp, type TestContext } from './helpers/context';
 import { eventually } from './helpers/wait';
+import { useTestApp } from './helpers/use-test-app';
 
 const ROOT = path.resolve(__dirname, '..');
-let ctx: TestContext;
 const started: ChildProcess[] = [];
 
-beforeAll(async () => {
-  ctx = await startTestApp();
-});
-afterAll(async () => {
-  for (const c of started) if (c.exitCode === null) c.kill('SIGKILL');
-  await ctx?.close();
+const { ctx } = useTestApp({
+  teardown: () => {
+    for (const c of started) if (c.exitCode === null) c.kill('SIGKILL');
+  },
 });
 
 const freePort = () =>

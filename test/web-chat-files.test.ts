@@ -10,31 +10,22 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
-import { startTestApp, type TestContext } from './helpers/context';
-import { bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { bearer, type Workspace } from './helpers/factories';
 import { connect } from './helpers/ingest';
+import { useTestApp } from './helpers/use-test-app';
 import { connectSse } from './helpers/sse';
 import { eventually } from './helpers/wait';
 
 const MAX = 256 * 1024;
 
-let ctx: TestContext;
-let a: Workspace;
-let b: Workspace;
+const { ctx, workspaces: [a, b] } = useTestApp({ env: { FILES_MAX_BYTES: String(MAX), EVENT_STREAM_POLL_MS: '50' }, workers: true, workspaces: 2, timeout: 60_000 });
 let tokenA: string;
 let tokenB: string;
 
 beforeAll(async () => {
-  ctx = await startTestApp({ env: { FILES_MAX_BYTES: String(MAX), EVENT_STREAM_POLL_MS: '50' } });
-  await ctx.startWorkers();
-  a = await createWorkspace(ctx);
-  b = await createWorkspace(ctx);
   tokenA = (await connect(ctx, a, 'web_chat')).details.inbound_token!;
   tokenB = (await connect(ctx, b, 'web_chat')).details.inbound_token!;
 }, 60_000);
-afterAll(async () => {
-  await ctx?.close();
-});
 
 // ------------------------------------------------------------------------------------------------ helpers
 

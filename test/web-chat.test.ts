@@ -8,8 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { createVisitorTokens } from '../src/domains/web-chat/tokens';
-import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 import { connect, ingest } from './helpers/ingest';
 import { webChatPayload } from './helpers/payloads';
 import { connectSse, type SseClient } from './helpers/sse';
@@ -18,31 +18,25 @@ import { eventually, sleep } from './helpers/wait';
 const SHOP = 'https://shop.northwind.example';
 const CACHE_MS = 300;
 
-let ctx: TestContext;
-let a: Workspace;
-let b: Workspace;
+const { ctx, workspaces: [a, b] } = useTestApp({
+  env: {
+    WEB_CHAT_CONNECTION_CACHE_MS: String(CACHE_MS),
+    WEB_CHAT_STREAMS_PER_VISITOR: '2',
+    EVENT_STREAM_POLL_MS: '50',
+    EVENT_STREAM_RECHECK_SECONDS: '1',
+    EVENT_STREAM_HEARTBEAT_SECONDS: '1',
+  },
+  workers: true,
+  workspaces: 2,
+  timeout: 60_000,
+});
 let tokenA: string;
 let tokenB: string;
 
 beforeAll(async () => {
-  ctx = await startTestApp({
-    env: {
-      WEB_CHAT_CONNECTION_CACHE_MS: String(CACHE_MS),
-      WEB_CHAT_STREAMS_PER_VISITOR: '2',
-      EVENT_STREAM_POLL_MS: '50',
-      EVENT_STREAM_RECHECK_SECONDS: '1',
-      EVENT_STREAM_HEARTBEAT_SECONDS: '1',
-    },
-  });
-  await ctx.startWorkers();
-  a = await createWorkspace(ctx);
-  b = await createWorkspace(ctx);
   tokenA = (await connect(ctx, a, 'web_chat', { config: { allowed_origins: [SHOP] } })).details.inbound_token!;
   tokenB = (await connect(ctx, b, 'web_chat', { config: { allowed_origins: [SHOP] } })).details.inbound_token!;
 }, 60_000);
-afterAll(async () => {
-  await ctx?.close();
-});
 
 // ------------------------------------------------------------------------------------------------ helpers
 

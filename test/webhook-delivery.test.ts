@@ -4,14 +4,13 @@
  * webhook-id; one ticket's events arrive in commit order while another ticket's flow past a failing one;
  * a rolled-back change sends nothing; rotation signs with both secrets; a failing endpoint is disabled.
  */
-import type { Executor } from '../src/db';
-import type { EventActor } from '../src/domains/tickets/commands';
 import { addressAllowed } from '../src/domains/webhook-endpoints/transport';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
-import { createTicket } from './helpers/tickets';
+import { changeRolledBack, createTicket } from './helpers/tickets';
 import { eventually, sleep } from './helpers/wait';
 import { startReceiver, verify, type Received } from './helpers/webhook-receiver';
+import { useTestApp } from './helpers/use-test-app';
 
 /** Fast retries for tests: 50 ms first ceiling, a 20 s window, a 1 s request time-out, a sweep every 300 ms, a short-lived breaker. */
 const FAST = {
@@ -24,16 +23,14 @@ const FAST = {
   OUTBOUND_WEBHOOK_SWEEP_MS: '300',
 };
 
-let ctx: TestContext;
 const receivers: { stop(): Promise<void> }[] = [];
 
-beforeAll(async () => {
-  ctx = await startTestApp({ env: FAST });
-  await ctx.startWorkers();
-});
-afterAll(async () => {
-  await Promise.all(receivers.map((r) => r.stop().catch(() => {})));
-  await ctx?.close();
+const { ctx } = useTestApp({
+  env: FAST,
+  workers: true,
+  teardown: async () => {
+    await Promise.all(receivers.map((r) => r.stop().catch(() => {})));
+  },
 });
 
 async function receiver(...args: Parameters<typeof startReceiver>) {
@@ -232,15 +229,7 @@ test('a change that rolls back sends nothing; the next committed change is deliv
   await endpoint(ctx, w, rx.url);
   const t = (await createTicket(ctx, w)) as { id: string };
   await until(() => (rx.received.length === 1 ? true : undefined), 'the created event');
-  const system: EventActor = { actor_type: 'system', actor_user_id: null, actor_name: 'Test' };
-  const commands = ctx.services.tickets.commands;
-  await expect(
-    ctx.db.transaction().execute(async (tx: Executor) => {
-      const locked = await commands.lockForChange(tx, w.tenantId, t.id);
-      await commands.applyChanges(tx, w.tenantId, system, locked, { status: 'pending' });
-      throw new Error('rolled back on purpose');
-    }),
-  ).rejects.toThrow('rolled back on purpose');
+  await changeRolledBack(ctx, w, t.id);
   await ctx.http.patch(`/v1/tickets/${t.id}`).set(bearer(w.ownerKey)).send({ tags: ['after'] }).expect(200);
   await until(() => (rx.received.length === 2 ? true : undefined), 'the committed change');
   await sleep(500);
@@ -360,14 +349,7 @@ describe('an endpoint failing event after event', () => {
 });
 
 describe('the address guard (no loopback, no private networks: the default)', () => {
-  let c: TestContext;
-  beforeAll(async () => {
-    c = await startTestApp({ env: { ...FAST, OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'false', OUTBOUND_WEBHOOK_RETRY_HOURS: String(1 / 3600) } });
-    await c.startWorkers();
-  });
-  afterAll(async () => {
-    await c?.close();
-  });
+  const { ctx: c } = useTestApp({ env: { ...FAST, OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'false', OUTBOUND_WEBHOOK_RETRY_HOURS: String(1 / 3600) }, workers: true });
 
   test('a name that resolves to loopback is refused at send, before connecting; the attempt says why', async () => {
     const w = await createWorkspace(c);

@@ -3,19 +3,11 @@
  * creation and rotation only, never in a read, an audit entry, an error or a log line; URLs are https only
  * (http only to loopback where the deployment allows it); event types are checked against the contract.
  */
-import { startTestApp, type TestContext } from './helpers/context';
+import { startTestApp } from './helpers/context';
 import { addMember, bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-let ws: Workspace;
-
-beforeAll(async () => {
-  ctx = await startTestApp({ env: { OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' } });
-  ws = await createWorkspace(ctx);
-});
-afterAll(async () => {
-  await ctx?.close();
-});
+const { ctx, ws } = useTestApp({ env: { OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' }, workspaces: 1 });
 
 const create = (w: Workspace, body: Record<string, unknown>) => ctx.http.post('/v1/webhook-endpoints').set(bearer(w.ownerKey)).send(body);
 const valid = { url: 'https://hooks.example.com/helpdesk', event_types: ['ticket.created', 'message.created'] };

@@ -11,6 +11,7 @@ import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { createTicket } from './helpers/tickets';
 import { eventually, sleep } from './helpers/wait';
 import { startReceiver } from './helpers/webhook-receiver';
+import { useTestApp } from './helpers/use-test-app';
 
 const receivers: { stop(): Promise<void> }[] = [];
 async function receiver(...args: Parameters<typeof startReceiver>) {
@@ -35,13 +36,7 @@ const liveSenders = async (c: TestContext, tenantId: string) =>
 const BASE = { OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true', OUTBOUND_WEBHOOK_RETRY_BASE_MS: '50', OUTBOUND_WEBHOOK_SWEEP_MS: '300' };
 
 describe('endpoints per workspace are capped', () => {
-  let ctx: TestContext;
-  beforeAll(async () => {
-    ctx = await startTestApp({ env: { ...BASE, OUTBOUND_WEBHOOK_ENDPOINTS_PER_WORKSPACE: '3' } });
-  });
-  afterAll(async () => {
-    await ctx?.close();
-  });
+  const { ctx } = useTestApp({ env: { ...BASE, OUTBOUND_WEBHOOK_ENDPOINTS_PER_WORKSPACE: '3' } });
 
   test('concurrent creations past OUTBOUND_WEBHOOK_ENDPOINTS_PER_WORKSPACE answer 409 endpoint_limit_reached and create nothing; a deletion frees a place; other workspaces are unaffected', async () => {
     const w = await createWorkspace(ctx);
@@ -115,14 +110,7 @@ describe('a workspace\'s senders share OUTBOUND_WEBHOOK_WORKSPACE_CONCURRENCY sl
 });
 
 describe('each endpoint has its own circuit breaker', () => {
-  let ctx: TestContext;
-  beforeAll(async () => {
-    ctx = await startTestApp({ env: { ...BASE, OUTBOUND_WEBHOOK_CIRCUIT_FAILURES: '3', OUTBOUND_WEBHOOK_CIRCUIT_OPEN_SECONDS: '1.5', OUTBOUND_WEBHOOK_DELIVERY_TIMEOUT_MS: '500', OUTBOUND_WEBHOOK_RETRY_HOURS: String(60 / 3600) } });
-    await ctx.startWorkers();
-  });
-  afterAll(async () => {
-    await ctx?.close();
-  });
+  const { ctx } = useTestApp({ env: { ...BASE, OUTBOUND_WEBHOOK_CIRCUIT_FAILURES: '3', OUTBOUND_WEBHOOK_CIRCUIT_OPEN_SECONDS: '1.5', OUTBOUND_WEBHOOK_DELIVERY_TIMEOUT_MS: '500', OUTBOUND_WEBHOOK_RETRY_HOURS: String(60 / 3600) }, workers: true });
 
   test('3 failed attempts in a row open it: nothing is sent until one event probes it; a delivered probe closes it and every event arrives once, in order', async () => {
     const w = await createWorkspace(ctx);

@@ -7,9 +7,9 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startTestApp, type TestContext } from './helpers/context';
-import { bearer, createWorkspace, type Workspace } from './helpers/factories';
+import { bearer } from './helpers/factories';
 import { rawOf, signedHeaders, type SignOptions, type WebhookProvider } from './helpers/webhooks';
+import { useTestApp } from './helpers/use-test-app';
 
 type Json = Record<string, unknown>;
 const fixture = (provider: WebhookProvider, name: string): Json =>
@@ -31,23 +31,16 @@ interface TranscriptEvent {
   raw: unknown;
 }
 
-let ctx: TestContext;
-let ws: Workspace;
 const hook = {} as Record<WebhookProvider, Integration>;
 
+const { ctx, ws } = useTestApp({ workers: true, workspaces: 1 });
 beforeAll(async () => {
-  ctx = await startTestApp();
-  await ctx.startWorkers();
-  ws = await createWorkspace(ctx);
   for (const provider of ['zendesk', 'front', 'helpscout'] as const) {
     const secret = randomBytes(20).toString('hex');
     const res = await ctx.http.post('/v1/integrations').set(bearer(ws.ownerKey)).send({ provider, name: `${provider} fixtures`, signing_secret: secret });
     if (res.status !== 201) throw new Error(`integration: ${res.status} ${JSON.stringify(res.body)}`);
     hook[provider] = { id: res.body.id as string, provider, secret };
   }
-});
-afterAll(async () => {
-  await ctx?.close();
 });
 
 /** Posts the fixture's exact bytes, signed with the integration's secret as the provider would sign them. */

@@ -387,7 +387,7 @@ describe('classify: front', () => {
   });
 
   // Every value of the Core API Event `type` enum (dev.frontapp.com/reference/events), decided one by one
-  // (docs/decisions.md, "Front event types").
+  // (docs/decisions/intake.md, "Front application webhooks").
   test.each([
     'inbound', 'outbound', 'out_reply', 'forward', 'assign', 'unassign', 'archive', 'reopen', 'reminder', 'trash', 'restore',
     'tag', 'untag', 'move', 'comment', 'conversations_merged', 'sending_error', 'message_bounce_error', 'custom_field_updated',

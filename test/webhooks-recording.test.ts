@@ -7,20 +7,9 @@ import { sql } from 'kysely';
 import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
 import { zendeskEvent, zendeskTrigger, type WebhookProvider } from './helpers/webhooks';
-import { ISO, KITS, NOTHING, PROVIDERS, countRows, createIntegration, deliver, delivery, diff, expectEventOf, getTranscript, hex, newSecret, recorded, startWebhookSuite, type Integration, type WebhookSuite } from './helpers/webhook-intake';
+import { ISO, KITS, NOTHING, PROVIDERS, countRows, createIntegration, deliver, delivery, diff, expectEventOf, getTranscript, hex, newSecret, recorded, type Integration, useWebhookSuite } from './helpers/webhook-intake';
 
-let ctx: TestContext;
-let ws: Workspace;
-let ws2: Workspace;
-let signed: WebhookSuite['signed'];
-let open: WebhookSuite['open'];
-
-beforeAll(async () => {
-  ({ ctx, ws, ws2, signed, open } = await startWebhookSuite());
-});
-afterAll(async () => {
-  await ctx?.close();
-});
+const { ctx, ws, ws2, signed, open } = useWebhookSuite();
 
 // -------------------------------------------------------------------------------------- 5. exactly once
 

@@ -8,8 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Response } from 'supertest';
-import { type TestContext } from './helpers/context';
-import { addMember, bearer, type Workspace } from './helpers/factories';
+import { addMember, bearer } from './helpers/factories';
 import {
   frontEvent,
   frontSync,
@@ -17,20 +16,9 @@ import {
   zendeskEvent,
   type WebhookProvider,
 } from './helpers/webhooks';
-import { ISO, KITS, NOTHING, PROVIDERS, UUID, countRows, createIntegration, deliver, delivery, diff, expectEventOf, expectNothingWritten, getTranscript, headersFor, hex, newSecret, plainHeaders, postRaw, recorded, startWebhookSuite, type Integration, type WebhookSuite } from './helpers/webhook-intake';
+import { ISO, KITS, NOTHING, PROVIDERS, UUID, countRows, createIntegration, deliver, delivery, diff, expectEventOf, expectNothingWritten, getTranscript, headersFor, hex, newSecret, plainHeaders, postRaw, recorded, type Integration, useWebhookSuite } from './helpers/webhook-intake';
 
-let ctx: TestContext;
-let ws: Workspace;
-let ws2: Workspace;
-let signed: WebhookSuite['signed'];
-let open: WebhookSuite['open'];
-
-beforeAll(async () => {
-  ({ ctx, ws, ws2, signed, open } = await startWebhookSuite());
-});
-afterAll(async () => {
-  await ctx?.close();
-});
+const { ctx, ws, ws2, signed, open } = useWebhookSuite();
 
 // ------------------------------------------------------------------------------------- 1. integrations
 

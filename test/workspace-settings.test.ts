@@ -1,17 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { createSealer } from '../src/lib/crypto';
-import { startTestApp, type TestContext } from './helpers/context';
 import { addMember, bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
+import { useTestApp } from './helpers/use-test-app';
 
-let ctx: TestContext;
-
-beforeAll(async () => {
-  ctx = await startTestApp();
-});
-afterAll(async () => {
-  await ctx.close();
-});
+const { ctx } = useTestApp();
 
 const PROVIDERS = ['openai', 'anthropic', 'google', 'azure_openai', 'mistral', 'cohere'] as const;
 const allUnset = Object.fromEntries(PROVIDERS.map((p) => [p, false]));

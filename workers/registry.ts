@@ -23,7 +23,7 @@ export const defaultProcessorGroups = (services: Services, config: Config, redis
   mailboxProcessors(services),
   outboundProcessors(services),
   webhookProcessors(services, config, redis),
-  rollupProcessors(services, config),
+  rollupProcessors(services),
   eventProcessors(services),
   inboundFileProcessors(services),
 ];

@@ -2,28 +2,25 @@ import { sample } from 'openapi-sampler';
 import { z } from 'zod';
 import {
   dependencyUnavailable,
-  insufficientRole,
-  insufficientScope,
   notFound,
   unauthenticated,
   validationFailed,
   type DomainError,
   type ErrorCode,
 } from '../lib/errors';
-import { DOMAIN_ERRORS, exampleOf, titleOf, toProblem, type AppError } from './errors';
+import { DOMAIN_ERRORS, exampleOf, titleOf, toProblem } from './errors';
 import type { Access, Operation } from './operation';
 import { listParamItems } from '../lib/paging';
 import { takesIdempotencyKey } from './router';
-import { authFailuresThrottled } from './auth-throttle';
-import { toFieldErrors } from './errors';
+import { authFailuresThrottled } from '../limits/auth-failures';
 
 const GUARD_ERRORS: Record<number, string[]> = {
   400: ['validation_failed'],
   401: ['unauthenticated'],
   403: ['insufficient_role', 'insufficient_scope', 'member_deactivated'],
   404: ['not_found'],
-  // Past the caller's or workspace's budget (src/http/api-limits.ts), or failed authentications from one client
-  // address past AUTH_FAILURE_RATE_POINTS (src/http/auth-throttle.ts).
+  // Past the caller's or workspace's budget (src/limits/api.ts), or failed authentications from one client
+  // address past AUTH_FAILURE_RATE_POINTS (src/limits/auth-failures.ts).
   429: ['throttled'],
   503: ['dependency_unavailable', 'shutting_down'],
 };
@@ -95,6 +92,9 @@ const idempotencyKeyParameter = {
 };
 
 
+/** Formats whose zod regex adds nothing a client needs beyond the format itself. */
+const FORMATS_OVER_PATTERN = new Set(['uuid', 'guid', 'email', 'date-time', 'date', 'time']);
+
 const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
   z.toJSONSchema(schema, {
     target: 'draft-2020-12',
@@ -103,6 +103,9 @@ const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
     // A query integer (intParam) is documented as an integer: the digits-only pattern of its string form goes.
     override: (ctx) => {
       if (ctx.jsonSchema.type === 'integer') delete ctx.jsonSchema.pattern;
+      // A format says what zod's regex for it says (uuid, email, date-time, date): the regex goes, once per field
+      // it was repeated in (issue 35: the document referenced once, under 250 KB). Validators check the format.
+      if (typeof ctx.jsonSchema.format === 'string' && FORMATS_OVER_PATTERN.has(ctx.jsonSchema.format)) delete ctx.jsonSchema.pattern;
       // A query boolean (boolParam): its string enum goes.
       if (ctx.jsonSchema.type === 'boolean') delete ctx.jsonSchema.enum;
       // A multi-value filter (listParam): documented as the array it parses to, sent as a repeated key or
@@ -204,9 +207,10 @@ class Components {
       Object.keys(defs).map((id) => [id, io === 'output' || JSON.stringify(defs[id]) === JSON.stringify(outputDefs[id]) ? id : `${id}Input`]),
     );
     for (const [id, def] of Object.entries(defs)) this.add(names[id]!, pointRefs(def, names) as JsonSchema);
-    const root = pointRefs(json, names) as JsonSchema;
-    // A schema that is itself named is just its reference (no `$schema` beside it).
-    return typeof root.$ref === 'string' && Object.keys(root).every((k) => k === '$ref' || k === '$schema') ? { $ref: root.$ref } : root;
+    // The document's dialect is OpenAPI 3.1's (JSON Schema 2020-12): no `$schema` on each schema.
+    const { $schema: _, ...root } = pointRefs(json, names) as JsonSchema;
+    // A schema that is itself named is just its reference.
+    return typeof root.$ref === 'string' && Object.keys(root).length === 1 ? { $ref: root.$ref } : root;
   }
 
   /**
@@ -357,33 +361,29 @@ const API_DESCRIPTION = [
   '**Paging.** Lists that can grow answer one envelope, `{<items>: [...], next_cursor}`: pass `next_cursor` back as `after` (with the same `limit`, `sort` and filters) for the next page; it is null on the last page. Pages are keyset reads, stable while rows arrive, and a deep page costs what the first costs. The customer directory keeps its `limit`/`offset`/`total` envelope.',
 ].join('\n');
 
+/**
+ * A download's bytes (`response.binary`), and its 206 range: sent with the file's own sniffed type (application/pdf,
+ * image/png, …; application/octet-stream for HTML, SVG, XML and scripts), so any media type. The drift test
+ * (test/openapi-drift.test.ts) found `application/octet-stream` alone was not what the answers say.
+ */
+const BINARY_CONTENT = { '*/*': { schema: { type: 'string', format: 'binary' } } };
+
 /** What an event stream sends: the reconnection delay, events, and a heartbeat comment while idle. */
 const EVENT_STREAM_EXAMPLE = 'retry: 2000\n\nid: 0b7f3c1e-5d2a-4c8e-9f61-3a4b5c6d7e8f\nevent: ticket.status_changed\ndata: {"id":"0b7f3c1e-5d2a-4c8e-9f61-3a4b5c6d7e8f","type":"ticket.status_changed","occurred_at":"2025-03-14T09:41:53.412Z","tenant_id":"6f8e2a41-93c5-4b7d-a0e2-5c1d9b3f7a62","data":{"ticket":{"id":"595be628-f6f2-4262-9c10-6389c6c4a5b8","status":"pending"},"event":{"kind":"status_changed"}}}\n\n: heartbeat\n\n';
 
 const EXAMPLE_REQUEST_ID = '7c9e6679-7425-40de-944b-e07fc1f90ae7';
-const noQuery = z.strictObject({});
 
-/** The guard's own refusal for `code`, built with the same factories the service throws. */
-function guardProblem(op: Operation, code: string): AppError | undefined {
-  const refusal = guardRefusal(op, code);
-  return refusal ? toProblem(refusal) : undefined;
-}
-
-function guardRefusal(op: Operation, code: string): DomainError | undefined {
-  const access = op.access === 'public' ? null : op.access;
+/**
+ * The guard's own refusal for `code`, built with the same factories the service throws. Independent of the
+ * operation, so that one problem response serves every operation that can answer it (components.responses).
+ */
+function guardRefusal(code: string): DomainError | undefined {
   switch (code) {
-    case 'validation_failed': {
-      const body = op.body && !op.rawBody ? op.body.safeParse({}) : undefined;
-      if (body && !body.success) return validationFailed(toFieldErrors(body.error, 'body'));
-      const query = (op.query ?? noQuery).safeParse({ sort: 'newest' });
-      return validationFailed(query.success ? [{ path: 'query.sort', message: 'unknown field(s): sort' }] : toFieldErrors(query.error, 'query'));
-    }
+    // Every query is a closed object: an unknown field is a refusal every operation can answer.
+    case 'validation_failed':
+      return validationFailed([{ path: 'query.sort', message: 'unknown field(s): sort' }]);
     case 'unauthenticated':
       return unauthenticated();
-    case 'insufficient_role':
-      return insufficientRole(access?.floor ?? 'viewer');
-    case 'insufficient_scope':
-      return insufficientScope(access ? `${access.tag}:${access.action}` : 'the operation');
     case 'not_found':
       return notFound();
     case 'dependency_unavailable':
@@ -396,13 +396,14 @@ function guardRefusal(op: Operation, code: string): DomainError | undefined {
 }
 
 /**
- * An example problem for one status of one operation: the operation's own domain code for that status when
- * it has one (the more telling refusal), else the guard's first.
+ * The example problem for one status and its documented codes: the first code that is not the guard's own (the
+ * operation's domain code, the more telling refusal) when there is one, else the guard's first.
  */
-function problemExample(op: Operation, status: number, codes: Set<string>) {
-  const own = (op.errors ?? []).find((c) => DOMAIN_ERRORS[c] === status);
-  const code = own ?? [...codes][0]!;
-  const err = own ? undefined : guardProblem(op, code);
+function problemExample(status: number, codes: Set<string>) {
+  const guard = GUARD_ERRORS[status] ?? [];
+  const code = [...codes].find((c) => !guard.includes(c)) ?? [...codes][0]!;
+  const refusal = guardRefusal(code);
+  const err = refusal ? toProblem(refusal) : undefined;
   return {
     type: 'about:blank',
     title: err?.title ?? titleOf(code as ErrorCode),
@@ -412,6 +413,79 @@ function problemExample(op: Operation, status: number, codes: Set<string>) {
     ...(err?.extra.errors ? { errors: err.extra.errors } : {}),
     request_id: EXAMPLE_REQUEST_ID,
   };
+}
+
+type Json = Record<string, unknown>;
+const byName = <T>(table: Record<string, T>) => Object.fromEntries(Object.entries(table).sort(([x], [y]) => x.localeCompare(y)));
+type OperationDoc = { parameters: Json[]; responses: Record<string, Json & { headers?: Record<string, Json> }> };
+
+/** `idempotency_key_in_use` → `IdempotencyKeyInUse`; `X-Hub-Signature-256` → `XHubSignature256`. */
+const pascal = (s: string) => s.split(/[^A-Za-z0-9]+/).filter(Boolean).map((w) => w[0]!.toUpperCase() + w.slice(1)).join('');
+
+/** A problem response's component name: its status, then the codes beyond the guard's own (`Problem409IdempotencyKeyInUse`). */
+function problemName(status: string, response: Json): string {
+  const codes = String(response.description).replace(/^Problem: /, '').split(', ');
+  const guard = GUARD_ERRORS[Number(status)] ?? [];
+  const own = codes.filter((c) => !guard.includes(c));
+  // The same codes can come with or without the caller's budget header (429 on a public operation has none).
+  const publicVariant = status === '429' && !(response.headers as Json | undefined)?.RateLimit ? 'Public' : '';
+  return `Problem${status}${own.map(pascal).join('')}${publicVariant}`;
+}
+
+/**
+ * Shared parameters, headers and problem responses, referenced once (issue 35): a post-pass over the built
+ * paths. Every parameter, response header and problem response written identically in two places or more
+ * moves to `components.parameters`, `components.headers` or `components.responses`, and each place holds a
+ * `$ref` to it. Names come from what the piece is (`TicketIdPath`, `LimitQuery`, `IdempotencyKeyHeader`,
+ * `RateLimit`, `Problem401`); two different pieces that would share a name are numbered in the order the
+ * operations come (`LimitQuery`, `LimitQuery2`), so the document is the same each time it is built. A piece
+ * written once stays inline: no component is left unused.
+ */
+function referenceShared(paths: Record<string, Record<string, unknown>>) {
+  const operations = Object.values(paths).flatMap((p) => Object.values(p)) as OperationDoc[];
+  const components = { parameters: {} as Record<string, Json>, headers: {} as Record<string, Json>, responses: {} as Record<string, Json> };
+  const hoister = (kind: keyof typeof components) => {
+    const uses = new Map<string, number>();
+    const named = new Map<string, string>();
+    return {
+      /** One more place `value` is written (`as`: what makes two places the same piece, the value by default). */
+      count(value: unknown, as: unknown = value) {
+        const text = JSON.stringify(as);
+        uses.set(text, (uses.get(text) ?? 0) + 1);
+      },
+      /** The value, or a reference to it when it is shared. */
+      ref<T>(value: T, name: string, as: unknown = value): T | { $ref: string } {
+        const text = JSON.stringify(as);
+        if ((uses.get(text) ?? 0) < 2) return value;
+        let key = named.get(text);
+        if (key === undefined) {
+          key = name;
+          for (let n = 2; components[kind][key] !== undefined; n++) key = `${name}${n}`;
+          components[kind][key] = value as Json;
+          named.set(text, key);
+        }
+        return { $ref: `#/components/${kind}/${key}` };
+      },
+    };
+  };
+  const headers = hoister('headers');
+  const responses = hoister('responses');
+  const parameters = hoister('parameters');
+  const problems = (op: OperationDoc) => Object.entries(op.responses).filter(([s]) => Number(s) >= 400);
+  // Headers first, so that a shared problem response holds references to shared headers.
+  for (const op of operations) for (const r of Object.values(op.responses)) for (const [name, h] of Object.entries(r.headers ?? {})) headers.count(h, [name, h]);
+  for (const op of operations) {
+    for (const r of Object.values(op.responses)) {
+      if (r.headers) r.headers = Object.fromEntries(Object.entries(r.headers).map(([name, h]) => [name, headers.ref(h, pascal(name), [name, h]) as Json]));
+    }
+  }
+  for (const op of operations) for (const p of op.parameters) parameters.count(p);
+  for (const op of operations) for (const [, r] of problems(op)) responses.count(r);
+  for (const op of operations) {
+    op.parameters = op.parameters.map((p) => parameters.ref(p, `${pascal(String(p.name))}${pascal(String(p.in))}`) as Json);
+    for (const [s, r] of problems(op)) op.responses[s] = responses.ref(r, problemName(s, r)) as Json;
+  }
+  return components;
 }
 
 /**
@@ -457,7 +531,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
           ? {
               content: {
                 ...(op.response.schema ? mainContent(components, op) : {}),
-                ...(op.response.binary ? { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } : {}),
+                ...(op.response.binary ? BINARY_CONTENT : {}),
                 ...(op.eventStream ? { 'text/event-stream': { schema: { type: 'string' }, example: op.streamExample ?? EVENT_STREAM_EXAMPLE } } : {}),
               },
             }
@@ -470,7 +544,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
       const schema = extra.schema ?? op.response.schema;
       responses[extra.status] = {
         description: extra.description,
-        ...(schema ? { content: jsonContent(components, schema, 'output', extra.example) } : {}),
+        ...(schema ? { content: jsonContent(components, schema, 'output', extra.example) } : extra.status === 206 && op.response.binary ? { content: BINARY_CONTENT } : {}),
       };
     }
     for (const [s, codes] of [...codesByStatus.entries()].sort((a, b) => a[0] - b[0])) {
@@ -480,7 +554,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
           ? { headers: { 'Retry-After': { description: 'Whole seconds to wait before retrying.', schema: { type: 'integer', minimum: 1 } }, ...(op.access !== 'public' ? { RateLimit: RATE_LIMIT_HEADERS.RateLimit } : {}) } }
           : {}),
         content: {
-          'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' }, example: problemExample(op, s, codes) },
+          'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' }, example: problemExample(s, codes) },
         },
       };
     }
@@ -509,6 +583,7 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
       responses,
     };
   }
+  const shared = referenceShared(paths);
   return {
     openapi: '3.1.0',
     info: { title: 'Helpdesk API', version: info.version, description: API_DESCRIPTION },
@@ -523,7 +598,10 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
           : {}),
       },
       // By name, so a new component lands in a predictable place of the document.
-      schemas: Object.fromEntries(Object.entries(components.schemas).sort(([x], [y]) => x.localeCompare(y))),
+      schemas: byName(components.schemas),
+      parameters: byName(shared.parameters),
+      headers: byName(shared.headers),
+      responses: byName(shared.responses),
     },
     paths,
   };

@@ -96,7 +96,7 @@ export interface Operation<
    * value as `raw.json`. Strings no handler adopted are removed after the answer.
    */
   spooledJson?: { when(params: Record<string, string>): boolean; spill(path: readonly (string | number)[]): boolean };
-  /** Public intake: a 4xx refusal is charged to the client address's refusal budget (src/http/throttle.ts). */
+  /** Public intake: a 4xx refusal is charged to the client address's refusal budget (src/limits/refusals.ts). */
   chargeRefusals?: boolean;
   /**
    * The answer is a Server-Sent Events stream (the handler answers `stream`); `Last-Event-ID` reaches the

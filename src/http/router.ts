@@ -39,7 +39,7 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
         await sendAnswer(x, await runHandler(x, input, idem, rechecks), idem);
       } catch (err) {
         if (op.streamBody && !req.complete && !res.headersSent) res.setHeader('Connection', 'close');
-        next(op.chargeRefusals ? await services.intakeRefusals.charge(req.ip, err) : err);
+        next(op.chargeRefusals ? await services.limits.refusals.charge(req.ip, err) : err);
       } finally {
         await releaseSpooled(res.locals.spooled as SpooledString[] | undefined, opts.spool, req.log);
       }

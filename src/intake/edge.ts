@@ -1,10 +1,9 @@
 import type { RedisClient } from '../queue/connection';
-import { RateLimiterRedis } from 'rate-limiter-flexible';
 import { dependencyUnavailable } from '../lib/errors';
-import { consumeOrRefuse } from '../lib/rate';
+import { createIntakeBudget, type IntakeCharge } from '../limits/intake';
 import { createCoalescer } from '../queue/coalescer';
 import { shardOf } from '../queue/jobs';
-import type { FairShare } from './fair-share';
+import { jobClass, type Lanes } from './priority';
 import { refusalOf, TIMED_OUT, type ItemResult, type ResultBus } from '../queue/results';
 
 /**
@@ -20,26 +19,24 @@ export interface IntakeOutcome {
   duplicate?: boolean;
 }
 
-/** BullMQ takes jobs without a priority before any with one: bulk batches carry this one. */
-const BULK_PRIORITY = 10;
-
 /**
  * The HTTP tier's half of an intake (channel ingest, helpdesk webhooks): a budget per key (one point per item
- * it would write; what is not written goes back), the result channel's readiness, and concurrent submissions
- * coalesced into one queued batch whose answers come back on this process's result channel.
+ * it would write; what is not written goes back, by src/limits/intake.ts's rule), the result channel's
+ * readiness, and concurrent submissions coalesced into one queued batch whose answers come back on this
+ * process's result channel.
  */
 export function createIntakeEdge<Item extends { id: string; tenant_id: string }>(deps: {
   redis: RedisClient;
   bus: ResultBus;
-  /** The throttle: its Redis key prefix, budget and window, and what the refusal calls the thing throttled. */
-  throttle: { keyPrefix: string; points: number; durationSeconds: number; what: string };
+  /** The budget (src/limits/intake.ts): its Redis key prefix, points and window, and what its 429 calls the thing throttled. */
+  budget: { keyPrefix: string; points: number; windowSeconds: number; what: string };
   /** Items per queued job, and how long the first waits for company. */
   batch: { max: number; windowMs: number };
   waitMs: number;
   /** Intake queue shards (INTAKE_QUEUE_SHARDS): a batch is queued as one job per workspace shard it holds. */
   shards: number;
-  /** The process's lanes per workspace (fair sharing of intake), shared by every intake. */
-  fair: FairShare;
+  /** The process's lanes per workspace (fair sharing of intake, priority/lanes.ts), shared by every intake. */
+  lanes: Lanes;
   /**
    * Queues one batch: on its shard; a bulk one (a burst's) marked as such in its data, for the worker, and
    * with a priority, so it goes behind live ones.
@@ -50,7 +47,7 @@ export function createIntakeEdge<Item extends { id: string; tenant_id: string }>
   /** One job per shard the batch touches, each on its shard's queue (one job, shard 0, when unsharded). */
   const sendByShard = async (items: Item[], replyTo: string, bulk: boolean) => {
     // The class travels twice: as the job's priority (Redis orders it) and as `bulk` (the worker writes apart).
-    const kind = bulk ? { priority: BULK_PRIORITY, bulk } : { bulk };
+    const kind = jobClass(bulk);
     if (deps.shards <= 1) return deps.send(items, replyTo, { shard: 0, ...kind });
     const groups = new Map<number, Item[]>();
     for (const item of items) {
@@ -61,12 +58,7 @@ export function createIntakeEdge<Item extends { id: string; tenant_id: string }>
     }
     return Promise.all([...groups].map(([shard, group]) => deps.send(group, replyTo, { shard, ...kind })));
   };
-  const limiter = new RateLimiterRedis({
-    storeClient: deps.redis,
-    keyPrefix: deps.throttle.keyPrefix,
-    points: deps.throttle.points,
-    duration: deps.throttle.durationSeconds,
-  });
+  const budget = createIntakeBudget({ redis: deps.redis, ...deps.budget });
   // Live and bulk items are batched apart, so a quiet workspace's message never rides in a burst's job.
   const coalesce = (bulk: boolean) =>
     createCoalescer<Item>({ bus, max: deps.batch.max, windowMs: deps.batch.windowMs, waitMs: deps.waitMs, send: (items, replyTo) => sendByShard(items, replyTo, bulk) });
@@ -76,19 +68,17 @@ export function createIntakeEdge<Item extends { id: string; tenant_id: string }>
   return {
     newId: () => bus.newId(),
 
-    /** Takes `points` from `key`'s budget (429 `throttled` when over it); the returned function gives some back. */
-    async charge(key: string, points = 1): Promise<(points: number) => Promise<void>> {
-      await consumeOrRefuse(limiter, key, deps.throttle.what, points);
-      return async (back: number) => {
-        if (back > 0) await limiter.reward(key, back).catch(() => {});
-      };
-    },
+    /**
+     * Takes `points` from `key`'s budget (429 `throttled` when over it); the returned charge gives back what was
+     * not written, by the one refund rule (src/limits/intake.ts).
+     */
+    charge: (key: string, points = 1): Promise<IntakeCharge> => budget.take(key, points),
 
     /**
-     * Waits until `n` items of the workspace may be queued (its lane, see fair-share.ts), or refuses 429 when its
+     * Waits until `n` items of the workspace may be queued (its lane, priority/lanes.ts), or refuses 429 when its
      * lane is full. Call before charging the budget; the returned function hands the items back once answered.
      */
-    enter: (tenantId: string, n: number) => deps.fair.enter(tenantId, n),
+    enter: (tenantId: string, n: number) => deps.lanes.enter(tenantId, n),
 
     /** Queues the items (coalesced with other requests' of the same class) and waits for their answers. */
     async submit(items: Item[], o: { bulk: boolean }): Promise<Submitted> {

@@ -116,7 +116,7 @@ const SINGLE_SHOT: JobsOptions = { removeOnComplete: true, removeOnFail: true, a
  * A coalesced intake batch: the requesting API process's result channel, and the deliveries (each with the
  * id its caller waits on and its workspace) with the intake's own fields.
  */
-// `bulk`: the items of a workspace's burst (see src/intake/fair-share.ts), written apart from live ones.
+// `bulk`: the items of a workspace's burst (see src/intake/priority/lanes.ts), written apart from live ones.
 const intakeBatch = <F extends z.ZodRawShape>(fields: F) =>
   z.object({ reply_to: z.string().min(1), bulk: z.boolean().optional(), items: z.array(z.object({ id: z.string().min(1), tenant_id: z.uuid(), ...fields })).min(1) });
 
@@ -193,7 +193,7 @@ export const JOBS = {
   },
   /**
    * Marks every overdue SLA target breached, every SLA_SWEEP_SECONDS: a range scan of the due indexes finds the
-   * workspaces with something due (see docs/decisions.md, "SLA breaches are found by the sweep alone").
+   * workspaces with something due (see docs/decisions/tickets.md, "SLA breaches are found by the sweep alone").
    */
   'sla.sweep': {
     queue: 'maintenance',

@@ -5,11 +5,11 @@
  * never cut off halfway; the process then exits 0. Deliveries accepted before the stop are written once.
  */
 import { request, Agent, type IncomingHttpHeaders } from 'node:http';
-import { startTestApp, type TestContext } from '../helpers/context';
 import { bearer, createWorkspace } from '../helpers/factories';
 import { smsPayload } from '../helpers/payloads';
 import { exited, killGroup, spawnApi, spawnWorker, type ApiProcess, type WorkerProcess } from '../helpers/processes';
 import { eventually, sleep } from '../helpers/wait';
+import { useTestApp } from '../helpers/use-test-app';
 
 jest.setTimeout(120_000);
 
@@ -42,17 +42,14 @@ const isCleanRefusal = (o: Outcome) =>
   o.status === 503 && /^\d+$/.test(String(o.headers?.['retry-after'])) && JSON.parse(o.body ?? '{}').code === 'shutting_down';
 
 describe('SIGTERM to the API process under load', () => {
-  let ctx: TestContext;
   let api: ApiProcess;
   let worker: WorkerProcess | undefined;
 
-  beforeAll(async () => {
-    ctx = await startTestApp();
-  });
-  afterAll(async () => {
-    for (const p of [api, worker]) if (p) killGroup(p.proc);
-    await Promise.all([api, worker].filter((p): p is ApiProcess | WorkerProcess => Boolean(p)).map((p) => exited(p.proc)));
-    await ctx.close();
+  const { ctx } = useTestApp({
+    teardown: async () => {
+      for (const p of [api, worker]) if (p) killGroup(p.proc);
+      await Promise.all([api, worker].filter((p): p is ApiProcess | WorkerProcess => Boolean(p)).map((p) => exited(p.proc)));
+    },
   });
 
   test('in-flight requests complete, later ones are refused cleanly, the process exits 0, and accepted deliveries are written once', async () => {

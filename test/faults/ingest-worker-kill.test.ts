@@ -14,6 +14,7 @@ import { emailPayload, smsPayload } from '../helpers/payloads';
 import { killGroup, killMidBurst, spawnWorker, workerStarted } from '../helpers/processes';
 import { eventually, sleep } from '../helpers/wait';
 import { queuePrefix } from '../../src/queue/connection';
+import { useTestApp } from '../helpers/use-test-app';
 
 const SMS_TO = '+15550001111';
 const hex = (n: number) => randomBytes(n).toString('hex');
@@ -86,14 +87,7 @@ const bodies = (rs: Response[]) => rs.map((r) => r.body as { ticket_id: string; 
 // ------------------------------------------------------------------------------------------------ 1. bursts
 
 describe('redelivery bursts (workers in-process)', () => {
-  let ctx: TestContext;
-  beforeAll(async () => {
-    ctx = await startTestApp();
-    await ctx.startWorkers();
-  });
-  afterAll(async () => {
-    await ctx.close();
-  });
+  const { ctx } = useTestApp({ workers: true });
 
   /** One workspace per scenario, so every count below is the scenario's own. */
   async function freshWorkspace(): Promise<Workspace> {

@@ -6,31 +6,30 @@
  * with every delivery written exactly once.
  */
 import { Client } from 'pg';
-import { startTestApp, type TestContext } from '../helpers/context';
 import { serverUrl } from '../helpers/db-names';
 import { exited, killGroup, spawnApi, spawnWorker, workerStarted, type ApiProcess, type WorkerProcess } from '../helpers/processes';
 import { eventually, sleep } from '../helpers/wait';
 import { RetryingClient } from './client';
 import { intakeScenario } from './scenario';
+import { useTestApp } from '../helpers/use-test-app';
 
 jest.setTimeout(180_000);
 
 describe('PostgreSQL backends terminated during writes', () => {
-  let ctx: TestContext;
   let api: ApiProcess;
   let worker: WorkerProcess;
   let admin: Client;
 
+  const { ctx } = useTestApp({
+    teardown: async () => {
+      for (const p of [api, worker]) if (p) killGroup(p.proc);
+      await Promise.all([api, worker].filter(Boolean).map((p) => exited(p.proc)));
+      await admin.end();
+    },
+  });
   beforeAll(async () => {
-    ctx = await startTestApp();
     admin = new Client({ connectionString: serverUrl('postgres') });
     await admin.connect();
-  });
-  afterAll(async () => {
-    for (const p of [api, worker]) if (p) killGroup(p.proc);
-    await Promise.all([api, worker].filter(Boolean).map((p) => exited(p.proc)));
-    await admin.end();
-    await ctx.close();
   });
 
   test('requests caught by a kill answer 503 with Retry-After, and a retrying client loses and doubles nothing', async () => {

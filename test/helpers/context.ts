@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { Client } from 'pg';
 import { exportSPKI, generateKeyPair, SignJWT, type JWTPayload } from 'jose';
 import supertest from 'supertest';
@@ -17,6 +17,7 @@ import type { Redis } from 'ioredis';
 import type { Services } from '../../src/services';
 import { startWorkers, type WorkerSet } from '../../workers/runtime';
 import { runId, serverUrl } from './db-names';
+import { recordingListener } from './answer-recorder';
 
 type SigningKey = Parameters<SignJWT['sign']>[0];
 
@@ -124,7 +125,8 @@ export async function startTestApp(options: ContextOptions = {}): Promise<TestCo
   const runtime = openRuntime(config, logger, 'http');
   const { app, services } = createApp({ config, logger, db: runtime.db.db, readDb: runtime.readDb?.db ?? null, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
   const server = await new Promise<Server>((resolve) => {
-    const s = app.listen(0, '127.0.0.1', () => resolve(s));
+    // app.listen's own server, with the answers recorded when OPENAPI_DRIFT_RECORD is set (test/openapi-drift.test.ts).
+    const s = createServer(recordingListener(app)).listen(0, '127.0.0.1', () => resolve(s));
     answerClientErrors(s);
   });
   const workerSets: WorkerSet[] = [];

@@ -6,18 +6,12 @@ import { sql } from 'kysely';
 import { newId } from '../../src/lib/ids';
 import { type TestContext } from './context';
 import { bearer, type Workspace } from './factories';
+import type { TicketEvent } from './ingest';
+import { getTicket, patchTicket } from './tickets';
 import { eventually } from './wait';
 
-export interface Ev {
-  id: string;
-  kind: string;
-  body: string;
-  meta: Record<string, unknown>;
-  actor_type: string;
-  actor_user_id?: string;
-  actor_name?: string;
-  created_at: string;
-}
+/** A timeline event as the ticket detail shows it. */
+export type Ev = TicketEvent;
 
 export interface TicketView {
   id: string;
@@ -69,16 +63,8 @@ export function helpers(get: () => TestContext) {
       if (res.status !== 200) throw new Error(`list macros: ${res.status} ${JSON.stringify(res.body)}`);
       return res.body.macros as MacroView[];
     },
-    async ticket(ws: Workspace, id: string): Promise<TicketView> {
-      const res = await get().http.get(`/v1/tickets/${id}`).set(bearer(ws.ownerKey));
-      if (res.status !== 200) throw new Error(`get ticket: ${res.status} ${JSON.stringify(res.body)}`);
-      return res.body as TicketView;
-    },
-    async patchTicket(ws: Workspace, id: string, body: Record<string, unknown>): Promise<TicketView> {
-      const res = await get().http.patch(`/v1/tickets/${id}`).set(bearer(ws.ownerKey)).send(body);
-      if (res.status !== 200) throw new Error(`patch ticket: ${res.status} ${JSON.stringify(res.body)}`);
-      return res.body as TicketView;
-    },
+    ticket: (ws: Workspace, id: string) => getTicket<TicketView>(get(), ws, id),
+    patchTicket: (ws: Workspace, id: string, body: Record<string, unknown>) => patchTicket<TicketView>(get(), ws, id, body),
     async makeTeam(ws: Workspace, name = 'Tier 2'): Promise<string> {
       const id = newId();
       await get().db.insertInto('teams').values({ id, tenant_id: ws.tenantId, name }).execute();

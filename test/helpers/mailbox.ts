@@ -8,7 +8,8 @@ import { createSealer } from '../../src/lib/crypto';
 import { startTestApp, type TestContext } from './context';
 import { bearer, type Workspace } from './factories';
 import { ticketDetail, type TicketEvent } from './ingest';
-import { type MailProviderDouble } from './mail-provider-double';
+import { startMailProviderDouble, type MailProviderDouble } from './mail-provider-double';
+import { live, useTestApp } from './use-test-app';
 import { eventually } from './wait';
 
 /** The provider double of the test file using these helpers (each file starts it in its beforeAll). */
@@ -88,6 +89,33 @@ export const providerEnv = (extra: Record<string, string> = {}): Record<string, 
 export async function appWithWorkers(env: Record<string, string>): Promise<TestContext> {
   const ctx = await startTestApp({ env });
   await ctx.startWorkers();
+  await withoutMailboxSweep(ctx);
+  return ctx;
+}
+
+/** The mail-provider double for the file (suite.double): started before and closed after the hooks declared after it. */
+export function useMailProviderDouble(): MailProviderDouble {
+  let double: MailProviderDouble | undefined;
+  beforeAll(async () => {
+    double = suite.double = await startMailProviderDouble();
+  });
+  afterAll(async () => {
+    await double?.close();
+  });
+  return live(() => double ?? suite.double);
+}
+
+/**
+ * The app of a describe block with the double's provider settings (plus `extra`), and helpers bound to it.
+ * With workers (the default) the scheduled mailbox sweep is removed, as appWithWorkers does.
+ */
+export function useMailboxApp(extra: Record<string, string> = {}, { workers = true } = {}) {
+  const { ctx } = useTestApp({ env: () => providerEnv(extra), workers, setup: workers ? ({ ctx }) => withoutMailboxSweep(ctx) : undefined });
+  return { ctx, h: helpers(() => ctx) };
+}
+
+/** Removes the scheduled mailbox sweep and waits for the first one to finish, so no poll or refresh happens unasked. */
+async function withoutMailboxSweep(ctx: TestContext): Promise<void> {
   const q = ctx.runtime.queues.queue('mailbox');
   await q.removeJobScheduler('mailbox-sweep');
   await eventually(
@@ -98,7 +126,6 @@ export async function appWithWorkers(env: Record<string, string>): Promise<TestC
     5000,
     'the first mailbox sweep to finish',
   );
-  return ctx;
 }
 
 /** Helpers bound to one test context. */

@@ -2,6 +2,7 @@
  * The rollup tests' world: response shapes, HTTP helpers for the sources and reads, a direct SQL aggregation
  * over raw rows (independent of src/domains/rollups) to compare against, backdating, and a seeded random world.
  */
+import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { sql, type RawBuilder } from 'kysely';
@@ -10,9 +11,22 @@ import { type TestContext } from './context';
 import { addMember, bearer, createWorkspace, type Member, type Workspace } from './factories';
 import { createTeam } from './teams';
 import { createTicket } from './tickets';
+import { useTestApp } from './use-test-app';
 
-/** The app of the test file using these helpers (each file sets it in its beforeAll). */
+/** The app of the test file using these helpers (set by useRollupsApp). */
 export const suite = { ctx: undefined as unknown as TestContext };
+
+/** The rollup files' app: started for the file, the helpers pointed at it, and child processes (the verify CLI) killed before it closes. */
+export function useRollupsApp(): { ctx: TestContext; running: Set<ChildProcess> } {
+  const running = new Set<ChildProcess>();
+  const { ctx } = useTestApp({
+    teardown: () => {
+      for (const child of running) child.kill('SIGKILL');
+    },
+  });
+  suite.ctx = ctx;
+  return { ctx, running };
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Shapes

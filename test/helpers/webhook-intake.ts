@@ -5,8 +5,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
-import { startTestApp, type TestContext } from './context';
-import { bearer, createWorkspace, type Workspace } from './factories';
+import { type TestContext } from './context';
+import { bearer, type Workspace } from './factories';
+import { useTestApp } from './use-test-app';
 import {
   frontEvent,
   helpscoutConversation,
@@ -310,15 +311,19 @@ export interface WebhookSuite {
   open: Record<WebhookProvider, Integration>;
 }
 
-export async function startWebhookSuite(): Promise<WebhookSuite> {
-  const ctx = await startTestApp();
-  await ctx.startWorkers();
-  const [ws, ws2] = await Promise.all([createWorkspace(ctx), createWorkspace(ctx)]);
+/** The webhook files' app for the file: workers running, two workspaces, and per provider a signed and an unsigned integration in the first. */
+export function useWebhookSuite(): WebhookSuite {
   const signed = {} as Record<WebhookProvider, Integration>;
   const open = {} as Record<WebhookProvider, Integration>;
-  for (const p of PROVIDERS) {
-    signed[p] = await createIntegration(ctx, ws, p, newSecret());
-    open[p] = await createIntegration(ctx, ws, p);
-  }
-  return { ctx, ws, ws2: ws2!, signed, open };
+  const { ctx, workspaces: [ws, ws2] } = useTestApp({
+    workers: true,
+    workspaces: 2,
+    setup: async () => {
+      for (const p of PROVIDERS) {
+        signed[p] = await createIntegration(ctx, ws, p, newSecret());
+        open[p] = await createIntegration(ctx, ws, p);
+      }
+    },
+  });
+  return { ctx, ws, ws2, signed, open };
 }

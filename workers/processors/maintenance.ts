@@ -1,11 +1,10 @@
 import type { ConfigSection } from '../../src/config';
 import type { JobData } from '../../src/queue/jobs';
-import { bulkWork } from '../../src/queue/intake-pressure';
 import type { Services } from '../../src/services';
 
 export const maintenanceProcessors = (services: Services, config: ConfigSection<'workers' | 'events'>) => {
-  /** Bulk work (prunes, the SLA sweep) waits, bounded, while live intake saturates the host, then runs. */
-  const bulk = bulkWork(services.intakePressure, config.BACKGROUND_INTAKE_YIELD_MS);
+  /** Background work (prunes, the SLA sweep) makes way, bounded, while live intake saturates the host, then runs. */
+  const bulk = services.intakePriority.background.run;
   return {
     'audit.prune': (data: JobData<'audit.prune'>) => bulk(() => services.audit.prune(data.retention_days ?? config.AUDIT_RETENTION_DAYS)),
     'sla.check': async (data: JobData<'sla.check'>) => ({ breached: await services.tickets.checkSla(data.tenant_id, data.ticket_id) }),

@@ -12,7 +12,7 @@ import { type Kysely, sql } from 'kysely';
  *   change with them), and the duplicate-copies foreign key to `webhook_deliveries` carries it too.
  * Left for the routing tables (global by nature: what a request carries before its workspace is known):
  * `api_keys (prefix)`, `channel_connections (inbound_token_hash)`, `help_centre_hosts (full_host)` and
- * `oauth_states (state_hash)`. See docs/decisions.md, "A schema Citus can distribute".
+ * `oauth_states (state_hash)`. See docs/decisions/data-and-scale.md, "A schema Citus can distribute".
  */
 const BY_ID = [
   'agents', 'api_keys', 'audit_log', 'csat_responses', 'customers', 'help_article_translations', 'help_articles', 'help_centres',

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import { createIntakeEdge, type IntakeOutcome } from '../../intake/edge';
-import type { FairShare } from '../../intake/fair-share';
+import type { Lanes } from '../../intake/priority/lanes';
 import { notFound, payloadTooComplex, refuse, validationFailed } from '../../lib/errors';
 import { setLogTenant } from '../../lib/log-context';
 import type { Principal } from '../identity/principal';
@@ -42,7 +42,7 @@ export function createIngestGateway(deps: {
   queues: QueueHub;
   bus: ResultBus;
   channels: ChannelService;
-  fair: FairShare;
+  lanes: Lanes;
   /** Inbound files (issue 34): caps each message's files and stages Postmark's parts before the job is queued. */
   files?: Pick<InboundFiles, 'prepare' | 'discard'>;
 }) {
@@ -50,11 +50,11 @@ export function createIngestGateway(deps: {
   const edge = createIntakeEdge<IngestItem>({
     redis: deps.redis,
     bus: deps.bus,
-    throttle: { keyPrefix: `${config.REDIS_PREFIX}:throttle:ingest`, points: config.INGEST_RATE_POINTS, durationSeconds: config.INGEST_RATE_WINDOW_SECONDS, what: 'channel' },
+    budget: { keyPrefix: `${config.REDIS_PREFIX}:throttle:ingest`, points: config.INGEST_RATE_POINTS, windowSeconds: config.INGEST_RATE_WINDOW_SECONDS, what: 'channel' },
     batch: { max: config.INGEST_BATCH_MAX, windowMs: config.INGEST_BATCH_WINDOW_MS },
     waitMs: config.JOB_WAIT_MS,
     shards: config.INTAKE_QUEUE_SHARDS,
-    fair: deps.fair,
+    lanes: deps.lanes,
     send: (items, replyTo, { bulk, ...opts }) => queues.enqueue('ingest.batch', { reply_to: replyTo, ...(bulk ? { bulk } : {}), items }, opts),
   });
 
@@ -101,14 +101,13 @@ export function createIngestGateway(deps: {
     bulk: boolean,
     payload?: unknown,
   ): Promise<IntakeOutcome> {
-    const charged = parsed.length;
-    const refund = await edge.charge(`${tenantId}:${def.id}`, charged);
+    const charge = await edge.charge(`${tenantId}:${def.id}`, parsed.length);
     // Files: capped, and Postmark's parts staged as blobs (the job carries their keys, never their bytes).
     let prepared: { messages: InboundMessage[]; staged: string[][] };
     try {
       prepared = deps.files ? await deps.files.prepare(tenantId, parsed, payload) : { messages: parsed, staged: [] };
     } catch (err) {
-      await refund(charged);
+      await charge.refundAll();
       throw err;
     }
     const { messages, staged } = prepared;
@@ -135,13 +134,13 @@ export function createIngestGateway(deps: {
     const failed = results.find((r) => !r.ok);
     if (failed?.error?.code === 'not_found') {
       // The worker found the connection gone (disabled or token rotated since the cache saw it): nothing
-      // was written, so the throttle points go back, and the answer is the edge's own 404.
-      await refund(charged);
+      // was written, so the budget's points go back, and the answer is the edge's own 404.
+      await charge.refundAll();
       if (cacheKey) connected?.delete(cacheKey);
       throw notFound('channel connection');
     }
-    // Exactly what was not written goes back: refused items and deliveries we already had.
-    await refund(results.filter((r) => !r.ok || (r.value as IngestResult).was_duplicate).length);
+    // Exactly what was not written goes back: refused items and deliveries we already had (src/limits/intake.ts).
+    await charge.settle(submitted);
     if (failed) throw edge.refusalOf(failed);
     const values = results.map((r) => r.value as IngestResult);
     const [first] = values;

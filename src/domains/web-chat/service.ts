@@ -8,7 +8,7 @@ import type { Db } from '../../db';
 import { DomainError, notFound, validationFailed } from '../../lib/errors';
 import type { Feed, FeedRun } from '../../lib/feed';
 import { setLogTenant } from '../../lib/log-context';
-import { retryAfterSeconds } from '../../lib/rate';
+import { retryAfterSeconds } from '../../limits/budget';
 import { sameHash } from '../../lib/secrets';
 import { iso } from '../../lib/time';
 import type { IntakeOutcome } from '../../intake/edge';
@@ -163,7 +163,7 @@ export function createWebChatService(deps: {
       await reads.consume(`${s.tenantId}:${s.visitorId}`);
     } catch (res) {
       if (res instanceof RateLimiterRes) throw new DomainError('throttled', 'This visitor reads more than its rate; retry later.', { retryAfterSeconds: retryAfterSeconds(res) });
-      // Redis unreachable: reads go on without the budget, as the API's do (src/http/api-limits.ts).
+      // Redis unreachable: reads go on without the budget, as the API's do (src/limits/api.ts).
       logger.warn({ err_code: 'web_chat_read_budget_unavailable', cause: (res as Error)?.message }, 'web chat read budget not applied');
     }
   }
@@ -446,7 +446,7 @@ export function createWebChatService(deps: {
     /**
      * GET /v1/web-chat/attachments/{id}/content: a file of a message the visitor reads (theirs, or an agent's reply
      * on their conversation), served as agents' downloads are; anything else is 404. A read of the visitor's
-     * budget. The token may come in the URL, for links (see docs/decisions.md).
+     * budget. The token may come in the URL, for links (see docs/decisions/attachments.md, "Web chat files").
      */
     async download(authorization: string | undefined, q: { token?: string; visitor_token?: string }, attachmentId: string, rangeOf: RangeOf) {
       const s = await verify(bearerOf(authorization) ?? q.visitor_token, q.token);

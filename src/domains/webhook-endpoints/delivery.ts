@@ -5,7 +5,7 @@ import { listen, type Listener } from '../../db/notifications';
 import type { WebhookEndpointRow } from '../../db/types';
 import { newId } from '../../lib/ids';
 import type { QueueHub } from '../../queue/hub';
-import { makeWayForIntake, type IntakePressure } from '../../queue/intake-pressure';
+import type { BackgroundYield } from '../../intake/priority/yield';
 import type { AuditService } from '../audit/service';
 import { createEndpointSecrets } from './service';
 import { signedHeaders } from './signing';
@@ -79,9 +79,10 @@ export function createWebhookDelivery(deps: {
   queues: QueueHub;
   logger: Logger;
   present: Present;
-  pressure: IntakePressure;
+  /** The one yield of background work to live intake (src/intake/priority/). */
+  background: BackgroundYield;
 }) {
-  const { db, config, audit, queues, logger, present, pressure } = deps;
+  const { db, config, audit, queues, logger, present, background } = deps;
   const secrets = createEndpointSecrets(config);
   const leaseMs = config.OUTBOUND_WEBHOOK_DELIVERY_TIMEOUT_MS + LEASE_MARGIN_MS;
   const policy: AddressPolicy = { allowLoopback: config.OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK, allowPrivate: config.OUTBOUND_WEBHOOK_ALLOW_PRIVATE_NETWORKS };
@@ -296,10 +297,11 @@ export function createWebhookDelivery(deps: {
 
   /**
    * Outbound sends are background work: while live intake saturates the host's CPUs, a sender waits before
-   * its next round (up to OUTBOUND_WEBHOOK_INTAKE_YIELD_MS), so intake keeps the cores and the backlog is sent when
-   * intake eases. The wait is bounded, so a sustained saturation still gets a round per endpoint per wait.
+   * its next round (up to BACKGROUND_INTAKE_YIELD_MS, src/intake/priority/yield.ts), so intake keeps the cores and
+   * the backlog is sent when intake eases. The wait is bounded, so a sustained saturation still gets a round per
+   * endpoint per wait.
    */
-  const makeWay = () => makeWayForIntake(pressure, config.OUTBOUND_WEBHOOK_INTAKE_YIELD_MS);
+  const makeWay = () => background.makeWay();
 
   /** Keeps the sender's lease alive while it waits or sends (a chain of slow answers outlasts one lease). */
   function keepLease(tenantId: string, endpointId: string, token: string) {

@@ -2,7 +2,7 @@ import type { RedisClient } from '../../queue/connection';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import { createIntakeEdge, type IntakeOutcome } from '../../intake/edge';
-import type { FairShare } from '../../intake/fair-share';
+import type { Lanes } from '../../intake/priority/lanes';
 import { DomainError, notFound, refuse } from '../../lib/errors';
 import { parseJsonObject } from '../../lib/json-limits';
 import { setLogTenant } from '../../lib/log-context';
@@ -25,17 +25,17 @@ const signatureInvalid = () => refuse('signature_invalid', 'The webhook signatur
  * signature over the raw bytes, the JSON limits, the classification and the throttle, all without writing;
  * ticket events are then coalesced into `webhooks.batch` jobs (see worker.ts).
  */
-export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhooks' | 'secrets' | 'redis' | 'http'>; redis: RedisClient; queues: QueueHub; bus: ResultBus; fair: FairShare }) {
+export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhooks' | 'secrets' | 'redis' | 'http'>; redis: RedisClient; queues: QueueHub; bus: ResultBus; lanes: Lanes }) {
   const { db, config, queues } = deps;
   const secrets = createSecrets(config);
   const edge = createIntakeEdge<WebhookItem>({
     redis: deps.redis,
     bus: deps.bus,
-    throttle: { keyPrefix: `${config.REDIS_PREFIX}:throttle:webhooks`, points: config.INBOUND_WEBHOOK_RATE_POINTS, durationSeconds: config.INBOUND_WEBHOOK_RATE_WINDOW_SECONDS, what: 'integration' },
+    budget: { keyPrefix: `${config.REDIS_PREFIX}:throttle:webhooks`, points: config.INBOUND_WEBHOOK_RATE_POINTS, windowSeconds: config.INBOUND_WEBHOOK_RATE_WINDOW_SECONDS, what: 'integration' },
     batch: { max: config.INBOUND_WEBHOOK_BATCH_MAX, windowMs: config.INBOUND_WEBHOOK_BATCH_WINDOW_MS },
     waitMs: config.JOB_WAIT_MS,
     shards: config.INTAKE_QUEUE_SHARDS,
-    fair: deps.fair,
+    lanes: deps.lanes,
     send: (items, replyTo, { bulk, ...opts }) => queues.enqueue('webhooks.batch', { reply_to: replyTo, ...(bulk ? { bulk } : {}), items }, opts),
   });
 
@@ -59,16 +59,16 @@ export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhook
       const body = parseJsonObject(raw, (detail, errors) => new DomainError('webhook_payload_invalid', detail, errors ? { errors } : {}));
       const classified = classify(integration.provider, headers, body, raw);
       if (classified.kind === 'invalid') throw refuse('webhook_payload_invalid', `Not a readable ${provider} ticket event: ${classified.reason}.`);
-      // Throttled only once the delivery is known to be worth writing; a throttled one never enters the ledger.
+      // Charged only once the delivery is known to be worth writing, by the rule every intake follows
+      // (src/limits/intake.ts): a non-ticket event writes nothing and costs nothing, as a channel's receipts do.
       if (classified.kind === 'ignored') {
-        await edge.charge(integration.id);
         return { body: { status: 'ignored', ...(classified.challenge !== undefined ? { challenge: classified.challenge } : {}) } };
       }
       // Its workspace's lane first (in memory: it waits while the workspace already has its share queued), then
-      // the integration's budget.
+      // the integration's budget (a throttled delivery never enters the ledger, so its replay is new).
       const { release, bulk } = await edge.enter(integration.tenant_id, 1);
       try {
-        await edge.charge(integration.id);
+        const charge = await edge.charge(integration.id);
         const submitted = await edge.submit([{
           id: edge.newId(),
           tenant_id: integration.tenant_id,
@@ -84,6 +84,8 @@ export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhook
           requester: classified.requester,
           raw: raw.toString('utf8'),
         }], { bulk });
+        // What was not written goes back: a refused event, or a redelivery the ledger already had.
+        await charge.settle(submitted);
         if (submitted.accepted) {
           // Still recorded exactly once; the transcript shows it when the worker catches up.
           return { accepted: true, body: { status: 'accepted', external_ticket_id: classified.externalTicketId } };

@@ -47,7 +47,7 @@ const HEADER = {
  * that change a conversation's messages, state, assignment, tags or fields (recorded) and the rest (answered
  * ignored): teammate notifications (`mention`), links to other systems, automation bookkeeping
  * (`macro_triggered`, `topic_identified`) and call-progress telemetry. A missed call and a voicemail transcript
- * are a customer waiting on an answer, so they are recorded. docs/decisions.md has the table with reasons.
+ * are a customer waiting on an answer, so they are recorded. docs/decisions/intake.md has the table with reasons.
  */
 const FRONT_TICKET_EVENTS: ReadonlySet<string> = new Set([
   'inbound',

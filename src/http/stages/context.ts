@@ -2,18 +2,15 @@ import type { Request, Response } from 'express';
 import type { Principal } from '../../domains/identity/principal';
 import type { IdempotencyService } from '../../domains/idempotency/service';
 import type { ReadRouting } from '../../db/reads';
-import type { ApiLimits } from '../api-limits';
-import type { AuthThrottle } from '../auth-throttle';
+import type { Limits } from '../../limits';
 import type { Operation } from '../operation';
-import type { RefusalBudget } from '../throttle';
 
 /** What the router itself asks of the service container: authentication, budgets, idempotency, read routing. */
 export interface RouterServices {
-  authThrottle: Pick<AuthThrottle, 'authenticate'>;
+  /** The budgets (src/limits/): failed authentication, the API's caller and workspace, intake refusals. */
+  limits: { authFailures: Pick<Limits['authFailures'], 'authenticate'>; api: Pick<Limits['api'], 'take'>; refusals: Pick<Limits['refusals'], 'charge'> };
   identity: { authenticate(authorization: string | undefined): Promise<Principal> };
-  intakeRefusals: Pick<RefusalBudget, 'charge'>;
   idempotency: Pick<IdempotencyService, 'check' | 'fingerprint' | 'start' | 'finish' | 'release' | 'maxStoredBytes'>;
-  apiLimits: Pick<ApiLimits, 'take'>;
   reads: Pick<ReadRouting, 'wrote'>;
 }
 

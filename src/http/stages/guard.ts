@@ -22,7 +22,7 @@ export function authorize(op: Pick<Operation, 'access'>, principal: Principal): 
 export async function guard(x: Omit<Exchange, 'principal'>): Promise<Principal> {
   const { op, services, req, res } = x;
   if (op.access === 'public') return PUBLIC_PRINCIPAL;
-  const principal = await services.authThrottle.authenticate(req.ip, req.headers.authorization, services.identity.authenticate);
+  const principal = await services.limits.authFailures.authenticate(req.ip, req.headers.authorization, services.identity.authenticate);
   res.locals.tenantId = principal.tenantId;
   setLogTenant(principal.tenantId);
   authorize(op, principal);

@@ -5,7 +5,7 @@ import type { ChannelAdapter, InboundFileRef, InboundMessage, ParseResult } from
 /**
  * SMS: Twilio Messaging webhook fields, posted by the customer's relay as a JSON object of the form fields
  * (so every value is normally a string; numbers are accepted for NumMedia). Which requests carry a
- * customer message is tabled in docs/decisions.md ("Channel adapters"), from Twilio's webhook reference.
+ * customer message is tabled in docs/decisions/intake.md ("Channel adapters"), from Twilio's webhook reference.
  */
 const required = (name: string) =>
   z.string({ error: (iss) => (iss.input === undefined ? `${name} is required` : `${name} must be a string`) }).trim().min(1, `${name} is empty`).max(MAX_ID_LENGTH, `${name} is longer than ${MAX_ID_LENGTH} characters`);

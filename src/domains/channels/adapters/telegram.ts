@@ -5,7 +5,7 @@ import type { ChannelAdapter, InboundFileRef, InboundMessage, ParseResult } from
 /**
  * Telegram Bot API Update. Only `message` carries a new customer message; `edited_message`, `channel_post`,
  * `callback_query`, `my_chat_member` and the other update kinds are valid payloads with nothing to ingest
- * (the table, with sources, is in docs/decisions.md "Channel adapters").
+ * (the table, with sources, is in docs/decisions/intake.md "Channel adapters").
  */
 const user = z.object({
   id: z.number().int(),

@@ -7,7 +7,7 @@ import type { ChannelAdapter, InboundFileRef, InboundMessage, ParseResult } from
  * Only `field: "messages"` changes are read; in them `value.messages[]` are customer messages and
  * `value.statuses[]` are receipts for messages we sent (no inbound message). Other fields (templates,
  * account updates, smb_message_echoes…) are valid payloads with nothing to ingest. Which message types
- * become a ticket message is tabled in docs/decisions.md ("Channel adapters"), from Meta's webhook reference.
+ * become a ticket message is tabled in docs/decisions/intake.md ("Channel adapters"), from Meta's webhook reference.
  */
 const waMessage = z.looseObject({
   // Meta's business-scoped user ids (2026): a user with a username may arrive without `from` (the phone

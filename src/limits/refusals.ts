@@ -1,10 +1,8 @@
-import type { RedisClient } from '../queue/connection';
 import type { Logger } from 'pino';
-import { RateLimiterRes, RateLimiterRedis } from 'rate-limiter-flexible';
+import type { RedisClient } from '../queue/connection';
 import type { ConfigSection } from '../config';
-import { DomainError } from '../lib/errors';
-import { retryAfterSeconds } from '../lib/rate';
-import { problemOf } from './errors';
+import { problemOf } from '../http/errors';
+import { createBudget, throttled } from './budget';
 
 /** A 4xx the caller caused (not a throttle answer): what the refusal budget counts. */
 const isRefusal = (err: unknown): boolean => {
@@ -20,27 +18,21 @@ const isRefusal = (err: unknown): boolean => {
  */
 export function createRefusalBudget(deps: { redis: RedisClient; config: ConfigSection<'intake' | 'redis'>; logger: Logger }) {
   const { config, logger } = deps;
-  const limiter = new RateLimiterRedis({
-    storeClient: deps.redis,
+  const budget = createBudget({
+    redis: deps.redis,
     keyPrefix: `${config.REDIS_PREFIX}:throttle:intake-refusals`,
     points: config.INGEST_REFUSAL_RATE_POINTS,
-    duration: config.INGEST_REFUSAL_RATE_WINDOW_SECONDS,
+    windowSeconds: config.INGEST_REFUSAL_RATE_WINDOW_SECONDS,
   });
   return {
     /** The error to answer with: the refusal itself, or 429 once the address is over its refusal rate. */
     async charge(address: string | undefined, err: unknown): Promise<unknown> {
       if (!isRefusal(err)) return err;
-      try {
-        await limiter.consume(address ?? 'unknown');
-        return err;
-      } catch (res) {
-        if (res instanceof RateLimiterRes) {
-          return new DomainError('throttled', 'This address sends too many refused requests; retry later.', { retryAfterSeconds: retryAfterSeconds(res) });
-        }
-        // Redis unreachable: the refusal is still the right answer, so it goes out as it is.
-        logger.warn({ err_code: 'refusal_budget_unavailable', cause: (res as Error)?.message }, 'refusal budget unavailable');
-        return err;
-      }
+      const taken = await budget.take(address ?? 'unknown');
+      if (taken.over === true) return throttled('This address sends too many refused requests; retry later.', taken.msLeft);
+      // Redis unreachable: the refusal is still the right answer, so it goes out as it is.
+      if (taken.over === null) logger.warn({ err_code: 'refusal_budget_unavailable', cause: (taken.err as Error)?.message }, 'refusal budget unavailable');
+      return err;
     },
   };
 }

@@ -1,15 +1,15 @@
-import type { RedisClient } from '../queue/connection';
 import type { Logger } from 'pino';
-import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import type { RedisClient } from '../queue/connection';
 import type { ConfigSection } from '../config';
 import { DomainError } from '../lib/errors';
 import { API_KEY_MARK } from '../lib/secrets';
-import { problemOf } from './errors';
+import { problemOf } from '../http/errors';
 import type { Principal } from '../domains/identity/principal';
+import { createBudget, retryAfterSeconds } from './budget';
 
 /** The answer while an address is over its failed-authentication budget. */
-export const authFailuresThrottled = (retryAfterSeconds: number) =>
-  new DomainError('throttled', 'Too many failed authentications from this address; retry later.', { retryAfterSeconds: Math.max(1, retryAfterSeconds) });
+export const authFailuresThrottled = (seconds: number) =>
+  new DomainError('throttled', 'Too many failed authentications from this address; retry later.', { retryAfterSeconds: Math.max(1, seconds) });
 
 type Checked = { principal: Principal } | { err: unknown };
 const settle = (p: Promise<Principal>): Promise<Checked> => p.then((principal) => ({ principal }), (err: unknown) => ({ err }));
@@ -32,10 +32,10 @@ const isAccessToken = (authorization: string) => {
  * - a token seen for the first time costs a signature verification: past the failure budget, an address gets
  *   at most AUTH_FAILURE_RATE_POINTS of those per window, then 429 without verifying.
  *
- * Successes spend nothing. Redis unreachable: authentication goes on as without the throttle (logged), so an
+ * Successes spend nothing. Redis unreachable: authentication goes on as without the budget (logged), so an
  * outage of the counter never turns into refusals of valid keys.
  */
-export function createAuthThrottle(deps: {
+export function createAuthFailureBudget(deps: {
   redis: RedisClient;
   config: ConfigSection<'identity' | 'redis'>;
   logger: Logger;
@@ -44,47 +44,29 @@ export function createAuthThrottle(deps: {
 }) {
   const { config, logger } = deps;
   const budget = config.AUTH_FAILURE_RATE_POINTS;
-  const failures = new RateLimiterRedis({
-    storeClient: deps.redis,
-    keyPrefix: `${config.REDIS_PREFIX}:throttle:auth-failures`,
-    points: budget,
-    duration: config.AUTH_FAILURE_WINDOW_SECONDS,
-  });
+  const window = { redis: deps.redis, points: budget, windowSeconds: config.AUTH_FAILURE_WINDOW_SECONDS };
+  const failures = createBudget({ ...window, keyPrefix: `${config.REDIS_PREFIX}:throttle:auth-failures` });
   // Signature verifications of unseen tokens from an address that is over its failure budget.
-  const verifications = new RateLimiterRedis({
-    storeClient: deps.redis,
-    keyPrefix: `${config.REDIS_PREFIX}:throttle:auth-verifications`,
-    points: budget,
-    duration: config.AUTH_FAILURE_WINDOW_SECONDS,
-  });
+  const verifications = createBudget({ ...window, keyPrefix: `${config.REDIS_PREFIX}:throttle:auth-verifications` });
   const unavailable = (err: unknown) => logger.warn({ err_code: 'auth_throttle_unavailable', cause: (err as Error)?.message }, 'auth failure throttle unavailable; not applied');
 
-  /** Failures spent by the address this window (one GET; 0 when Redis does not answer). */
+  /** Failures spent by the address this window (0 when Redis does not answer). */
   const spentBy = (key: string) =>
-    deps.redis.get(failures.getKey(key)).then(
-      (n) => Number(n ?? 0),
-      (err: unknown) => {
-        unavailable(err);
-        return 0;
-      },
-    );
+    failures.spent(key).catch((err: unknown) => {
+      unavailable(err);
+      return 0;
+    });
 
-  async function throttled(key: string): Promise<DomainError> {
-    const left = await failures.get(key).catch(() => null);
-    return authFailuresThrottled(Math.ceil((left?.msBeforeNext ?? 1000) / 1000));
-  }
+  const throttled = async (key: string) => authFailuresThrottled(retryAfterSeconds(await failures.msLeft(key)));
 
   /** A failed check: spends a point, and past the budget the answer is 429 instead of what failed. */
   async function failed(key: string, spent: number, err: unknown): Promise<never> {
     const refused = problemOf(err);
     if (!refused || (refused.status !== 401 && refused.status !== 404)) throw err;
-    let over = spent >= budget;
-    await failures.consume(key).catch((res: unknown) => {
-      // Rejections past the budget are expected here (concurrent failures); only an outage is worth a line.
-      if (res instanceof RateLimiterRes) over = true;
-      else unavailable(res);
-    });
-    if (over) throw await throttled(key);
+    // Over the budget here is expected (concurrent failures); only an outage is worth a line.
+    const taken = await failures.take(key);
+    if (taken.over === null) unavailable(taken.err);
+    if (spent >= budget || taken.over === true) throw await throttled(key);
     throw err;
   }
 
@@ -101,15 +83,9 @@ export function createAuthThrottle(deps: {
       }
       const spent = await spentBy(key);
       if (spent >= budget) {
-        const allowed = await verifications.consume(key).then(
-          () => true,
-          (res: unknown) => {
-            if (res instanceof RateLimiterRes) return false;
-            unavailable(res);
-            return true;
-          },
-        );
-        if (!allowed) throw await throttled(key);
+        const taken = await verifications.take(key);
+        if (taken.over === null) unavailable(taken.err);
+        if (taken.over === true) throw await throttled(key);
       }
       const checked = await settle(check(authorization));
       if ('principal' in checked) return checked.principal;
@@ -118,4 +94,4 @@ export function createAuthThrottle(deps: {
   };
 }
 
-export type AuthThrottle = ReturnType<typeof createAuthThrottle>;
+export type AuthFailureBudget = ReturnType<typeof createAuthFailureBudget>;

@@ -1,4 +1,4 @@
-import { DomainError } from '../lib/errors';
+import { DomainError } from '../../lib/errors';
 
 /** What a refused sender is told to wait: a lane moves many items a second even at saturation. */
 const RETRY_AFTER_SECONDS = 1;
@@ -28,7 +28,9 @@ interface Lane {
 }
 
 /**
- * Fair sharing of live intake between workspaces (issue 21), per API process: one lane per workspace.
+ * The intake-priority room, the lanes: fair sharing of live intake between workspaces (issue 21), per API
+ * process: one lane per workspace (INTAKE_WORKSPACE_QUEUED, INTAKE_WORKSPACE_WAITING,
+ * INTAKE_WORKSPACE_SHARED_QUEUED). Moved from src/intake/fair-share.ts (issue 35).
  *
  * Every workspace's intake items share one queue to the workers, first in, first out. A burst in one workspace
  * used to put hundreds of its items ahead of every other workspace's next message. Now a workspace may have
@@ -51,7 +53,7 @@ interface Lane {
  * - Counting is in memory, with no round trip on the hot path. With several API processes behind a balancer,
  *   each keeps its own lanes; the bound is then `perWorkspace` per process.
  */
-export function createFairShare(o: { perWorkspace: number; maxWaiting: number; sharedQueued?: number; contended?: () => boolean }) {
+export function createLanes(o: { perWorkspace: number; maxWaiting: number; sharedQueued?: number; contended?: () => boolean }) {
   const lanes = new Map<string, Lane>();
   /** When each workspace last asked to queue intake (kept for OTHERS_RECENT_MS). */
   const lastSeen = new Map<string, number>();
@@ -160,4 +162,4 @@ export function createFairShare(o: { perWorkspace: number; maxWaiting: number; s
   };
 }
 
-export type FairShare = ReturnType<typeof createFairShare>;
+export type Lanes = ReturnType<typeof createLanes>;

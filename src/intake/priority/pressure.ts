@@ -1,6 +1,12 @@
+/**
+ * The intake-priority room, part one: how pressed live intake is. Two readings of one host sampler (its CPU busy
+ * share over a window, held for a calm second): `createHostSaturation` (synchronous, in memory: the API's lanes
+ * ask it on the request path) and `createIntakePressure` (the same, and live intake in flight on the intake
+ * queues: background work in a worker asks it before it runs). Moved from src/queue/intake-pressure.ts (issue 35).
+ */
 import { cpus } from 'node:os';
-import { shardsOf, SHARDED_QUEUES } from './jobs';
-import type { QueueHub } from './hub';
+import { shardsOf, SHARDED_QUEUES } from '../../queue/jobs';
+import type { QueueHub } from '../../queue/hub';
 
 /** A reading is reused this long: every sender of the process asks before each round. */
 const SAMPLE_MS = 100;
@@ -56,7 +62,7 @@ export interface IntakePressure {
 }
 
 /**
- * Whether background work (outbound webhook sends) should make way for live intake right now. Two readings,
+ * Whether background work (outbound webhook sends, rollups, sweeps, prunes) should make way for live intake right now. Two readings,
  * both cheap and reused for SAMPLE_MS:
  * - intake in flight: jobs waiting or running on the intake queues (one Redis round trip per queue), so
  *   background work never pauses for an idle intake;
@@ -103,29 +109,6 @@ export function createIntakePressure(queues: QueueHub, shards: number, read: { c
     },
   };
 }
-
-/** How often background work that makes way for intake looks again. */
-const YIELD_CHECK_MS = 100;
-
-/**
- * Background work (outbound sends, rollup folds, sweeps) waits here while live intake saturates the host,
- * up to `maxMs`, so intake keeps the cores; bounded, so sustained saturation slows background work but never
- * stops it. Resolves with how long it waited.
- */
-export async function makeWayForIntake(pressure: IntakePressure, maxMs: number): Promise<number> {
-  const started = Date.now();
-  const until = started + maxMs;
-  while (Date.now() < until && (await pressure.saturated())) await new Promise((r) => setTimeout(r, YIELD_CHECK_MS));
-  return Date.now() - started;
-}
-
-/** Runs bulk work after making way for saturated live intake (see makeWayForIntake). */
-export const bulkWork =
-  (pressure: IntakePressure, maxMs: number) =>
-  async <T>(run: () => Promise<T>): Promise<T> => {
-    await makeWayForIntake(pressure, maxMs);
-    return run();
-  };
 
 /**
  * Whether this host's CPUs are saturated, read in the process that asks (the API's intake lanes): the busy
