@@ -12,6 +12,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import ts from 'typescript';
 import { startTestApp, type TestContext } from './helpers/context';
+import { typeCheckClient } from './helpers/typecheck-client';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 
 const run = promisify(execFile);
@@ -99,22 +100,11 @@ export async function scenario(baseUrl: string, secret: string) {
 
 test('the generated types name the schemas, and the client type-checks against them (strict)', async () => {
   expect(api).toMatch(/\bTicketSummary: \{/);
-  const file = join(dir, 'client.ts');
-  await writeFile(file, CLIENT);
-  const program = ts.createProgram([file], {
-    strict: true,
-    noEmit: true,
-    target: ts.ScriptTarget.ES2022,
-    module: ts.ModuleKind.ESNext,
-    moduleResolution: ts.ModuleResolutionKind.Bundler,
-    lib: ['lib.es2023.d.ts', 'lib.dom.d.ts'],
-    skipLibCheck: true,
-    types: [],
+  const diagnostics = await typeCheckClient(dir, CLIENT, {
     // openapi-fetch from this project's node_modules, as a consumer's would be.
     baseUrl: resolve(__dirname, '..'),
     paths: { 'openapi-fetch': ['node_modules/openapi-fetch'] },
   });
-  const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'));
   expect(diagnostics).toEqual([]);
 }, 30_000);
 

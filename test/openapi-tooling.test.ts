@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import ts from 'typescript';
 import { startTestApp, type TestContext } from './helpers/context';
+import { typeCheckClient } from './helpers/typecheck-client';
 
 /**
  * The contract as third-party tools see it: openapi-typescript generates types from the served document,
@@ -53,26 +54,7 @@ afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-/** The diagnostics of type-checking `source` (as client.ts, beside the generated api.ts), formatted. */
-async function typeCheck(source: string): Promise<string[]> {
-  const file = join(dir, 'client.ts');
-  await writeFile(file, source);
-  const program = ts.createProgram([file], {
-    strict: true,
-    noEmit: true,
-    target: ts.ScriptTarget.ES2022,
-    module: ts.ModuleKind.ESNext,
-    moduleResolution: ts.ModuleResolutionKind.Bundler,
-    lib: ['lib.es2023.d.ts', 'lib.dom.d.ts'],
-    // node_modules' own declarations are theirs to check; api.ts (generated) and client.ts are checked.
-    skipLibCheck: true,
-    types: [],
-  });
-  return ts.getPreEmitDiagnostics(program).map((d) => {
-    const where = d.file && d.start !== undefined ? `${d.file.fileName.replace(dir, '')}:${d.file.getLineAndCharacterOfPosition(d.start).line + 1}` : '';
-    return `${where} ${ts.flattenDiagnosticMessageText(d.messageText, '\n')}`;
-  });
-}
+const typeCheck = (source: string) => typeCheckClient(dir, source);
 
 const CLIENT = `
 import createClient from 'openapi-fetch';
