@@ -527,11 +527,12 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
             }
           : {}),
         // An operation may answer JSON or, asked with Accept: text/event-stream, a stream (web chat messages).
-        ...(op.response.schema || op.eventStream || op.response.binary
+        ...(op.response.schema || op.eventStream || op.response.binary || op.response.text
           ? {
               content: {
                 ...(op.response.schema ? mainContent(components, op) : {}),
                 ...(op.response.binary ? BINARY_CONTENT : {}),
+                ...Object.fromEntries((op.response.text ?? []).map((t) => [t, { schema: { type: 'string' } }])),
                 ...(op.eventStream ? { 'text/event-stream': { schema: { type: 'string' }, example: op.streamExample ?? EVENT_STREAM_EXAMPLE } } : {}),
               },
             }

@@ -132,7 +132,11 @@ export interface Operation<
    */
   secretInAnswer?: boolean;
   /** `binary`: the answer is bytes (the handler answers `bytes`), documented as application/octet-stream. */
-  response: { status: number; description: string; schema?: z.ZodType; binary?: boolean };
+  /**
+   * `text`: media types the operation may answer as text instead of (or besides) JSON, as a provider's own format
+   * (Twilio's TwiML as text/xml, Meta's handshake challenge as text/plain); the handler answers `text`.
+   */
+  response: { status: number; description: string; schema?: z.ZodType; binary?: boolean; text?: readonly string[] };
   /** Codes this operation can answer beyond the guard's own (documented in OpenAPI). */
   errors?: DomainErrorCode[];
   /**

@@ -34,7 +34,7 @@ export const providerHookOperations = [
       { name: 'Authorization', description: "email (Postmark): `Basic` with the connection's webhook_username and webhook_password, when they are set." },
     ],
     body: z.record(z.string(), z.unknown()).meta({ description: "The provider's payload, exactly as it sends it (form-encoded for Twilio, JSON for the others)." }),
-    response: { status: 200, description: 'Accepted (Twilio: `<Response></Response>` as text/xml)', schema: hookResult },
+    response: { status: 200, description: 'Accepted (Twilio: `<Response></Response>` as text/xml)', schema: hookResult, text: ['text/xml'] },
     errors: ['hook_signature_invalid', 'channel_payload_invalid', 'payload_too_complex', 'throttled'],
     example: {
       params: { channel: 'telegram', inbound_token: 'itk_Qm9yZWFsLWV4YW1wbGUtdG9rZW4tMDE5Mw' },
@@ -59,7 +59,7 @@ export const providerHookOperations = [
       'hub.verify_token': z.string().max(1024).optional().meta({ examples: ['wa-verify-3f9c2a7b'] }),
       'hub.challenge': z.string().max(1024).optional().meta({ examples: ['1158201444'] }),
     }),
-    response: { status: 200, description: 'The challenge, as text/plain' },
+    response: { status: 200, description: 'The challenge, as text/plain', text: ['text/plain'] },
     errors: ['hook_signature_invalid'],
     handler: async ({ params, query }, s) => s.providerHooks.handshake(params.channel, params.inbound_token, query),
   }),
