@@ -131,7 +131,7 @@ export interface Operation<
    * replays of an Idempotency-Key included, and OpenAPI documents the header on the success answer.
    */
   secretInAnswer?: boolean;
-  /** `binary`: the answer is bytes (the handler answers `bytes`), documented as any media type (`*/*`, binary): a download is sent with its file's own sniffed type. */
+  /** `binary`: the answer is bytes (the handler answers `bytes`), documented as any media type, binary: a download is sent with its file's own sniffed type. */
   /**
    * `text`: media types the operation may answer as text instead of (or besides) JSON, as a provider's own format
    * (Twilio's TwiML as text/xml, Meta's handshake challenge as text/plain); the handler answers `text`.
