@@ -18,6 +18,7 @@ import { emailAdapter } from '../src/domains/channels/adapters/email';
 import { base64Decoder } from '../src/domains/inbound-files/download';
 import { twilioMediaAllowed } from '../src/domains/inbound-files/sources';
 import { startTestApp, type TestContext } from './helpers/context';
+import { attachmentRows, settledAttachments } from './helpers/attachment-rows';
 import { bearer, createWorkspace, type Workspace } from './helpers/factories';
 import { connect, ingest, ticketDetail } from './helpers/ingest';
 import { emailPayload, smsPayload, telegramUpdate, whatsappMessage, whatsappPayload } from './helpers/payloads';
@@ -75,34 +76,9 @@ afterAll(async () => {
 });
 beforeEach(() => doubles.reset());
 
-interface Row {
-  id: string;
-  event_id: string;
-  ticket_id: string;
-  name: string;
-  content_type: string;
-  size: number;
-  sha256: string | null;
-  state: string;
-  reason: string | null;
-  content_id: string | null;
-}
-
-const rowsOf = async (tenantId: string, ticketId: string): Promise<Row[]> =>
-  (await sql<Row>`
-    SELECT id, event_id, ticket_id, name, content_type, size::int AS size, sha256, state, reason, content_id
-    FROM attachments WHERE tenant_id = ${tenantId} AND ticket_id = ${ticketId} ORDER BY created_at, id`.execute(ctx.db)).rows;
-
+const rowsOf = (tenantId: string, ticketId: string) => attachmentRows(ctx.db, tenantId, ticketId);
 /** Waits until the ticket has `count` inbound files, none pending; returns them. */
-const settled = (tenantId: string, ticketId: string, count: number, timeoutMs = 15_000) =>
-  eventually(
-    async () => {
-      const rows = await rowsOf(tenantId, ticketId);
-      return rows.length >= count && rows.every((r) => r.state !== 'pending') ? rows : undefined;
-    },
-    timeoutMs,
-    `${count} settled files on ticket ${ticketId}`,
-  );
+const settled = (tenantId: string, ticketId: string, count: number, timeoutMs = 15_000) => settledAttachments(ctx.db, tenantId, ticketId, count, timeoutMs);
 
 const stagedLeft = () => {
   try {

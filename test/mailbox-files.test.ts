@@ -7,14 +7,13 @@
  * the ticket in place with the file `failed` and the reason. Everything runs against the mail-provider double.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { sql } from 'kysely';
 import { gmailAttachmentBody } from '../src/domains/inbound-files/gmail-body';
 import { type TestContext } from './helpers/context';
+import { settledAttachments } from './helpers/attachment-rows';
 import { createWorkspace, type Workspace } from './helpers/factories';
 import { ticketDetail } from './helpers/ingest';
 import { startMailProviderDouble, type DeliverAttachment, type MailProviderDouble } from './helpers/mail-provider-double';
 import { PROVIDERS, appWithWorkers, helpers, providerEnv, suite, tag, type Provider } from './helpers/mailbox';
-import { eventually } from './helpers/wait';
 
 const MAX_BYTES = 1024 * 1024;
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -40,32 +39,8 @@ afterEach(() => {
   double.failAttachments('microsoft', null);
 });
 
-interface Row {
-  id: string;
-  event_id: string;
-  name: string;
-  content_type: string;
-  size: number;
-  sha256: string | null;
-  state: string;
-  reason: string | null;
-  content_id: string | null;
-}
-
-const rowsOf = async (tenantId: string, ticketId: string): Promise<Row[]> =>
-  (await sql<Row>`
-    SELECT id, event_id, name, content_type, size::int AS size, sha256, state, reason, content_id
-    FROM attachments WHERE tenant_id = ${tenantId} AND ticket_id = ${ticketId} ORDER BY created_at, id`.execute(ctx.db)).rows;
-
-const settled = (tenantId: string, ticketId: string, count: number) =>
-  eventually(
-    async () => {
-      const rows = await rowsOf(tenantId, ticketId);
-      return rows.length >= count && rows.every((r) => r.state !== 'pending') ? rows : undefined;
-    },
-    15_000,
-    `${count} settled files on ticket ${ticketId}`,
-  );
+/** Waits until the ticket has `count` inbound files, none pending; returns them. */
+const settled = (tenantId: string, ticketId: string, count: number, timeoutMs = 15_000) => settledAttachments(ctx.db, tenantId, ticketId, count, timeoutMs);
 
 /** A connected mailbox with its cursor set, in a workspace of its own. */
 async function mailboxFor(p: Provider): Promise<{ ws: Workspace; mailbox: string }> {

@@ -110,7 +110,7 @@ export async function readSpooledJson(source: AsyncIterable<Buffer | string>, op
     stack.push(frame);
   };
 
-  async function startSpool() {
+  function startSpool() {
     const out = new PassThrough({ highWaterMark: 64 * 1024 });
     const maxChars = opts.maxBytes;
     const entry: SpooledString = { key: '', length: 0, adopted: false };
@@ -147,7 +147,7 @@ export async function readSpooledJson(source: AsyncIterable<Buffer | string>, op
         return;
       case 'startString': {
         const top = stack[stack.length - 1];
-        if (top?.kind === 'object' && opts.spill(path())) await startSpool();
+        if (top?.kind === 'object' && opts.spill(path())) startSpool();
         else piece = { kind: 'string', text: '' };
         return;
       }
