@@ -13,7 +13,7 @@ import { sendProblem } from './http/problem';
 import { asDependencyError, dependencyUnavailable, notFound } from './lib/errors';
 import { createOpsMetrics, mountOps } from './http/ops';
 import { webChatCors, webChatVisitorCors } from './http/cors';
-import { baseAnswerHeaders, secretAnswers } from './http/answer-headers';
+import { baseAnswerHeaders } from './http/answer-headers';
 import { expressPath, mountOperations } from './http/router';
 import { withLogContext } from './lib/log-context';
 import { serializeError } from './lib/logger';
@@ -146,8 +146,6 @@ export function createApp(deps: AppDeps): { app: Express; services: Services } {
   app.use('/v1/ingest/web_chat', webChatCors((token, origin) => services.channels.webChatOriginAllowed(token, origin)));
   // The widget's visitor routes (sessions, messages, the live conversation) by the same rule (issue 33).
   app.use('/v1/web-chat', webChatVisitorCors((key, origin) => services.webChat.originAllowed(key, origin)));
-  // Answers carrying a secret are never stored by a browser or a proxy (operations with `secretInAnswer`).
-  app.use(secretAnswers(operations, expressPath));
   const router = express.Router({ caseSensitive: true, strict: false });
   mountOperations(router, operations, services, { bodyLimit: config.BODY_LIMIT_BYTES, spool: services.inboundFiles.spool });
   app.use(router);

@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response, Router } from 'express';
 import type { SpooledString } from '../lib/spooled-json';
+import { NO_STORE } from './answer-headers';
 import type { Operation } from './operation';
 import { createRechecks } from './rechecks';
 import { releaseSpooled, type SpoolStore } from './spooled-body';
@@ -30,6 +31,8 @@ export function mountOperations<S extends RouterServices>(router: Router, ops: O
   for (const op of ops) {
     router[op.method](expressPath(op.path), async (req: Request, res: Response, next: NextFunction) => {
       res.locals.operationId = op.id;
+      // Neither a browser nor a proxy keeps an answer holding a secret, nor a refusal or replay of it.
+      if (op.secretInAnswer) res.setHeader('Cache-Control', NO_STORE);
       try {
         const x = { op: op as Operation<RouterServices>, services, req, res, principal: await guard({ op: op as Operation<RouterServices>, services, req, res }) };
         await chargeLimits(x);
