@@ -8,12 +8,13 @@ import { channelById } from '../src/domains/channels/registry';
 import { loadConfigOrExit } from '../src/config';
 import { createLogger } from '../src/lib/logger';
 import { openRuntime } from '../src/runtime';
-import { createServices } from '../src/services';
+import { createWorkerServices } from '../src/services/worker';
 
 const config = loadConfigOrExit();
 const logger = createLogger(config);
 const runtime = openRuntime(config, logger, 'http');
-const services = createServices({ db: runtime.db.db, config, queues: runtime.queues, logger, redis: runtime.redis, bus: runtime.bus });
+// The workers' container: the baseline runs their ingest writer inline, in the request.
+const services = createWorkerServices({ db: runtime.db.db, config, queues: runtime.queues, logger, redis: runtime.redis });
 let seq = 0;
 
 const app = express();

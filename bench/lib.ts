@@ -12,14 +12,14 @@ import { migrateToLatest, type Db } from '../src/db';
 import { ensureDatabase } from '../src/db/admin';
 import { createLogger } from '../src/lib/logger';
 import { openRuntime, type Runtime } from '../src/runtime';
-import type { Services } from '../src/services';
+import type { ApiServices } from '../src/services/api';
 import { autocannonLoad, type Load } from './report';
 
 export interface BenchApp {
   config: Config;
   runtime: Runtime;
   db: Db;
-  services: Services;
+  services: ApiServices;
   url: string;
   port: number;
   close(): Promise<void>;
@@ -100,7 +100,7 @@ export async function openBenchApp(opts: { database: string; redisPrefix: string
 }
 
 /** A workspace of its own for a bench case, through the real bootstrap (owner and API key), named uniquely per run. */
-export function benchWorkspaces(services: Services) {
+export function benchWorkspaces(services: ApiServices) {
   const stamp = Date.now();
   return (name: string) =>
     services.workspaces.bootstrap({

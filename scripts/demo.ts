@@ -15,7 +15,8 @@ import type { IngestItem } from '../src/domains/ingest/worker';
 import type { WebhookItem } from '../src/domains/webhooks/worker';
 import { createLogger } from '../src/lib/logger';
 import { openRuntime } from '../src/runtime';
-import { createServices } from '../src/services';
+import { createApiServices } from '../src/services/api';
+import { createWorkerServices } from '../src/services/worker';
 
 const CUSTOMERS = [
   { name: 'Maria Gonzales', email: 'maria.gonzales@example.com', phone: '+14155550111' },
@@ -45,7 +46,10 @@ async function main() {
   const runtime = openRuntime(config, logger, 'worker');
   try {
     await migrateToLatest(runtime.db.db);
-    const services = createServices({ db: runtime.db.db, config, queues: runtime.queues, logger, redis: runtime.redis, bus: runtime.bus });
+    // What an admin does goes through the API's container; what customers and integrations send, through the
+    // workers' writers (their own code paths), as if it had just been delivered.
+    const services = createApiServices({ db: runtime.db.db, config, queues: runtime.queues, logger, redis: runtime.redis, bus: runtime.bus });
+    const workers = createWorkerServices({ db: runtime.db.db, config, queues: runtime.queues, logger, redis: runtime.redis });
     const ws = await services.workspaces.bootstrap({
       workspace: values.workspace ?? `Northwind Demo ${hex(2)}`,
       ownerEmail: `owner+${hex(3)}@northwind.example`,
@@ -67,7 +71,7 @@ async function main() {
       const email: IngestItem = { id: `demo-${hex(6)}`, tenant_id: tenantId, channel: 'email', message: { providerMessageId: messageId, messageIdHeader: messageId, sender: { handle: c.email, name: c.name, email: c.email }, subject, body } };
       return i % 3 === 0 ? [sms] : i % 3 === 1 ? [chat] : [email];
     });
-    const ingested = await services.ingestProcessor.processBatch(items);
+    const ingested = await workers.ingestProcessor.processBatch(items);
     const ticketIds = ingested.filter((r) => r.ok).map((r) => (r.value as { ticket_id: string }).ticket_id);
 
     // Agents open a few themselves, answer, note, solve some.
@@ -107,8 +111,8 @@ async function main() {
         raw,
       };
     });
-    await services.webhookProcessor.processBatch(deliveries);
-    await services.rollups.sweep();
+    await workers.webhookProcessor.processBatch(deliveries);
+    await workers.rollups.sweep();
 
     process.stdout.write(
       `${JSON.stringify({

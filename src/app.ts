@@ -21,7 +21,7 @@ import { withTimeout } from './lib/time';
 import { buildOperationTable } from './operations';
 import type { QueueHub } from './queue/hub';
 import type { ResultBus } from './queue/results';
-import { createServices, type Services } from './services';
+import { createApiServices, type ApiServices } from './services/api';
 
 export interface AppDeps {
   config: Config;
@@ -37,9 +37,9 @@ export interface AppDeps {
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 
-export function createApp(deps: AppDeps): { app: Express; services: Services } {
+export function createApp(deps: AppDeps): { app: Express; services: ApiServices } {
   const { config, logger, db, redis } = deps;
-  const services = createServices({ db, readDb: deps.readDb ?? null, config, queues: deps.queues, logger, redis, bus: deps.bus });
+  const services = createApiServices({ db, readDb: deps.readDb ?? null, config, queues: deps.queues, logger, redis, bus: deps.bus });
   const operations = buildOperationTable();
   const openapi = buildOpenApi(operations, { version: '1.0.0', ...(config.PUBLIC_BASE_URL ? { serverUrl: config.PUBLIC_BASE_URL } : {}) });
 

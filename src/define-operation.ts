@@ -1,5 +1,5 @@
 import { operationsFor } from './http/operation';
-import type { Services } from './services';
+import type { ApiServices } from './services/api';
 
 /** A row of the operation table, its handler handed this app's service container. */
-export const defineOperation = operationsFor<Services>();
+export const defineOperation = operationsFor<ApiServices>();

@@ -24,10 +24,10 @@ import { webhookEndpointOperations } from './domains/webhook-endpoints/routes';
 import { webChatOperations } from './domains/web-chat/routes';
 import { fileOperations } from './domains/files/routes';
 import type { Operation } from './http/operation';
-import type { Services } from './services';
+import type { ApiServices } from './services/api';
 
 /** Every operation of the API, assembled from the domains and checked once at start-up. */
-const ALL: Operation<Services>[] = [
+const ALL: Operation<ApiServices>[] = [
   ...apiKeyOperations,
   ...auditOperations,
   ...memberOperations,
@@ -55,7 +55,7 @@ const ALL: Operation<Services>[] = [
   ...fileOperations,
 ];
 
-export function buildOperationTable(rows: Operation<Services>[] = ALL): Operation<Services>[] {
+export function buildOperationTable(rows: Operation<ApiServices>[] = ALL): Operation<ApiServices>[] {
   const ids = new Set<string>();
   const routes = new Set<string>();
   for (const op of rows) {

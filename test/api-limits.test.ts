@@ -90,13 +90,15 @@ test('public routes carry no budget headers', async () => {
 
 test('the OpenAPI document lists 429 with Retry-After, and the budget headers, on every authenticated operation', async () => {
   const doc = inlineShared((await ctx.http.get('/v1/openapi.json')).body) as {
-    paths: Record<string, Record<string, { security: unknown[]; responses: Record<string, { headers?: Record<string, unknown> }> }>>;
+    security: unknown[];
+    paths: Record<string, Record<string, { security?: unknown[]; responses: Record<string, { headers?: Record<string, unknown> }> }>>;
   };
   let checked = 0;
   for (const ops of Object.values(doc.paths)) {
     for (const op of Object.values(ops)) {
-      // Authenticated: a bearer credential is required (a public hook may document a provider's optional basic auth).
-      if (!op.security.some((r) => typeof r === 'object' && r !== null && 'bearer' in r)) continue;
+      // Authenticated: a bearer credential is required, by the document's security unless the operation has its own
+      // (a public one: none, or a provider's optional basic auth).
+      if (!(op.security ?? doc.security).some((r) => typeof r === 'object' && r !== null && 'bearer' in r)) continue;
       const success = Object.entries(op.responses).find(([s]) => s.startsWith('2'))![1];
       expect(Object.keys(success.headers ?? {})).toEqual(expect.arrayContaining(['RateLimit-Policy', 'RateLimit']));
       expect(Object.keys(op.responses['429']?.headers ?? {})).toEqual(expect.arrayContaining(['Retry-After', 'RateLimit']));

@@ -1,5 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { createSealer } from '../src/lib/crypto';
+import { endpointSecretContext } from '../src/domains/webhook-endpoints/service';
+import { integrationSecretContext } from '../src/domains/webhooks/secrets';
+import { mailboxTokenContext } from '../src/domains/mailbox/tokens';
+import { providerKeyContext } from '../src/domains/workspaces/service';
+import { channelFieldContext } from '../src/domains/channels/service';
+import { createVisitorTokens, visitorCursorContext } from '../src/domains/web-chat/tokens';
+import { keptAnswerContext } from '../src/domains/idempotency/service';
+import { createFieldSealer, createSealer } from '../src/lib/crypto';
 
 const key = (id: string) => ({ id, key: randomBytes(32) });
 
@@ -58,5 +65,56 @@ describe('sealing secrets with versioned AES-256-GCM keys', () => {
       expect((err as Error).message).toMatch(/key is not configured/);
       expect((err as Error).message).not.toContain('token-value');
     }
+  });
+});
+
+describe('one sealer per kind of field, bound to its row by ids', () => {
+  const k1 = key('k1');
+  const k2 = key('k2');
+
+  test('seals under the context its ids name, opens only with the same ids, and type-checks them', () => {
+    const field = createFieldSealer([k1], (tenantId: string, field: 'access' | 'refresh') => `mailbox:${tenantId}:${field}`);
+    const sealed = field.seal('t1', 'access', 'token');
+    expect(field.open('t1', 'access', sealed)).toBe('token');
+    expect(createSealer([k1]).open(sealed, 'mailbox:t1:access')).toBe('token');
+    expect(() => field.open('t2', 'access', sealed)).toThrow();
+    expect(() => field.open('t1', 'refresh', sealed)).toThrow();
+    // Compiled, never run: the type check refuses ids the context does not take.
+    const refused = () => [
+      // @ts-expect-error a field the context does not name
+      field.open('t1', 'secret', sealed),
+      // @ts-expect-error an id missing
+      field.seal('t1', 'token'),
+    ];
+    expect(refused).toBeInstanceOf(Function);
+    expect(field.isSealed(sealed)).toBe(true);
+    expect(field.isSealed('plain')).toBe(false);
+    expect(createFieldSealer([k1, k2], (t: string) => `x:${t}`).isStale(sealed)).toBe(true);
+  });
+
+  /**
+   * Existing databases hold values sealed under these contexts: each field's text is pinned here, sealed
+   * with the field's own sealer and opened with the bare sealer under the literal it has always had.
+   */
+  const T = '0190a5b8-0000-7000-8000-000000000001';
+  const ID = '0190a5b8-0000-7000-8000-000000000002';
+  const pinned: [string, () => string, string][] = [
+    ['inbound webhook integration signing secret', () => createFieldSealer([k1], integrationSecretContext).seal(T, ID, 'v'), `integration:${T}:${ID}:signing_secret`],
+    ['outbound webhook endpoint secret', () => createFieldSealer([k1], endpointSecretContext).seal(T, ID, 'v'), `webhook-endpoint:${T}:${ID}:secret`],
+    ['mailbox access token', () => createFieldSealer([k1], mailboxTokenContext).seal(T, 'access', 'v'), `mailbox:${T}:access`],
+    ['mailbox refresh token', () => createFieldSealer([k1], mailboxTokenContext).seal(T, 'refresh', 'v'), `mailbox:${T}:refresh`],
+    ['workspace provider key', () => createFieldSealer([k1], providerKeyContext).seal(T, 'anthropic', 'v'), `provider_key:${T}:anthropic`],
+    ['channel secrets', () => createFieldSealer([k1], channelFieldContext).seal(T, 'sms', 'secrets', 'v'), `channel:${T}:sms:secrets`],
+    ['channel inbound token', () => createFieldSealer([k1], channelFieldContext).seal(T, 'sms', 'inbound_token', 'v'), `channel:${T}:sms:inbound_token`],
+    ['web chat cursor', () => createFieldSealer([k1], visitorCursorContext).seal(T, 'wcv_abc', 'v'), `web-chat-cursor:${T}:wcv_abc`],
+    ['idempotent answer', () => createFieldSealer([k1], keptAnswerContext).seal(T, `key:${ID}`, 'order-1', 'v'), `idempotency:${T}:key:${ID}:order-1`],
+  ];
+  test.each(pinned)('keeps the context of the %s byte for byte', (_field, seal, literal) => {
+    expect(createSealer([k1]).open(seal(), literal)).toBe('v');
+  });
+
+  test("keeps the web chat cursor's context through the visitor tokens' own sealing", () => {
+    const sealed = createVisitorTokens([k1]).sealCursor(T, 'wcv_abc', { m: '7' });
+    expect(JSON.parse(createSealer([k1]).open(sealed, `web-chat-cursor:${T}:wcv_abc`))).toEqual({ m: '7' });
   });
 });

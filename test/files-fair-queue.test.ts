@@ -28,8 +28,8 @@ const queued = async () => {
 test('a quiet workspace\'s file job is queued ahead of a flooding workspace\'s backlog, and turns come back as jobs settle', async () => {
   const flood = uuidv7();
   const quiet = uuidv7();
-  await ctx.services.inboundFiles.queueFetch(Array.from({ length: 12 }, () => job(flood)));
-  await ctx.services.inboundFiles.queueFetch([job(quiet)]);
+  await ctx.workerServices.inboundFiles.queueFetch(Array.from({ length: 12 }, () => job(flood)));
+  await ctx.workerServices.inboundFiles.queueFetch([job(quiet)]);
 
   const jobs = await queued();
   const floodPriorities = jobs.filter((j) => j.tenant === flood).map((j) => j.priority).sort((a, b) => a - b);
@@ -48,6 +48,6 @@ test('a quiet workspace\'s file job is queued ahead of a flooding workspace\'s b
   } finally {
     await workers.close();
   }
-  await ctx.services.inboundFiles.queueFetch([job(flood)]);
+  await ctx.workerServices.inboundFiles.queueFetch([job(flood)]);
   expect((await queued()).map((j) => j.priority)).toEqual([1]);
 });

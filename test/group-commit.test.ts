@@ -195,7 +195,7 @@ describe('group commit over the real ingest write', () => {
         return { id: `g${b}-${i}`, tenant_id: w.tenantId, channel: 'sms', message: parsed.messages[0]! };
       }),
     );
-    const group = createGroupCommit({ slots: 1, maxItems: 256, write: ctx.services.ingestProcessor.processBatch });
+    const group = createGroupCommit({ slots: 1, maxItems: 256, write: ctx.workerServices.ingestProcessor.processBatch });
     const answers = await Promise.all(batches.map((b) => group.submit(b)));
     const { writes, batches: carried } = group.stats();
     expect(carried).toBe(12);

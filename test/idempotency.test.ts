@@ -182,7 +182,7 @@ describe('across API processes and after expiry', () => {
       expect(later.headers['idempotent-replayed']).toBeUndefined();
       expect(later.body.id).not.toBe(first.body.id);
       // The hourly prune removes what has expired.
-      expect(await short.services.idempotency.pruneExpired()).toBeGreaterThanOrEqual(0);
+      expect(await short.workerServices.idempotency.pruneExpired()).toBeGreaterThanOrEqual(0);
     } finally {
       await short.close();
     }

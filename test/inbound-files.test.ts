@@ -192,21 +192,22 @@ describe('email (Postmark): base64 parts, inline images with their Content-ID', 
       emailPayload({ attachments: [{ Name: 'rerun.txt', Content: part.toString('base64'), ContentType: 'text/plain' }] as never }),
     );
     if (!parsed.ok) throw new Error(parsed.reason);
-    const files = ctx.services.inboundFiles;
-    const prepared = await files.prepare(ws.tenantId, parsed.messages, {
+    // Staged at the edge (the API's part), queued by the ingest writer (the workers' part).
+    const prepared = await ctx.services.inboundFiles.prepare(ws.tenantId, parsed.messages, {
       Attachments: [{ Name: 'rerun.txt', Content: part.toString('base64') }],
     });
     const item = { id: `rerun-${randomBytes(6).toString('hex')}`, tenant_id: ws.tenantId, channel: 'email', message: prepared.messages[0]! };
+    const files = ctx.workerServices.inboundFiles;
     const queueFetch = files.queueFetch;
     files.queueFetch = async () => {
       throw new Error('the worker died here');
     };
     try {
-      await expect(ctx.services.ingestProcessor.processBatch([item])).rejects.toThrow('the worker died here');
+      await expect(ctx.workerServices.ingestProcessor.processBatch([item])).rejects.toThrow('the worker died here');
     } finally {
       files.queueFetch = queueFetch;
     }
-    const [answer] = await ctx.services.ingestProcessor.processBatch([item]);
+    const [answer] = await ctx.workerServices.ingestProcessor.processBatch([item]);
     expect(answer).toMatchObject({ ok: true, value: { was_duplicate: false } });
     const ticketId = (answer as { value: { ticket_id: string } }).value.ticket_id;
     const [row] = await settled(ws.tenantId, ticketId, 1);

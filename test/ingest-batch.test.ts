@@ -76,7 +76,7 @@ function shuffled<T>(xs: T[], seed: number): T[] {
 describe('one batch written set-based (processBatch)', () => {
   const { ctx } = useTestApp();
 
-  const processBatch = (items: IngestItem[]) => ctx.services.ingestProcessor.processBatch(items);
+  const processBatch = (items: IngestItem[]) => ctx.workerServices.ingestProcessor.processBatch(items);
 
   /** One workspace per scenario, with SMS and email connected, so every count below is the scenario's own. */
   async function freshWorkspace(): Promise<Workspace> {
@@ -213,7 +213,7 @@ describe('one batch written set-based (processBatch)', () => {
     const w = await freshWorkspace();
     const [pa, pb, pc, pd] = [newPhone(), newPhone(), newPhone(), newPhone()];
     const say = (from: string, text: string) => smsItem(w, smsPayload({ from, body: `${text} ${hex(3)}` }));
-    const process = (item: IngestItem) => ctx.services.ingestProcessor.process(item);
+    const process = (item: IngestItem) => ctx.workerServices.ingestProcessor.process(item);
 
     // Existing state: A's ticket open, B's solved, C's merged into a ticket made through the API.
     const a1Item = say(pa, 'A1');
@@ -294,7 +294,7 @@ describe('one batch written set-based (processBatch)', () => {
   test('copies: the same message twice in a batch and a copy of one already in the ledger write once each; re-running the batch answers the same and counts nothing again', async () => {
     const w = await freshWorkspace();
     const earlier = smsItem(w, smsPayload({ from: newPhone(), body: `Already in the ledger ${hex(3)}` }), `corr-earlier-${hex(4)}`);
-    const first = await ctx.services.ingestProcessor.process(earlier);
+    const first = await ctx.workerServices.ingestProcessor.process(earlier);
 
     const payload = smsPayload({ from: newPhone(), body: `Sent twice ${hex(3)}` });
     const original = smsItem(w, payload, `corr-a-${hex(4)}`);
@@ -348,7 +348,7 @@ describe('one batch written set-based (processBatch)', () => {
       const known = phones.slice(SENDERS - knownCount);
       const closed = new Map<string, string>();
       for (const from of known) {
-        const r = await ctx.services.ingestProcessor.process(smsItem(w, smsPayload({ from, body: `Earlier ${hex(3)}` })));
+        const r = await ctx.workerServices.ingestProcessor.process(smsItem(w, smsPayload({ from, body: `Earlier ${hex(3)}` })));
         await setStatus(ctx, w, r.ticket_id, 'closed');
         closed.set(from, r.ticket_id);
       }
@@ -466,7 +466,7 @@ describe('one batch written set-based (processBatch)', () => {
 
     // Alone (a batch of one, or the single-item path) it is refused the same way.
     expect(await processBatch([email])).toEqual([{ id: email.id, ...refusal }]);
-    await expect(ctx.services.ingestProcessor.process(email)).rejects.toMatchObject({ code: 'not_found' });
+    await expect(ctx.workerServices.ingestProcessor.process(email)).rejects.toMatchObject({ code: 'not_found' });
     expect(await deliveryOf(w, email)).toBeUndefined();
     expect((await countRows(ctx, w.tenantId)).ingest_deliveries).toBe(2);
   });
@@ -530,8 +530,8 @@ describe('HTTP tier: a cached connection gives way to the worker\'s check (INGES
   /** Spies on the worker's batch call, so a test can tell a refusal by the worker from one at the edge. */
   function workerItems() {
     const seen: IngestItem[] = [];
-    const original = hctx.services.ingestProcessor.processBatch;
-    const spy = jest.spyOn(hctx.services.ingestProcessor, 'processBatch').mockImplementation(async (items) => {
+    const original = hctx.workerServices.ingestProcessor.processBatch;
+    const spy = jest.spyOn(hctx.workerServices.ingestProcessor, 'processBatch').mockImplementation(async (items) => {
       seen.push(...items);
       return original(items);
     });

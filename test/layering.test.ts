@@ -12,56 +12,15 @@
  *    lockfile, not by our edits, and stay allowed.
  * 4. No import circle among src and workers: a circle makes load order decide what is undefined at start.
  *
- * Imports are read with the TypeScript compiler's own pre-processor (`ts.preProcessFile`), exactly: static
- * imports and `import type`, `export … from`, side-effect imports, `import()` (in code and in types) and
- * `import x = require()`; nothing in comments or strings. Each rule is a pure function of the imports, first shown
+ * Imports are read with the TypeScript compiler's own pre-processor (`ts.preProcessFile`, test/helpers/imports.ts),
+ * exactly: static imports and `import type`, `export … from`, side-effect imports, `import()` (in code and in types)
+ * and `import x = require()`; nothing in comments or strings. Each rule is a pure function of the imports, first shown
  * to fail on a small in-memory tree with one breach put in on purpose, then run over the real one.
  */
-import fs from 'node:fs';
 import path from 'node:path';
-import * as ts from 'typescript';
-
-/** Files' text by their path from the repository root ('/' separators). */
-type Sources = ReadonlyMap<string, string>;
-
-/** One import of one file. */
-interface Import {
-  file: string;
-  /** 1-based. */
-  line: number;
-  /** As written: './service', 'kysely'. */
-  spec: string;
-  /**
-   * The path it names from the repository root: the file when one of `sources` matches, else the path as written
-   * (an import of something not scanned still names where it points). Null for a package.
-   */
-  target: string | null;
-}
-
-const isRelative = (spec: string) => spec === '.' || spec === '..' || spec.startsWith('./') || spec.startsWith('../');
-
-/** What a relative import resolves to, the way Node and tsc resolve ours: the file, `.ts`, `.mts`, a folder's index, `.js` for `.ts`. */
-function resolve(from: string, spec: string, sources: Sources): string {
-  const base = path.posix.normalize(path.posix.join(path.posix.dirname(from), spec));
-  const candidates = [base, `${base}.ts`, `${base}.mts`, `${base}/index.ts`];
-  if (base.endsWith('.js')) candidates.push(`${base.slice(0, -3)}.ts`);
-  return candidates.find((c) => sources.has(c)) ?? base;
-}
-
-/** Every import of every file, in file order. */
-export function importsOf(sources: Sources): Import[] {
-  const out: Import[] = [];
-  for (const [file, text] of sources) {
-    for (const ref of ts.preProcessFile(text, true, true).importedFiles) {
-      const line = text.slice(0, ref.pos).split('\n').length;
-      out.push({ file, line, spec: ref.fileName, target: isRelative(ref.fileName) ? resolve(file, ref.fileName, sources) : null });
-    }
-  }
-  return out;
-}
+import { importsOf, named, readTree, type Import, type Sources } from './helpers/imports';
 
 const under = (p: string | null, dir: string) => p !== null && p.startsWith(`${dir}/`);
-const named = (i: Import) => `${i.file}:${i.line} imports '${i.spec}'${i.target !== null && i.target !== i.spec ? ` (${i.target})` : ''}`;
 
 /** A domain's own routes file: src/domains/<domain>/routes.ts (not one in a folder of the domain). */
 const isDomainRoutes = (file: string) => /^src\/domains\/[^/]+\/routes\.ts$/.test(file);
@@ -257,17 +216,7 @@ describe('the rules, on a small in-memory tree', () => {
 });
 
 describe('the tree', () => {
-  const root = path.resolve(__dirname, '..');
-  const sources = new Map<string, string>();
-  const walk = (dir: string) => {
-    for (const e of fs.readdirSync(path.join(root, dir), { withFileTypes: true })) {
-      const rel = `${dir}/${e.name}`;
-      if (e.isDirectory()) walk(rel);
-      else if (/\.m?ts$/.test(e.name) && !e.name.endsWith('.d.ts')) sources.set(rel, fs.readFileSync(path.join(root, rel), 'utf8'));
-    }
-  };
-  walk('src');
-  walk('workers');
+  const sources = readTree('src', 'workers');
   const imports = importsOf(sources);
 
   test('is read whole: every import of ours resolves to a file read here (else a rule could pass by missing it)', () => {

@@ -48,7 +48,7 @@ test('a service warning written while serving a request names the request and th
 
 test('a line logged by a job\'s processor names the job and the workspace it is about', async () => {
   const logger = createLogger(ctx.config, ctx.logs);
-  const groups = defaultProcessorGroups(ctx.services, ctx.config, ctx.runtime.redis).map((g) =>
+  const groups = defaultProcessorGroups(ctx.workerServices, ctx.config, ctx.runtime.redis).map((g) =>
     'mailbox.poll' in g ? { ...g, 'mailbox.poll': async () => logger.warn('polling') } : g,
   );
   ctx.logs.clear();

@@ -97,23 +97,23 @@ describe('the worker registry', () => {
 
   test('refuses to start when a job has no processor', () => {
     expect(() => buildRegistry([{} as Group])).toThrow(/has no processor/);
-    expect(() => buildRegistry([maintenanceProcessors(ctx.services, ctx.config)])).toThrow(/"ingest\.batch" has no processor/);
+    expect(() => buildRegistry([maintenanceProcessors(ctx.workerServices, ctx.config)])).toThrow(/"ingest\.batch" has no processor/);
   });
 
   test('refuses to start when two groups both register the same job', () => {
-    const group = maintenanceProcessors(ctx.services, ctx.config);
+    const group = maintenanceProcessors(ctx.workerServices, ctx.config);
     expect(() => buildRegistry([group, { ...group }])).toThrow(/"audit\.prune" has two processors/);
   });
 
   test('refuses a processor for a job it does not know', () => {
-    const group = { ...maintenanceProcessors(ctx.services, ctx.config), 'no.such.job': async () => null } as Group;
+    const group = { ...maintenanceProcessors(ctx.workerServices, ctx.config), 'no.such.job': async () => null } as Group;
     expect(() => buildRegistry([group])).toThrow(/unknown job "no\.such\.job"/);
   });
 
   test('fails an invalid payload for good with UnrecoverableError, without calling the processor', async () => {
     let calls = 0;
-    const counting = { ...maintenanceProcessors(ctx.services, ctx.config), 'audit.prune': async () => ++calls } as unknown as Group;
-    const registry = buildRegistry(defaultProcessorGroups(ctx.services, ctx.config, ctx.runtime.redis).map((g) => ('audit.prune' in g ? counting : g)));
+    const counting = { ...maintenanceProcessors(ctx.workerServices, ctx.config), 'audit.prune': async () => ++calls } as unknown as Group;
+    const registry = buildRegistry(defaultProcessorGroups(ctx.workerServices, ctx.config, ctx.runtime.redis).map((g) => ('audit.prune' in g ? counting : g)));
     await expect(registry.run('audit.prune', { retention_days: 0 })).rejects.toBeInstanceOf(UnrecoverableError);
     await expect(registry.run('audit.prune', { retention_days: 'ten' })).rejects.toBeInstanceOf(UnrecoverableError);
     expect(calls).toBe(0);

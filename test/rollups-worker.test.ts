@@ -26,7 +26,7 @@ describe('precomputation with the rollups worker running', () => {
     const a = await addMember(ctx, ws, 'editor');
     const t1 = await createTicket(ctx, ws, { assignee_id: a.userId });
     const t2 = await createTicket(ctx, ws);
-    const folds = jest.spyOn(ctx.services.rollups, 'fold');
+    const folds = jest.spyOn(ctx.workerServices.rollups, 'fold');
     const writes = Array.from({ length: 30 }, (_, i) =>
       i % 3 === 2 ? api.addCsat(ws, i % 2 ? t1.id : t2.id, { score: 1 + (i % 5) }) : api.addEntry(ws, i % 2 ? t1.id : t2.id, { minutes: 1 + i, user_id: a.userId, billable: i % 4 !== 0 }),
     );
@@ -48,13 +48,13 @@ describe('precomputation with the rollups worker running', () => {
   test('a write that lands while its workspace is being folded is folded soon after, not left for the minute sweep', async () => {
     const ws = await createWorkspace(ctx);
     const t = await createTicket(ctx, ws);
-    const realFold = ctx.services.rollups.fold;
+    const realFold = ctx.workerServices.rollups.fold;
     let entered!: () => void;
     const inFold = new Promise<void>((r) => (entered = r));
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     let first = true;
-    jest.spyOn(ctx.services.rollups, 'fold').mockImplementation(async (tenant: string) => {
+    jest.spyOn(ctx.workerServices.rollups, 'fold').mockImplementation(async (tenant: string) => {
       const out = await realFold(tenant);
       if (tenant === ws.tenantId && first) {
         first = false;

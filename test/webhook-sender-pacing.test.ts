@@ -127,9 +127,9 @@ describe('bulk work in the worker', () => {
   };
 
   test('rollup folds and sweeps, the SLA sweep and prunes wait out BACKGROUND_INTAKE_YIELD_MS while intake saturates; an SLA check an earlier version queued does not', async () => {
-    const registry = buildRegistry(defaultProcessorGroups(ctx.services, ctx.config, ctx.runtime.redis));
+    const registry = buildRegistry(defaultProcessorGroups(ctx.workerServices, ctx.config, ctx.runtime.redis));
     const w = await createWorkspace(ctx);
-    const spy = jest.spyOn(ctx.services.intakePriority.pressure, 'saturated').mockResolvedValue(true);
+    const spy = jest.spyOn(ctx.workerServices.intakePriority.pressure, 'saturated').mockResolvedValue(true);
     try {
       for (const [name, data] of [
         ['rollups.fold', { tenant_id: w.tenantId }],

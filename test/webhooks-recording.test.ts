@@ -114,9 +114,9 @@ describe('a webhooks.batch job run again after a crash', () => {
     });
     const original = item(`corr-${hex(6)}`);
     const copy = { ...original, id: `corr-${hex(6)}` };
-    const firstRun = await ctx.services.webhookProcessor.processBatch([original, copy]);
-    const retry = await ctx.services.webhookProcessor.processBatch([original, copy]);
-    const again = await ctx.services.webhookProcessor.processBatch([copy]);
+    const firstRun = await ctx.workerServices.webhookProcessor.processBatch([original, copy]);
+    const retry = await ctx.workerServices.webhookProcessor.processBatch([original, copy]);
+    const again = await ctx.workerServices.webhookProcessor.processBatch([copy]);
     expect(retry).toEqual(firstRun);
     expect(again).toEqual([firstRun[1]]);
     expect(firstRun.map((r) => (r.value as { was_duplicate: boolean }).was_duplicate)).toEqual([false, true]);

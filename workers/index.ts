@@ -1,7 +1,7 @@
 import { loadConfigOrExit } from '../src/config';
 import { createLogger } from '../src/lib/logger';
 import { openRuntime } from '../src/runtime';
-import { createServices } from '../src/services';
+import { createWorkerServices } from '../src/services/worker';
 import { startWorkers } from './runtime';
 import { loadDotEnv } from '../src/lib/env-file';
 
@@ -11,7 +11,7 @@ async function main() {
   const config = loadConfigOrExit();
   const logger = createLogger(config);
   const runtime = openRuntime(config, logger, 'worker');
-  const services = createServices({ db: runtime.db.db, config, queues: runtime.queues, logger, redis: runtime.redis, bus: runtime.bus });
+  const services = createWorkerServices({ db: runtime.db.db, config, queues: runtime.queues, logger, redis: runtime.redis });
   const starting = startWorkers({ config, logger, services, queues: runtime.queues, redis: runtime.redis });
 
   // The handlers are installed before the workers start: "workers started" is logged inside startWorkers, and

@@ -3,7 +3,7 @@ import { withLogContext } from '../src/lib/log-context';
 import { runOf, type JobRun } from '../src/queue/jobs';
 import type { Config } from '../src/config';
 import { JOBS, type JobName, type LogicalQueue } from '../src/queue/jobs';
-import type { Services } from '../src/services';
+import type { WorkerServices } from '../src/services/worker';
 import { maintenanceProcessors } from './processors/maintenance';
 import { ingestProcessors } from './processors/ingest';
 import { mailboxProcessors } from './processors/mailbox';
@@ -17,7 +17,7 @@ import type { RedisClient } from '../src/queue/connection';
 /** `run` says which try this is and whether it is the last (the last records a failure or tells the waiters). */
 export type Processor = (data: never, run: JobRun) => Promise<unknown>;
 
-export const defaultProcessorGroups = (services: Services, config: Config, redis: RedisClient): Record<string, Processor>[] => [
+export const defaultProcessorGroups = (services: WorkerServices, config: Config, redis: RedisClient): Record<string, Processor>[] => [
   maintenanceProcessors(services, config),
   ingestProcessors(services, config, redis),
   mailboxProcessors(services),

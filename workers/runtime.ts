@@ -5,7 +5,7 @@ import { createRedis, queuePrefix, type RedisClient } from '../src/queue/connect
 import { createJobMetrics } from '../src/queue/job-metrics';
 import type { QueueHub } from '../src/queue/hub';
 import { schedules, shardsOf } from '../src/queue/jobs';
-import type { Services } from '../src/services';
+import type { WorkerServices } from '../src/services/worker';
 import { buildRegistry, defaultProcessorGroups } from './registry';
 
 export interface WorkerSet {
@@ -31,7 +31,7 @@ export function chosenQueues<Q extends string>(all: readonly Q[], config: Pick<C
   return chosen;
 }
 
-export async function startWorkers(deps: { config: Config; logger: Logger; services: Services; queues: QueueHub; redis: RedisClient }): Promise<WorkerSet> {
+export async function startWorkers(deps: { config: Config; logger: Logger; services: WorkerServices; queues: QueueHub; redis: RedisClient }): Promise<WorkerSet> {
   const { config, logger, services, queues } = deps;
   const registry = buildRegistry(defaultProcessorGroups(services, config, deps.redis));
   const connections: RedisClient[] = [];

@@ -49,7 +49,6 @@ const RATE_LIMIT_HEADERS = {
 const ifMatchParameter = {
   name: 'If-Match',
   in: 'header',
-  required: false,
   description:
     'No lost updates (RFC 9110): the ETag of the version you read. A change made on a stale read is refused with `412 precondition_failed` and nothing is written; `*` matches any current version. Weak tags (W/) never match a write.',
   schema: { type: 'string' },
@@ -59,7 +58,6 @@ const ifMatchParameter = {
 const lastEventIdParameter = {
   name: 'Last-Event-ID',
   in: 'header',
-  required: false,
   description: 'The id of the last event received (EventSource sends it when it reconnects): the stream resumes right after it.',
   schema: { type: 'string', format: 'uuid' },
   example: '0b7f3c1e-5d2a-4c8e-9f61-3a4b5c6d7e8f',
@@ -68,7 +66,6 @@ const lastEventIdParameter = {
 const ifNoneMatchParameter = {
   name: 'If-None-Match',
   in: 'header',
-  required: false,
   description: 'The ETag of the version you hold: `304 Not Modified` (no body) while it is still current.',
   schema: { type: 'string' },
   example: '"7"',
@@ -84,7 +81,6 @@ const etagHeader = { ETag: { description: 'A strong entity tag of this version o
 const idempotencyKeyParameter = {
   name: 'Idempotency-Key',
   in: 'header',
-  required: false,
   description:
     'Makes a retry safe (IETF httpapi Idempotency-Key draft): the first request with a key runs and its answer is kept for IDEMPOTENCY_TTL_SECONDS (24 h by default); a repeat with the same method, path and body answers the same status and body with `Idempotent-Replayed: true` and does nothing again. The same key with another body → 422 idempotency_key_reused; a repeat while the first still runs → 409 idempotency_key_in_use. Keys are per workspace and caller; 1 to 255 printable ASCII characters. A request answered with an error keeps nothing: a retry runs again.',
   schema: { type: 'string', minLength: 1, maxLength: 255 },
@@ -103,6 +99,9 @@ const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
     // A query integer (intParam) is documented as an integer: the digits-only pattern of its string form goes.
     override: (ctx) => {
       if (ctx.jsonSchema.type === 'integer') delete ctx.jsonSchema.pattern;
+      // zod bounds every `.int()` by the safe-integer range: a bound that says only that goes (every JSON number a
+      // JavaScript client reads is one; a sampler, a docs renderer's included, would show its lower end as the value).
+      for (const bound of ['minimum', 'maximum'] as const) if (Math.abs(ctx.jsonSchema[bound] as number) === Number.MAX_SAFE_INTEGER) delete ctx.jsonSchema[bound];
       // A format says what zod's regex for it says (uuid, email, date-time, date): the regex goes, once per field
       // it was repeated in (issue 35: the document referenced once, under 250 KB). Validators check the format.
       if (typeof ctx.jsonSchema.format === 'string' && FORMATS_OVER_PATTERN.has(ctx.jsonSchema.format)) delete ctx.jsonSchema.pattern;
@@ -121,17 +120,6 @@ const jsonSchema = (schema: z.ZodType, io: 'input' | 'output') =>
 
 type JsonSchema = Record<string, unknown>;
 
-
-/** zod bounds every `.int()` by the safe-integer range, whose lower end the sampler would show as the value. */
-function withoutSafeIntegerBounds(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(withoutSafeIntegerBounds);
-  if (v === null || typeof v !== 'object') return v;
-  return Object.fromEntries(
-    Object.entries(v)
-      .filter(([k, x]) => !((k === 'minimum' || k === 'maximum') && Math.abs(x as number) === Number.MAX_SAFE_INTEGER))
-      .map(([k, x]) => [k, withoutSafeIntegerBounds(x)]),
-  );
-}
 
 /**
  * The example for a body: the hand-written one if the row has it, else the fullest sample the zod schema
@@ -194,8 +182,6 @@ function pointRefs(node: unknown, names: Record<string, string>): unknown {
  */
 class Components {
   readonly schemas: Record<string, JsonSchema> = { Problem: problem };
-  /** The same schemas without zod's safe-integer bounds: what the sampler resolves `$ref`s in. */
-  private readonly forSampling: { components: { schemas: Record<string, JsonSchema> } } = { components: { schemas: { Problem: problem } } };
 
   /** The JSON schema of `schema` as the document carries it: named parts hoisted and referenced. */
   schemaOf(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
@@ -219,8 +205,7 @@ class Components {
    * `default`, and only then makes up a value from the type and format. `$ref`s resolve in the components.
    */
   sampled(schema: JsonSchema, skipNonRequired: boolean): unknown {
-    const bare = withoutSafeIntegerBounds(schema) as JsonSchema;
-    return sample(bare as Parameters<typeof sample>[0], { skipNonRequired, quiet: true }, this.forSampling);
+    return sample(schema as Parameters<typeof sample>[0], { skipNonRequired, quiet: true }, { components: { schemas: this.schemas } });
   }
 
   private converted(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
@@ -237,14 +222,21 @@ class Components {
       return;
     }
     this.schemas[name] = def;
-    this.forSampling.components.schemas[name] = withoutSafeIntegerBounds(def) as JsonSchema;
   }
 }
 
-/** A JSON body's media type: its schema, and the example for it. */
+/**
+ * A JSON body's media type: its schema, and the example for it. A success body's example is left out when it is
+ * exactly openapi-sampler's sample of the schema as served (issue 35: written once, not once per answer): the
+ * sample is made of the schemas' own `examples`, and it is what a docs renderer (Redoc samples with
+ * openapi-sampler) or a mock server shows for a body with no example. A hand-written example, a sample of the
+ * required properties only (the full one was refused) and every request body's example stay written out.
+ */
 function jsonContent(components: Components, schema: z.ZodType, io: 'input' | 'output', handWritten: unknown) {
   const json = components.schemaOf(schema, io);
-  return { 'application/json': { schema: json, example: exampleFor(components, schema, json, handWritten) } };
+  const example = exampleFor(components, schema, json, handWritten);
+  const derived = io === 'output' && handWritten === undefined && JSON.stringify(example) === JSON.stringify(components.sampled(json, false));
+  return { 'application/json': { schema: json, ...(derived ? {} : { example }) } };
 }
 
 /**
@@ -273,7 +265,7 @@ const isAuthorization = (h: { name: string }) => h.name.toLowerCase() === 'autho
 function providerHeaders(op: Operation) {
   return (op.requestHeaders ?? [])
     .filter((h) => !isAuthorization(h))
-    .map((h) => ({ name: h.name, in: 'header', required: false, description: h.description, schema: { type: 'string' }, ...(h.example !== undefined ? { example: h.example } : {}) }));
+    .map((h) => ({ name: h.name, in: 'header', description: h.description, schema: { type: 'string' }, ...(h.example !== undefined ? { example: h.example } : {}) }));
 }
 
 /** Path and query values are strings on the wire, whatever type the sampler picked. */
@@ -312,19 +304,26 @@ function parametersOf(components: Components, schema: z.ZodType | undefined, whe
     // validating proxy checks, and says that the comma-separated form is accepted too (issue 35).
     if (parameterSchema.type === 'array') {
       const values = String(example).split(',');
-      const [a = 'a', b = a] = values.length > 1 ? values : [values[0], values[0]];
+      // The description's two values: the example's, with a placeholder for a long one (a uuid, written four times).
+      const [a, b] = (values.length > 1 ? values : [values[0]!, values[0]!]).map((v) => (v.length > 16 ? `<${String((parameterSchema.items as JsonSchema | undefined)?.format ?? 'value')}>` : v));
       return {
         name,
         in: where,
-        required: false,
-        description: `Repeat the parameter for several values (\`${name}=${a}&${name}=${b}\`), or send them comma-separated (\`${name}=${a},${b}\`): both are accepted, alone or mixed, and mean the same. At most ${String(parameterSchema.maxItems)} distinct values; any of them matches.`,
+        // How many distinct values are taken is the schema's maxItems.
+        description: `Several values: repeat the parameter (\`${name}=${a}&${name}=${b}\`) or send them comma-separated (\`${name}=${a},${b}\`). Both forms, alone or mixed, mean the same; any of the values matches.`,
         style: 'form',
         explode: true,
         schema: parameterSchema,
         example: values,
       };
     }
-    return { name, in: where, required: where === 'path' || !s.safeParse(undefined).success, schema: parameterSchema, example: typedParameterValue(parameterSchema, example) };
+    const typed = typedParameterValue(parameterSchema, example);
+    // The example is the parameter's own: the schema's `examples` (zod's `.meta`) go when they say the same.
+    const { examples, ...rest } = parameterSchema;
+    const schemaOut = Array.isArray(examples) && examples.length === 1 && JSON.stringify(examples[0]) === JSON.stringify(typed) ? rest : parameterSchema;
+    // Not required is OpenAPI's default: `required` is written only when it is true.
+    const required = where === 'path' || !s.safeParse(undefined).success;
+    return { name, in: where, ...(required ? { required: true } : {}), schema: schemaOut, example: typed };
   });
 }
 
@@ -432,14 +431,28 @@ function problemName(status: string, response: Json): string {
   return `Problem${status}${own.map(pascal).join('')}${publicVariant}`;
 }
 
+/** The reason of a status answered without a body, as a response component's name. */
+const NO_BODY_NAMES: Record<string, string> = { '204': 'NoContent', '302': 'Found', '304': 'NotModified' };
+
 /**
- * Shared parameters, headers and problem responses, referenced once (issue 35): a post-pass over the built
- * paths. Every parameter, response header and problem response written identically in two places or more
- * moves to `components.parameters`, `components.headers` or `components.responses`, and each place holds a
+ * Any other response's component name: what its body is and its status (`Todo200`, `Binary206`), or for one
+ * without a body the status's reason (`NotModified`).
+ */
+function answerName(status: string, response: Json): string {
+  const content = response.content as Record<string, { schema?: { $ref?: unknown } }> | undefined;
+  if (!content) return NO_BODY_NAMES[status] ?? `Status${status}`;
+  const ref = content['application/json']?.schema?.$ref;
+  return `${typeof ref === 'string' ? ref.split('/').pop()! : content['*/*'] ? 'Binary' : 'Body'}${status}`;
+}
+
+/**
+ * Shared parameters, headers and responses, referenced once (issue 35): a post-pass over the built paths. Every
+ * parameter, response header and response (a problem, a 304, a 204 `Deleted`, …) written identically in two places
+ * or more moves to `components.parameters`, `components.headers` or `components.responses`, and each place holds a
  * `$ref` to it. Names come from what the piece is (`TicketIdPath`, `LimitQuery`, `IdempotencyKeyHeader`,
- * `RateLimit`, `Problem401`); two different pieces that would share a name are numbered in the order the
- * operations come (`LimitQuery`, `LimitQuery2`), so the document is the same each time it is built. A piece
- * written once stays inline: no component is left unused.
+ * `RateLimit`, `Problem401`, `NotModified`); two different pieces that would share a name are numbered in the
+ * order the operations come (`LimitQuery`, `LimitQuery2`), so the document is the same each time it is built. A
+ * piece written once stays inline: no component is left unused.
  */
 function referenceShared(paths: Record<string, Record<string, unknown>>) {
   const operations = Object.values(paths).flatMap((p) => Object.values(p)) as OperationDoc[];
@@ -471,8 +484,7 @@ function referenceShared(paths: Record<string, Record<string, unknown>>) {
   const headers = hoister('headers');
   const responses = hoister('responses');
   const parameters = hoister('parameters');
-  const problems = (op: OperationDoc) => Object.entries(op.responses).filter(([s]) => Number(s) >= 400);
-  // Headers first, so that a shared problem response holds references to shared headers.
+  // Headers first, so that a shared response holds references to shared headers.
   for (const op of operations) for (const r of Object.values(op.responses)) for (const [name, h] of Object.entries(r.headers ?? {})) headers.count(h, [name, h]);
   for (const op of operations) {
     for (const r of Object.values(op.responses)) {
@@ -480,18 +492,19 @@ function referenceShared(paths: Record<string, Record<string, unknown>>) {
     }
   }
   for (const op of operations) for (const p of op.parameters) parameters.count(p);
-  for (const op of operations) for (const [, r] of problems(op)) responses.count(r);
+  for (const op of operations) for (const r of Object.values(op.responses)) responses.count(r);
   for (const op of operations) {
     op.parameters = op.parameters.map((p) => parameters.ref(p, `${pascal(String(p.name))}${pascal(String(p.in))}`) as Json);
-    for (const [s, r] of problems(op)) op.responses[s] = responses.ref(r, problemName(s, r)) as Json;
+    for (const [s, r] of Object.entries(op.responses)) op.responses[s] = responses.ref(r, Number(s) >= 400 ? problemName(s, r) : answerName(s, r)) as Json;
   }
   return components;
 }
 
 /**
  * The OpenAPI 3.1 document, derived entirely from the operation table and its zod schemas. Every operation
- * carries examples (request body, each parameter, the success body and each problem): sampled from the
- * schemas, whose `.meta({ examples })` make them read like a helpdesk, or hand-written on the row.
+ * shows examples (request body, each parameter, the success body and each problem): sampled from the
+ * schemas, whose `.meta({ examples })` make them read like a helpdesk, or hand-written on the row. A success
+ * body's sample is not written out: it is what openapi-sampler makes of the schema as served (`jsonContent`).
  */
 export function buildOpenApi(ops: Operation[], info: { version: string; serverUrl?: string }) {
   const paths: Record<string, Record<string, unknown>> = {};
@@ -560,11 +573,12 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
       };
     }
     const access = op.access === 'public' ? null : op.access;
-    const pub = access === null;
     const scope = access ? `${access.tag}:${access.action}` : null;
     (paths[op.path] ??= {})[op.method] = {
       operationId: op.id,
       summary: op.summary,
+      // The floor and scope are also `x-floor` and `x-scope`; the sentence is what a docs renderer shows (Redoc hides
+      // `x-` fields), and it makes every operation's description non-empty (Spectral's operation-description).
       description: [
         op.description,
         access ? `Floor: ${access.floor}. Scope: ${scope}.` : op.readsHeaders?.includes('authorization') ? 'Public: no API key or access token is read; the operation checks a bearer token of its own, as described.' : 'Public: no credential is read.',
@@ -574,8 +588,9 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
       tags: [tag(access)],
       'x-floor': access ? access.floor : 'public',
       'x-scope': scope,
-      // A provider's basic authentication (Postmark), when its connection sets one: optional, hence `{}` first.
-      security: pub ? (op.requestHeaders?.some(isAuthorization) ? [{}, { providerBasic: [] }] : []) : [{ bearer: [] }],
+      // The document's `security` (a bearer credential) holds unless the operation is public: none, or a provider's
+      // basic authentication (Postmark) when its connection sets one, optional, hence `{}` first.
+      ...(access ? {} : { security: op.requestHeaders?.some(isAuthorization) ? [{}, { providerBasic: [] }] : [] }),
       parameters: [...parametersOf(components, op.params, 'path', op.example?.params), ...parametersOf(components, op.query, 'query', op.example?.query), ...(idempotent ? [idempotencyKeyParameter] : []), ...(op.eventStream ? [lastEventIdParameter] : []), ...providerHeaders(op), ...(op.versioned || op.etag ? (op.method === 'get' ? [ifNoneMatchParameter] : op.method === 'patch' || op.method === 'put' ? [ifMatchParameter] : []) : [])],
       ...(op.body ? { requestBody: { required: true, content: jsonContent(components, op.body, 'input', op.example?.request) } } : {}),
       ...(op.streamBody
@@ -591,6 +606,8 @@ export function buildOpenApi(ops: Operation[], info: { version: string; serverUr
     // Generators (openapi-typescript, openapi-fetch) need a server; this deployment's base URL, else relative.
     servers: [{ url: info.serverUrl ?? '/', description: 'This deployment' }],
     tags: [...tags.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([name, description]) => ({ name, description })),
+    // Every operation takes a bearer credential but the public ones, which say so with a `security` of their own.
+    security: [{ bearer: [] }],
     components: {
       securitySchemes: {
         bearer: { type: 'http', scheme: 'bearer', description: 'An API key (sk_zr_…) or a realm access token (JWT).' },

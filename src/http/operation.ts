@@ -166,7 +166,7 @@ export interface Operation<
 
 /**
  * `defineOperation` for a service container type: an identity function that keeps each row's schema types
- * attached to its handler's input (src/define-operation.ts binds it to the app's Services).
+ * attached to its handler's input (src/define-operation.ts binds it to ApiServices, the API's container).
  */
 export const operationsFor =
   <S>() =>

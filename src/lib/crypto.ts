@@ -47,3 +47,31 @@ export function createSealer(keys: EncryptionKey[]) {
 }
 
 export type Sealer = ReturnType<typeof createSealer>;
+
+/**
+ * A sealer for one kind of field: `context` names the field from the ids of the row holding it (the workspace
+ * first), and is bound as the associated data of every value sealed or opened, so the ids are type-checked at
+ * each call and a value copied into another row or field does not open. A context's text is what existing
+ * values were sealed under: changing it makes them unreadable.
+ */
+export function createFieldSealer<Ids extends string[]>(keys: EncryptionKey[], context: (...ids: Ids) => string) {
+  const sealer = createSealer(keys);
+  /** The ids and the value of a `(...ids, value)` call. */
+  const split = (args: [...Ids, string]): [Ids, string] => [args.slice(0, -1) as Ids, args[args.length - 1] as string];
+  return {
+    /** `seal(...ids, plaintext)`. */
+    seal: (...args: [...ids: Ids, plaintext: string]): string => {
+      const [ids, plaintext] = split(args);
+      return sealer.seal(plaintext, context(...ids));
+    },
+    /** `open(...ids, sealed)`: throws on a tampered value, another row's or field's, or an unknown key id; never echoes the value. */
+    open: (...args: [...ids: Ids, sealed: string]): string => {
+      const [ids, sealed] = split(args);
+      return sealer.open(sealed, context(...ids));
+    },
+    isSealed: sealer.isSealed,
+    isStale: sealer.isStale,
+  };
+}
+
+export type FieldSealer<Ids extends string[]> = ReturnType<typeof createFieldSealer<Ids>>;

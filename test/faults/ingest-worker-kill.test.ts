@@ -221,13 +221,13 @@ describe('the processor re-running the same job', () => {
 
   test('the same item twice answers the first result both times; another correlation id is a duplicate', async () => {
     const item = smsItem(`rerun-${hex(6)}`);
-    const first = await ctx.services.ingestProcessor.process(item);
-    const again = await ctx.services.ingestProcessor.process(item);
+    const first = await ctx.workerServices.ingestProcessor.process(item);
+    const again = await ctx.workerServices.ingestProcessor.process(item);
     expect(first).toMatchObject({ channel: 'sms', was_created: true, was_duplicate: false });
     expect(again).toEqual(first);
     expect(await deliveryOf(item)).toMatchObject({ first_correlation_id: item.id, ticket_id: first.ticket_id, duplicate_count: 0 });
 
-    const redelivered = await ctx.services.ingestProcessor.process({ ...item, id: `other-${hex(6)}` });
+    const redelivered = await ctx.workerServices.ingestProcessor.process({ ...item, id: `other-${hex(6)}` });
     expect(redelivered).toEqual({ ...first, was_created: false, was_duplicate: true });
     expect(await deliveryOf(item)).toMatchObject({ duplicate_count: 1 });
     expect(await ticketsFor(first.customer_id)).toEqual([{ id: first.ticket_id }]);
@@ -236,7 +236,7 @@ describe('the processor re-running the same job', () => {
 
   test('the same item processed 5× concurrently writes one ticket and one event', async () => {
     const item = smsItem(`concurrent-${hex(6)}`);
-    const results = await Promise.all(Array.from({ length: 5 }, () => ctx.services.ingestProcessor.process(item)));
+    const results = await Promise.all(Array.from({ length: 5 }, () => ctx.workerServices.ingestProcessor.process(item)));
     expect(new Set(results.map((r) => r.ticket_id)).size).toBe(1);
     for (const r of results) expect(r).toMatchObject({ was_created: true, was_duplicate: false });
     expect(await ticketsFor(results[0]!.customer_id)).toHaveLength(1);
@@ -247,7 +247,7 @@ describe('the processor re-running the same job', () => {
   test('5 different correlation ids for one message concurrently: 1 created, 4 duplicates, duplicate_count 4', async () => {
     const payload = smsPayload({ from: newPhone(), body: `Correlation test ${hex(6)}` });
     const items = Array.from({ length: 5 }, (_, i) => smsItem(`corr-${i}-${hex(6)}`, payload));
-    const results = await Promise.all(items.map((i) => ctx.services.ingestProcessor.process(i)));
+    const results = await Promise.all(items.map((i) => ctx.workerServices.ingestProcessor.process(i)));
     expect(new Set(results.map((r) => r.ticket_id)).size).toBe(1);
     expect(results.filter((r) => r.was_created && !r.was_duplicate)).toHaveLength(1);
     expect(results.filter((r) => r.was_duplicate && !r.was_created)).toHaveLength(4);
@@ -260,8 +260,8 @@ describe('the processor re-running the same job', () => {
     const payload = smsPayload({ from: newPhone(), body: `Batch retry test ${hex(6)}` });
     const original = smsItem(`batch-a-${hex(6)}`, payload);
     const copy = smsItem(`batch-b-${hex(6)}`, payload);
-    const firstRun = await ctx.services.ingestProcessor.processBatch([original, copy]);
-    const retry = await ctx.services.ingestProcessor.processBatch([original, copy]);
+    const firstRun = await ctx.workerServices.ingestProcessor.processBatch([original, copy]);
+    const retry = await ctx.workerServices.ingestProcessor.processBatch([original, copy]);
 
     expect(firstRun.map((r) => r.ok)).toEqual([true, true]);
     expect(retry).toEqual(firstRun);

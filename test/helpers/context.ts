@@ -14,7 +14,8 @@ import { createLogger } from '../../src/lib/logger';
 import { openRuntime, type Runtime } from '../../src/runtime';
 import { isCluster } from '../../src/queue/connection';
 import type { Redis } from 'ioredis';
-import type { Services } from '../../src/services';
+import type { ApiServices } from '../../src/services/api';
+import { createWorkerServices, type WorkerServices } from '../../src/services/worker';
 import { startWorkers, type WorkerSet } from '../../workers/runtime';
 import { runId, serverUrl } from './db-names';
 import { recordingListener } from './answer-recorder';
@@ -71,7 +72,13 @@ export interface TestContext {
   http: ReturnType<typeof supertest>;
   db: Db;
   runtime: Runtime;
-  services: Services;
+  /** The API's container, as src/app.ts built it. */
+  services: ApiServices;
+  /**
+   * The workers' container over the same runtime, as workers/index.ts builds it: `startWorkers` runs the job table
+   * with it, and a test calling a job's code (or watching it) directly uses this one.
+   */
+  workerServices: WorkerServices;
   logs: LogCapture;
   realm: Realm;
   databaseName: string | null;
@@ -124,6 +131,7 @@ export async function startTestApp(options: ContextOptions = {}): Promise<TestCo
   const logger = createLogger(config, logs);
   const runtime = openRuntime(config, logger, 'http');
   const { app, services } = createApp({ config, logger, db: runtime.db.db, readDb: runtime.readDb?.db ?? null, redis: runtime.redis, queues: runtime.queues, bus: runtime.bus });
+  const workerServices = createWorkerServices({ db: runtime.db.db, config, queues: runtime.queues, logger, redis: runtime.redis });
   const server = await new Promise<Server>((resolve) => {
     // app.listen's own server, with the answers recorded when OPENAPI_DRIFT_RECORD is set (test/openapi-drift.test.ts).
     const s = createServer(recordingListener(app)).listen(0, '127.0.0.1', () => resolve(s));
@@ -138,11 +146,12 @@ export async function startTestApp(options: ContextOptions = {}): Promise<TestCo
     db: runtime.db.db,
     runtime,
     services,
+    workerServices,
     logs,
     realm,
     databaseName,
     async startWorkers() {
-      const set = await startWorkers({ config, logger, services, queues: runtime.queues, redis: runtime.redis });
+      const set = await startWorkers({ config, logger, services: workerServices, queues: runtime.queues, redis: runtime.redis });
       workerSets.push(set);
       return set;
     },

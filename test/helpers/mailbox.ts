@@ -188,7 +188,7 @@ export function helpers(get: () => TestContext) {
     tickets: (tenantId: string) => get().db.selectFrom('tickets').selectAll().where('tenant_id', '=', tenantId).orderBy('created_at').execute(),
     outbound: (tenantId: string, eventId: string) =>
       get().db.selectFrom('outbound_messages').selectAll().where('tenant_id', '=', tenantId).where('event_id', '=', eventId).executeTakeFirst(),
-    poll: (tenantId: string) => get().services.mailbox.poll(tenantId),
+    poll: (tenantId: string) => get().workerServices.mailboxPolling.poll(tenantId),
     async reply(ws: Workspace, ticketId: string, body: string): Promise<{ eventId: string; event: TicketEvent }> {
       const res = await get().http.post(`/v1/tickets/${ticketId}/replies`).set(bearer(ws.ownerKey)).send({ body });
       if (res.status !== 201) throw new Error(`reply: ${res.status} ${JSON.stringify(res.body)}`);

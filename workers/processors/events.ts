@@ -1,7 +1,7 @@
 import type { JobData } from '../../src/queue/jobs';
-import type { Services } from '../../src/services';
+import type { WorkerServices } from '../../src/services/worker';
 
-export const eventProcessors = (services: Services) => ({
+export const eventProcessors = (services: WorkerServices) => ({
   'events.deliver': (data: JobData<'events.deliver'>) => services.webhookDelivery.deliver(data.tenant_id, data.endpoint_id),
   'events.sweep': () => services.webhookDelivery.sweep(),
 });

@@ -1,8 +1,8 @@
 import type { JobData, JobRun } from '../../src/queue/jobs';
-import type { Services } from '../../src/services';
+import type { WorkerServices } from '../../src/services/worker';
 
 /** Inbound files (issue 34): one message's files fetched and stored, and the sweep of what dead workers left. */
-export const inboundFileProcessors = (services: Services) => ({
+export const inboundFileProcessors = (services: WorkerServices) => ({
   // The job's turn is given back when it settles: done, or failed for the last time (fair-queue.ts).
   'files.fetch': async (data: JobData<'files.fetch'>, run: JobRun) => {
     let settled = run.last;

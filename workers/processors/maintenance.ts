@@ -1,8 +1,8 @@
 import type { ConfigSection } from '../../src/config';
 import type { JobData } from '../../src/queue/jobs';
-import type { Services } from '../../src/services';
+import type { WorkerServices } from '../../src/services/worker';
 
-export const maintenanceProcessors = (services: Services, config: ConfigSection<'workers' | 'events'>) => {
+export const maintenanceProcessors = (services: WorkerServices, config: ConfigSection<'workers' | 'events'>) => {
   /** Background work (prunes, the SLA sweep) makes way, bounded, while live intake saturates the host, then runs. */
   const bulk = services.intakePriority.background.run;
   return {

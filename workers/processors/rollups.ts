@@ -1,7 +1,7 @@
 import type { JobData } from '../../src/queue/jobs';
-import type { Services } from '../../src/services';
+import type { WorkerServices } from '../../src/services/worker';
 
-export const rollupProcessors = (services: Services) => {
+export const rollupProcessors = (services: WorkerServices) => {
   /** Folds and sweeps are background work: each makes way, bounded, while live intake saturates the host, then runs. */
   const bulk = services.intakePriority.background.run;
   return {

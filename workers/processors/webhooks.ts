@@ -1,10 +1,10 @@
 import type { ConfigSection } from '../../src/config';
 import type { WebhookItem } from '../../src/domains/webhooks/worker';
 import type { RedisClient } from '../../src/queue/connection';
-import type { Services } from '../../src/services';
+import type { WorkerServices } from '../../src/services/worker';
 import { intakeBatchProcessor } from './intake';
 
-export const webhookProcessors = (services: Services, config: ConfigSection<'workers'>, redis: RedisClient) => ({
+export const webhookProcessors = (services: WorkerServices, config: ConfigSection<'workers'>, redis: RedisClient) => ({
   // Looked up per call, not captured: the write is the service's as it stands (tests observe it).
   'webhooks.batch': intakeBatchProcessor(config, redis, (items: WebhookItem[]) => services.webhookProcessor.processBatch(items)),
 });

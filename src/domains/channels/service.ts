@@ -5,7 +5,7 @@ import type { ChannelConnectionRow } from '../../db/types';
 import { DomainError, notFound, refuse } from '../../lib/errors';
 import type { Principal } from '../identity/principal';
 import { hashApiKeySecret } from '../../lib/secrets';
-import { createSealer } from '../../lib/crypto';
+import { createFieldSealer } from '../../lib/crypto';
 import { iso } from '../../lib/time';
 import { findMisplacedCredential, MAX_ALLOWED_ORIGINS, normalOrigin, REDACTED, redactConfig } from './config';
 import { CHANNELS, channelById, inboundPath, type ChannelDefinition } from './registry';
@@ -67,18 +67,18 @@ function sendability(def: ChannelDefinition, values: Record<string, unknown>, ma
   return { sendable: false, sendable_reason: `Replies cannot be sent: config lacks ${sets}${mailboxHint}.` };
 }
 
+// Bound to workspace, channel and field: a sealed value copied to another row will not open.
+export const channelFieldContext = (tenantId: string, channel: string, field: 'secrets' | 'inbound_token') => `channel:${tenantId}:${channel}:${field}`;
+
 export function createChannelService(deps: { db: Db; config: ConfigSection<'secrets'> }) {
   const { db, config } = deps;
   const tokenHash = (token: string) => hashApiKeySecret(config.API_KEY_PEPPER, token);
-  const sealer = createSealer(config.ENCRYPTION_KEYS);
-  // Bound to workspace, channel and field: a sealed value copied to another row will not open.
-  const ctx = (tenantId: string, channel: string, field: 'secrets' | 'inbound_token') => `channel:${tenantId}:${channel}:${field}`;
-  const sealToken = (tenantId: string, channel: string, token: string) => sealer.seal(token, ctx(tenantId, channel, 'inbound_token'));
+  const sealer = createFieldSealer(config.ENCRYPTION_KEYS, channelFieldContext);
 
   /** The connection's credentials: sealed ones, over any a connection made before 0034 kept in its config. */
   function secretsOf(tenantId: string, def: ChannelDefinition, row: { config: Record<string, unknown>; secrets_sealed: string | null }): Record<string, string> {
     const legacy = Object.fromEntries(def.secret_config_keys.filter((k) => typeof row.config[k] === 'string').map((k) => [k, row.config[k] as string]));
-    const sealed = row.secrets_sealed ? (JSON.parse(sealer.open(row.secrets_sealed, ctx(tenantId, def.id, 'secrets'))) as Record<string, string>) : {};
+    const sealed = row.secrets_sealed ? (JSON.parse(sealer.open(tenantId, def.id, 'secrets', row.secrets_sealed)) as Record<string, string>) : {};
     return { ...legacy, ...sealed };
   }
 
@@ -126,7 +126,7 @@ export function createChannelService(deps: { db: Db; config: ConfigSection<'secr
       // The row and its token's route together (routes, 0029).
       const token = newInboundToken();
       await db.transaction().execute((tx) =>
-        store.insertIfAbsent(tx, tenantId, { channel: def.id, display_name: def.display_name, inbound_token_hash: tokenHash(token), inbound_token_sealed: sealToken(tenantId, def.id, token) }),
+        store.insertIfAbsent(tx, tenantId, { channel: def.id, display_name: def.display_name, inbound_token_hash: tokenHash(token), inbound_token_sealed: sealer.seal(tenantId, def.id, 'inbound_token', token) }),
       );
     },
 
@@ -150,9 +150,9 @@ export function createChannelService(deps: { db: Db; config: ConfigSection<'secr
           display_name: input.display_name ?? def.display_name,
           enabled: input.enabled,
           config: plain,
-          secrets_sealed: Object.keys(secrets).length > 0 ? sealer.seal(JSON.stringify(secrets), ctx(actor.tenantId, def.id, 'secrets')) : null,
+          secrets_sealed: Object.keys(secrets).length > 0 ? sealer.seal(actor.tenantId, def.id, 'secrets', JSON.stringify(secrets)) : null,
           inbound_token_hash: tokenHash(token),
-          inbound_token_sealed: sealToken(actor.tenantId, def.id, token),
+          inbound_token_sealed: sealer.seal(actor.tenantId, def.id, 'inbound_token', token),
         });
       });
       // The token is shown once, when the connection is created; later writes keep the stored one.
@@ -175,7 +175,7 @@ export function createChannelService(deps: { db: Db; config: ConfigSection<'secr
       const def = definition(channel);
       const token = newInboundToken();
       // Row, old route and new route change together: the old token stops and the new one starts at commit.
-      if (!(await db.transaction().execute((tx) => store.setTokenHash(tx, actor.tenantId, def.id, tokenHash(token), sealToken(actor.tenantId, def.id, token))))) throw notFound('channel connection');
+      if (!(await db.transaction().execute((tx) => store.setTokenHash(tx, actor.tenantId, def.id, tokenHash(token), sealer.seal(actor.tenantId, def.id, 'inbound_token', token))))) throw notFound('channel connection');
       return { channel: def.id, inbound_token: token };
     },
 
@@ -191,7 +191,7 @@ export function createChannelService(deps: { db: Db; config: ConfigSection<'secr
       return {
         enabled: row.enabled,
         values: { ...row.config, ...secretsOf(tenantId, def, row) },
-        inboundToken: row.inbound_token_sealed ? sealer.open(row.inbound_token_sealed, ctx(tenantId, def.id, 'inbound_token')) : null,
+        inboundToken: row.inbound_token_sealed ? sealer.open(tenantId, def.id, 'inbound_token', row.inbound_token_sealed) : null,
       };
     },
   };

@@ -1,5 +1,5 @@
 import { defineOperation } from '../../define-operation';
-import type { Services } from '../../services';
+import type { ApiServices } from '../../services/api';
 import type { Principal } from '../identity/principal';
 import {
   articleTranslation,
@@ -23,7 +23,7 @@ import {
  */
 const replayArticle = {
   pointer: (answer: { translation_id: string }) => ({ translation_id: answer.translation_id }),
-  read: async ({ principal, pointer }: { principal: Principal; pointer: { translation_id: string } }, s: Services) => ({ body: await s.articles.read(principal, pointer.translation_id) }),
+  read: async ({ principal, pointer }: { principal: Principal; pointer: { translation_id: string } }, s: ApiServices) => ({ body: await s.articles.read(principal, pointer.translation_id) }),
 };
 
 export const helpCentreOperations = [

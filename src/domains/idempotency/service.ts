@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
-import { createSealer } from '../../lib/crypto';
+import { createFieldSealer } from '../../lib/crypto';
 import { refuse } from '../../lib/errors';
 import { callerOf, type Principal } from '../identity/principal';
 import * as store from './store';
@@ -18,6 +18,13 @@ export type IdempotencyStart = { run: true } | { run: false; status: number; bod
 
 /** A kept answer, sealed: its bytes, or the operation's pointer to the resource it showed. */
 type Kept = { b: string } | { p: Record<string, unknown> };
+
+/**
+ * Kept answers are sealed (AES-GCM under ENCRYPTION_KEYS), bound to their workspace, caller (callerOf) and key:
+ * an answer can hold a secret shown once (an API key's, a webhook endpoint's), or a customer's message, and the
+ * table holds it for a day. Only this service's replay opens it.
+ */
+export const keptAnswerContext = (tenantId: string, caller: string, key: string) => `idempotency:${tenantId}:${caller}:${key}`;
 
 /** JSON with object keys sorted, so the same request body gives the same fingerprint however it was written. */
 function canonical(value: unknown): string {
@@ -41,16 +48,12 @@ function canonical(value: unknown): string {
 export function createIdempotencyService(deps: { db: Db; config: ConfigSection<'http' | 'secrets'> }) {
   const { db, config } = deps;
   const scopeOf = callerOf;
-  // Kept answers are sealed (AES-GCM under ENCRYPTION_KEYS), bound to their workspace, caller and key: an
-  // answer can hold a secret shown once (an API key's, a webhook endpoint's), or a customer's message, and the
-  // table holds it for a day. Only this service's replay opens it.
-  const sealer = createSealer(config.ENCRYPTION_KEYS);
-  const context = (p: Principal, key: string) => `idempotency:${p.tenantId}:${scopeOf(p)}:${key}`;
+  const answers = createFieldSealer(config.ENCRYPTION_KEYS, keptAnswerContext);
   function open(p: Principal, key: string, stored: string | null): Pick<Extract<IdempotencyStart, { run: false }>, 'body' | 'pointer'> {
     if (stored === null) return { body: null };
     // Answers kept before issue 32 were stored as sent; they expire within IDEMPOTENCY_TTL_SECONDS.
-    if (!sealer.isSealed(stored)) return { body: stored };
-    const kept = JSON.parse(sealer.open(stored, context(p, key))) as Kept;
+    if (!answers.isSealed(stored)) return { body: stored };
+    const kept = JSON.parse(answers.open(p.tenantId, scopeOf(p), key, stored)) as Kept;
     return 'p' in kept ? { body: null, pointer: kept.p } : { body: kept.b };
   }
 
@@ -85,7 +88,7 @@ export function createIdempotencyService(deps: { db: Db; config: ConfigSection<'
     /** Keeps the answer for replay, sealed: its bytes, or (for a large answer) a pointer to read it again from. */
     finish: (p: Principal, key: string, status: number, answer: { body: string | null } | { pointer: Record<string, unknown> }) => {
       const kept: Kept | null = 'pointer' in answer ? { p: answer.pointer } : answer.body === null ? null : { b: answer.body };
-      return store.completeKey(db, p.tenantId, scopeOf(p), key, status, kept === null ? null : sealer.seal(JSON.stringify(kept), context(p, key)));
+      return store.completeKey(db, p.tenantId, scopeOf(p), key, status, kept === null ? null : answers.seal(p.tenantId, scopeOf(p), key, JSON.stringify(kept)));
     },
 
     /**
@@ -93,8 +96,6 @@ export function createIdempotencyService(deps: { db: Db; config: ConfigSection<'
      * and a retry with it runs again.
      */
     release: (p: Principal, key: string) => store.releaseKey(db, p.tenantId, scopeOf(p), key),
-
-    pruneExpired: () => store.crossTenantPruneExpiredKeys(db),
   };
 }
 

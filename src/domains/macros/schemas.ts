@@ -14,7 +14,9 @@ export const macroAction = z.discriminatedUnion('type', [
   z.strictObject({ type: z.literal('assign_team'), team_id: z.uuid() }),
   z.strictObject({ type: z.literal('assign_user'), user_id: z.uuid() }),
   z.strictObject({ type: z.literal('add_note'), body: z.string().trim().min(1).max(LIMITS.body) }),
-]);
+])
+  // Named: the document writes the actions' schema once, for the macro and for both of its request bodies.
+  .meta({ id: 'MacroAction' });
 export type MacroAction = z.output<typeof macroAction>;
 
 export const TRIGGER_EVENTS = ['ticket.created', 'ticket.updated', 'ticket.reopened'] as const;

@@ -33,7 +33,6 @@ export function createMailboxService(deps: {
   queues: QueueHub;
   logger: Logger;
   channels: ChannelService;
-  ingest: Pick<IngestWorker, 'processBatch'>;
   /** Where mailbox.health_changed goes (issue 19). */
   events?: EventSink;
   /** Inbound files (issue 34): caps a polled message's files as the ingest edge caps a pushed one's. */
@@ -45,7 +44,6 @@ export function createMailboxService(deps: {
   const tokens = createMailboxTokens({ db, config, providers });
   const health = createMailboxHealth({ db, config, logger: deps.logger, providers, tokens, events: deps.events });
   const oauth = createMailboxOAuth({ db, config, providers, tokens, channels: deps.channels, health });
-  const polling = createMailboxPolling({ db, logger: deps.logger, providers, tokens, ingest: deps.ingest, files: deps.files });
   const sending = createMailboxSending({ db, config, providers, tokens });
 
   return {
@@ -62,7 +60,11 @@ export function createMailboxService(deps: {
       return health.read(actor.tenantId);
     },
 
-    poll: polling.poll,
+    /**
+     * The `mailbox.poll` job's poller, made by the workers with their ingest writer (src/services/worker.ts): the
+     * API builds no ingest writer, so it has no poller at all rather than one that cannot work.
+     */
+    poller: (ingest: Pick<IngestWorker, 'processBatch'>) => createMailboxPolling({ db, logger: deps.logger, providers, tokens, ingest, files: deps.files }),
     sendReply: sending.sendReply,
     sender: sending.sender,
     /** Inbound files' `MailboxTokens`: a token for fetching a polled message's files (see `tokens.ts`). */

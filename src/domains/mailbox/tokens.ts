@@ -1,7 +1,7 @@
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import type { MailboxRow } from '../../db/types';
-import { createSealer } from '../../lib/crypto';
+import { createFieldSealer } from '../../lib/crypto';
 import type { MailboxOfFile } from '../inbound-files/sources';
 import { ProviderError, type MailProvider, type MailProviderId, type TokenSet } from './providers';
 import * as store from './store';
@@ -15,18 +15,19 @@ import * as store from './store';
 // An access token this close to expiry is refreshed before use rather than failing mid-call.
 const REFRESH_MARGIN_MS = 60 * 1000;
 
+// The associated data binds a sealed token to its workspace and field: copied elsewhere, it will not open.
+export const mailboxTokenContext = (tenantId: string, field: 'access' | 'refresh') => `mailbox:${tenantId}:${field}`;
+
 export function createMailboxTokens(deps: { db: Db; config: ConfigSection<'secrets'>; providers: Record<MailProviderId, MailProvider> }) {
   const { db, providers } = deps;
-  const sealer = createSealer(deps.config.ENCRYPTION_KEYS);
-  // The associated data binds a sealed token to its workspace and field: copied elsewhere, it will not open.
-  const ctx = (tenantId: string, field: 'access' | 'refresh') => `mailbox:${tenantId}:${field}`;
+  const sealer = createFieldSealer(deps.config.ENCRYPTION_KEYS, mailboxTokenContext);
 
   /** The columns a fresh grant (OAuth completion) stores: both tokens sealed, with the access token's expiry and scopes. */
   function sealed(tenantId: string, tokens: TokenSet) {
     return {
       scopes: tokens.scopes,
-      access_token_sealed: sealer.seal(tokens.accessToken, ctx(tenantId, 'access')),
-      refresh_token_sealed: tokens.refreshToken ? sealer.seal(tokens.refreshToken, ctx(tenantId, 'refresh')) : null,
+      access_token_sealed: sealer.seal(tenantId, 'access', tokens.accessToken),
+      refresh_token_sealed: tokens.refreshToken ? sealer.seal(tenantId, 'refresh', tokens.refreshToken) : null,
       access_expires_at: tokens.expiresAt,
     };
   }
@@ -37,14 +38,14 @@ export function createMailboxTokens(deps: { db: Db; config: ConfigSection<'secre
    */
   async function accessToken(m: MailboxRow, p: MailProvider, force = false): Promise<{ token: string; scopes: string[]; fresh: boolean }> {
     if (!force && m.access_expires_at.getTime() - Date.now() > REFRESH_MARGIN_MS) {
-      return { token: sealer.open(m.access_token_sealed, ctx(m.tenant_id, 'access')), scopes: m.scopes, fresh: false };
+      return { token: sealer.open(m.tenant_id, 'access', m.access_token_sealed), scopes: m.scopes, fresh: false };
     }
     if (!m.refresh_token_sealed) throw new ProviderError('revoked', `the ${p.id} access token expired and no refresh token was granted`);
-    const fresh = await p.refresh(sealer.open(m.refresh_token_sealed, ctx(m.tenant_id, 'refresh')));
+    const fresh = await p.refresh(sealer.open(m.tenant_id, 'refresh', m.refresh_token_sealed));
     const scopes = fresh.scopes.length > 0 ? fresh.scopes : m.scopes;
     await store.updateTokens(db, m.tenant_id, {
-      access_token_sealed: sealer.seal(fresh.accessToken, ctx(m.tenant_id, 'access')),
-      ...(fresh.refreshToken ? { refresh_token_sealed: sealer.seal(fresh.refreshToken, ctx(m.tenant_id, 'refresh')) } : {}),
+      access_token_sealed: sealer.seal(m.tenant_id, 'access', fresh.accessToken),
+      ...(fresh.refreshToken ? { refresh_token_sealed: sealer.seal(m.tenant_id, 'refresh', fresh.refreshToken) } : {}),
       access_expires_at: fresh.expiresAt,
       scopes,
     });

@@ -3,10 +3,13 @@ import { z } from 'zod';
 export const PRIORITIES = ['low', 'normal', 'high', 'urgent'] as const;
 export type Priority = (typeof PRIORITIES)[number];
 
-const target = z.strictObject({
-  first_response_minutes: z.number().int().min(1).max(525_600),
-  resolution_minutes: z.number().int().min(1).max(525_600),
-});
+/** One priority's targets: named, so the document writes its schema once rather than once per priority. */
+const target = z
+  .strictObject({
+    first_response_minutes: z.number().int().min(1).max(525_600),
+    resolution_minutes: z.number().int().min(1).max(525_600),
+  })
+  .meta({ id: 'SlaTarget' });
 
 export const slaTargets = z.strictObject({ low: target, normal: target, high: target, urgent: target });
 export type SlaTargets = z.output<typeof slaTargets>;

@@ -1,5 +1,5 @@
 import { defineOperation } from '../../define-operation';
-import type { Services } from '../../services';
+import type { ApiServices } from '../../services/api';
 import type { Principal } from '../identity/principal';
 import { createTicketBody, EXAMPLE_TICKET, listTicketsQuery, mergeBody, messageBody,
   replyBody, patchTicketBody, ticketDetail, ticketIdParams, ticketList, ticketWrite } from './schemas';
@@ -17,14 +17,14 @@ const written = (description: string, status = 200) => ({ status, description, s
  */
 const replayDetail = {
   pointer: (answer: { id: string }) => ({ ticket_id: answer.id }),
-  read: async ({ principal, pointer }: { principal: Principal; pointer: { ticket_id: string } }, s: Services) => {
+  read: async ({ principal, pointer }: { principal: Principal; pointer: { ticket_id: string } }, s: ApiServices) => {
     const t = await s.tickets.rendered(principal, pointer.ticket_id);
     return { body: t.ticket, rendered: { events: t.events } };
   },
 };
 const replayWrite = {
   pointer: (answer: { id: string; new_events: { id: string }[] }) => ({ ticket_id: answer.id, event_ids: answer.new_events.map((e) => e.id) }),
-  read: async ({ principal, pointer }: { principal: Principal; pointer: { ticket_id: string; event_ids: string[] } }, s: Services) => ({
+  read: async ({ principal, pointer }: { principal: Principal; pointer: { ticket_id: string; event_ids: string[] } }, s: ApiServices) => ({
     body: await s.tickets.writeAnswerAgain(principal, pointer.ticket_id, pointer.event_ids),
   }),
 };

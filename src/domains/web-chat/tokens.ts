@@ -1,6 +1,6 @@
 import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import { createSealer, type EncryptionKey } from '../../lib/crypto';
+import { createFieldSealer, type EncryptionKey } from '../../lib/crypto';
 import { isUuid } from '../../lib/ids';
 import { SESSION_VISITOR_PREFIX } from '../channels/adapters/web-chat';
 
@@ -56,13 +56,15 @@ const cursorWire = z.strictObject({ m: bigintText, p: bigintText.optional() });
 /** Sealed cursors are about 100 characters; a longer `after` is refused unread. */
 export const MAX_CURSOR_CHARS = 512;
 
+/** A cursor is sealed for one visitor of one workspace. */
+export const visitorCursorContext = (tenantId: string, visitorId: string) => `web-chat-cursor:${tenantId}:${visitorId}`;
+
 export function createVisitorTokens(keys: EncryptionKey[]) {
   if (keys.length === 0) throw new Error('at least one encryption key is required');
   const derived = new Map(keys.map((k) => [k.id, Buffer.from(hkdfSync('sha256', k.key, 'helpdesk', 'web chat visitor token v1', 32))]));
   const current = keys[keys.length - 1]!;
-  const sealer = createSealer(keys);
+  const cursors = createFieldSealer(keys, visitorCursorContext);
   const mac = (key: Buffer, text: string) => createHmac('sha256', key).update(text).digest();
-  const cursorContext = (tenantId: string, visitorId: string) => `web-chat-cursor:${tenantId}:${visitorId}`;
 
   /** The fingerprint of a connection's inbound-token hash under key `kid` (undefined: no such key). */
   const fingerprint = (kid: string, tokenHash: Buffer): string | undefined => {
@@ -105,13 +107,13 @@ export function createVisitorTokens(keys: EncryptionKey[]) {
       return { kid, tenantId: p.data.t.toLowerCase(), visitorId: p.data.v, expiresAt: p.data.e * 1000, fingerprint: p.data.f };
     },
 
-    sealCursor: (tenantId: string, visitorId: string, c: Cursor): string => sealer.seal(JSON.stringify(c), cursorContext(tenantId, visitorId)),
+    sealCursor: (tenantId: string, visitorId: string, c: Cursor): string => cursors.seal(tenantId, visitorId, JSON.stringify(c)),
 
     /** The cursor, when it was sealed for this visitor of this workspace; null for anything else. */
     openCursor(tenantId: string, visitorId: string, text: string): Cursor | null {
-      if (text.length > MAX_CURSOR_CHARS || !sealer.isSealed(text)) return null;
+      if (text.length > MAX_CURSOR_CHARS || !cursors.isSealed(text)) return null;
       try {
-        const c = cursorWire.safeParse(JSON.parse(sealer.open(text, cursorContext(tenantId, visitorId))));
+        const c = cursorWire.safeParse(JSON.parse(cursors.open(tenantId, visitorId, text)));
         return c.success ? { m: c.data.m, ...(c.data.p !== undefined ? { p: c.data.p } : {}) } : null;
       } catch {
         return null;

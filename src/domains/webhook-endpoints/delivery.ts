@@ -3,58 +3,29 @@ import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import { listen, type Listener } from '../../db/notifications';
 import type { WebhookEndpointRow } from '../../db/types';
+import { createFieldSealer } from '../../lib/crypto';
 import { newId } from '../../lib/ids';
 import type { QueueHub } from '../../queue/hub';
 import type { BackgroundYield } from '../../intake/priority/yield';
 import type { AuditService } from '../audit/service';
-import { createEndpointSecrets } from './service';
+import { planRound, roundSize, type RoundPlan } from './planner';
+import { countedFailures, describe, failedByReceiver, PRUNED, settle, type Outcome, type Sent } from './settler';
+import { endpointSecretContext } from './service';
 import { signedHeaders } from './signing';
 import { postJson, type AddressPolicy } from './transport';
 import * as store from './store';
-import type { AttemptInsert, ClaimedDelivery, LoggedEvent, Parked, Settlement } from './store';
+import type { ClaimedDelivery, LoggedEvent } from './store';
 
-/** Log rows a round looks at past the cursor, per slot (sent, parked or passed over as another endpoint's types). */
-const SCAN_ROWS_PER_SLOT = 4;
-/** Events of one ticket sent one after another in a round: bounds a round's length when one ticket is busy. */
-const CHAIN_MAX = 8;
 /** Sends per deliver job before it hands over to a fresh job, so one busy endpoint cannot keep a slot forever. */
 const SENDS_PER_JOB = 200;
 /** A lease outlives the request's own time-out by this much (reading the event, signing, settling). */
 const LEASE_MARGIN_MS = 5000;
-/** The longest backoff ceiling between two tries. */
-const MAX_BACKOFF_MS = 6 * 3600 * 1000;
-const MAX_ERROR_CHARS = 300;
 /** The BullMQ priority of wake-ups that are not for new events (1 is the highest; none goes before any). */
 const LATER = 10;
 /** Commit notifications this close together wake a workspace's senders once. */
 const WAKE_FOLD_MS = 10;
-/** An endpoint's circuit stays open at most this many times its first wait (30 s → 8 minutes). */
-const MAX_OPEN_FACTOR = 16;
 
 type Present = (row: { id: string; type: string; occurred_at: Date; tenant_id: string; data: unknown }) => Record<string, unknown>;
-
-/**
- * Exponential backoff with full jitter (a uniform draw below a ceiling that doubles per try): retries of
- * many deliveries that failed together spread out instead of arriving at a recovering receiver at once.
- */
-export function backoffMs(attempt: number, baseMs: number, random: () => number = Math.random): number {
-  const ceiling = Math.min(MAX_BACKOFF_MS, baseMs * 2 ** Math.min(attempt - 1, 40));
-  return Math.floor(random() * ceiling);
-}
-
-/** What went wrong, without the URL (it may carry the receiver's own token) and bounded in size. */
-function describe(err: unknown, timeoutMs: number): string {
-  const e = err as { name?: string; code?: string; cause?: { code?: string } };
-  if (e?.name === 'TimeoutError') return `no answer within ${timeoutMs} ms`;
-  const code = e?.code ?? e?.cause?.code;
-  // Nothing about the address, a port or a connection: the deliveries list must not map this host's network.
-  if (code === 'EADDRNOTALLOWED') return 'refused by policy: the endpoint resolves to an address this deployment does not deliver to';
-  if (code === 'ECONNREFUSED') return 'connection refused';
-  if (code === 'ECONNRESET') return 'connection reset';
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host not found';
-  if (code) return `network error ${code}`.slice(0, MAX_ERROR_CHARS);
-  return 'network error';
-}
 
 /**
  * The outbound webhook engine (issue 19), run by the workers. One sender per endpoint at a time (a lease on
@@ -71,6 +42,9 @@ function describe(err: unknown, timeoutMs: number): string {
  *   retried with backoff, or failed after the retry window (counted toward disabling the endpoint);
  * - commits wake the workspace's senders (the events NOTIFY), and the sweep re-wakes whatever a lost
  *   wake-up or a dead worker left behind. A dead sender's round is sent again under the same ids.
+ *
+ * A round reads here, planner.ts decides what it sends, the sends are here, settler.ts judges the answers, and
+ * the one settling statement (store.settleRound) writes the verdict.
  */
 export function createWebhookDelivery(deps: {
   db: Db;
@@ -83,7 +57,7 @@ export function createWebhookDelivery(deps: {
   background: BackgroundYield;
 }) {
   const { db, config, audit, queues, logger, present, background } = deps;
-  const secrets = createEndpointSecrets(config);
+  const secrets = createFieldSealer(config.ENCRYPTION_KEYS, endpointSecretContext);
   const leaseMs = config.OUTBOUND_WEBHOOK_DELIVERY_TIMEOUT_MS + LEASE_MARGIN_MS;
   const policy: AddressPolicy = { allowLoopback: config.OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK, allowPrivate: config.OUTBOUND_WEBHOOK_ALLOW_PRIVATE_NETWORKS };
 
@@ -122,14 +96,6 @@ export function createWebhookDelivery(deps: {
     return { ok, status, error, durationMs: Math.round(performance.now() - started) };
   }
 
-  type Outcome = { ok: boolean; status: number | null; error: string | null; durationMs: number; countsAsFailure?: boolean };
-
-  /** When a failed attempt is tried again: a backoff time within the retry window, or null (failed for good). */
-  function retryAt(attempt: number, windowStartedAt: number, now: number): Date | null {
-    const at = now + backoffMs(attempt, config.OUTBOUND_WEBHOOK_RETRY_BASE_MS);
-    return at <= windowStartedAt + config.OUTBOUND_WEBHOOK_RETRY_HOURS * 3600 * 1000 ? new Date(at) : null;
-  }
-
   /** Failed events count toward disabling the endpoint (a transaction of its own, on that rarer path). */
   async function countFailed(tenantId: string, endpointId: string, failed: number) {
     await db.transaction().execute(async (tx) => {
@@ -143,35 +109,24 @@ export function createWebhookDelivery(deps: {
     });
   }
 
-  /**
-   * Plans the part of a round that comes from the log: chains of events to send (one chain per ordering key,
-   * up to `slots` chains, each in commit order), events to park behind their key's parked delivery, and where
-   * the cursor ends. The plan covers a contiguous stretch of the log, so the cursor can move past all of it.
-   */
-  function plan(ep: WebhookEndpointRow, scanned: store.ScannedEvent[], slots: number) {
-    const chains = new Map<string, store.ScannedEvent[]>();
-    const behind: store.ScannedEvent[] = [];
-    const parking = new Set<string>();
-    let to = ep.sent_through;
-    for (const e of scanned) {
-      const key = e.ordering_key;
-      if (e.wanted && (e.blocked || parking.has(key))) {
-        behind.push(e);
-        parking.add(key);
-      } else if (e.wanted) {
-        const chain = chains.get(key);
-        if (chain && chain.length < CHAIN_MAX) chain.push(e);
-        else if (!chain && chains.size < slots) chains.set(key, [e]);
-        // No slot for another ticket (or this ticket's chain is long enough): the rest waits for the next round.
-        else break;
+  /** Sends a round's plan: the heads and the chains side by side. Throws nothing a receiver can cause: every outcome is an attempt to record. */
+  async function send(ep: WebhookEndpointRow, plan: RoundPlan<ClaimedDelivery>): Promise<Sent> {
+    const logged = new Map((await store.eventsByIds(db, ep.tenant_id, plan.chains.flat().map((e) => e.id))).map((e) => [e.id, e]));
+    const sendOne = (event: LoggedEvent | null | undefined): Promise<Outcome> => (event ? post(ep, present(event) as Record<string, unknown> & { id: string }) : Promise.resolve(PRUNED));
+    /** A chain's events one after another; after a failure the rest of the chain is not sent (it is parked behind it). */
+    const sendChain = async (chain: store.ScannedEvent[]) => {
+      const out: Sent['chains'][number] = [];
+      let ok = true;
+      for (const e of chain) {
+        const r = ok ? await sendOne(logged.get(e.id)) : null;
+        if (r && failedByReceiver(r)) ok = false;
+        out.push({ e, r });
       }
-      to = e.position;
-    }
-    return { chains: [...chains.values()], behind, to };
+      return out;
+    };
+    const [heads, chains] = await Promise.all([Promise.all(plan.heads.map((d) => sendOne(d.event))), Promise.all(plan.chains.map(sendChain))]);
+    return { heads, chains };
   }
-
-  /** Pruned by the log's retention before it could be delivered: nothing left to send, and not the receiver's fault. */
-  const PRUNED: Outcome = { ok: false, status: null, error: 'the event is no longer in the log', durationMs: 0, countsAsFailure: false };
 
   /**
    * One round for the endpoint; false when there was nothing to do. Throws nothing a receiver can cause:
@@ -179,107 +134,25 @@ export function createWebhookDelivery(deps: {
    */
   async function round(ep: WebhookEndpointRow, token: string): Promise<{ sent: number; lost: boolean; openUntil?: Date } | undefined> {
     const tenantId = ep.tenant_id;
-    // After its circuit was open, an endpoint is probed with one event; it gets its slots back once one is delivered.
-    const slots = ep.circuit_opens > 0 ? 1 : config.OUTBOUND_WEBHOOK_ENDPOINT_CONCURRENCY;
+    const { slots, scanRows } = roundSize(ep, config.OUTBOUND_WEBHOOK_ENDPOINT_CONCURRENCY);
     const heads = await store.claimHeads(db, tenantId, ep.id, leaseMs, slots);
-    const scanned = await store.scanAfter(db, tenantId, ep.id, ep.sent_through, ep.event_types, SCAN_ROWS_PER_SLOT * slots);
-    const { chains, behind, to } = plan(ep, scanned, slots - heads.length);
-    if (heads.length === 0 && to === ep.sent_through) return undefined;
-    const logged = new Map((await store.eventsByIds(db, tenantId, chains.flat().map((e) => e.id))).map((e) => [e.id, e]));
-    const sendOne = (event: LoggedEvent | null | undefined): Promise<Outcome> => (event ? post(ep, present(event) as Record<string, unknown> & { id: string }) : Promise.resolve(PRUNED));
-    /** A chain's events one after another; after a failure the rest of the chain is not sent (it is parked behind it). */
-    const sendChain = async (chain: store.ScannedEvent[]) => {
-      const out: { e: store.ScannedEvent; r: Outcome | null }[] = [];
-      let ok = true;
-      for (const e of chain) {
-        const r = ok ? await sendOne(logged.get(e.id)) : null;
-        if (r && !r.ok && r.countsAsFailure !== false) ok = false;
-        out.push({ e, r });
-      }
-      return out;
-    };
-    const [headOutcomes, chainOutcomes] = await Promise.all([Promise.all(heads.map((d) => sendOne(d.event))), Promise.all(chains.map(sendChain))]);
-
-    const now = Date.now();
-    const settlements: Settlement[] = [];
-    const parked: Parked[] = [];
-    const attempts: (AttemptInsert & { fresh: boolean })[] = [];
-    const failures = { heads: new Set<string>(), fresh: 0 };
-    const retries: number[] = [];
-    const attempt = (x: { deliveryId: string; eventId: string; type: string; attempt: number; r: Outcome; outcome: AttemptInsert['outcome']; nextAt: Date | null; fresh: boolean }) =>
-      attempts.push({
-        id: newId(),
-        endpoint_id: ep.id,
-        delivery_id: x.deliveryId,
-        event_id: x.eventId,
-        event_type: x.type,
-        attempt: x.attempt,
-        outcome: x.outcome,
-        status_code: x.r.status,
-        duration_ms: x.r.durationMs,
-        error: x.r.error,
-        next_retry_at: x.nextAt,
-        fresh: x.fresh,
-      });
-    /** What an answer decides: delivered, tried again at a time within the retry window, or failed for good. */
-    const judge = (r: Outcome, attemptNo: number, windowStartedAt: number) => {
-      const counts = r.countsAsFailure ?? true;
-      const nextAt = !r.ok && counts ? retryAt(attemptNo, windowStartedAt, now) : null;
-      const outcome: AttemptInsert['outcome'] = r.ok ? 'delivered' : nextAt ? 'retrying' : 'failed';
-      if (nextAt) retries.push(nextAt.getTime());
-      return { nextAt, outcome, failedForGood: outcome === 'failed' && counts };
-    };
-    /** A log event becomes a delivery row: after its failed first try, or behind its ticket's parked event. */
-    const parkEvent = (e: store.ScannedEvent, id: string, at: Pick<Parked, 'status' | 'attempts' | 'nextAttemptAt'>) =>
-      parked.push({ id, event_id: e.id, event_type: e.type, position: e.position, ordering_key: e.ordering_key, ...at });
-    const WAITING = { status: 'pending', attempts: 0, nextAttemptAt: null } as const;
-
-    heads.forEach((d: ClaimedDelivery, i) => {
-      const r = headOutcomes[i]!;
-      const { nextAt, outcome, failedForGood } = judge(r, d.attempts, d.window_started_at.getTime());
-      if (failedForGood) failures.heads.add(d.id);
-      settlements.push({ id: d.id, attempt: d.attempts, status: outcome === 'retrying' ? 'pending' : outcome, nextAttemptAt: nextAt });
-      attempt({ deliveryId: d.id, eventId: d.event_id, type: d.event_type, attempt: d.attempts, r, outcome, nextAt, fresh: false });
-    });
-    for (const { e, r } of chainOutcomes.flat()) {
-      const deliveryId = newId();
-      // Behind a failure in its own chain: parked, sent after the one before it is delivered.
-      if (!r) {
-        parkEvent(e, deliveryId, WAITING);
-        continue;
-      }
-      const { nextAt, outcome, failedForGood } = judge(r, 1, now);
-      if (failedForGood) failures.fresh += 1;
-      if (!r.ok) parkEvent(e, deliveryId, { status: nextAt ? 'pending' : 'failed', attempts: 1, nextAttemptAt: nextAt });
-      attempt({ deliveryId, eventId: e.id, type: e.type, attempt: 1, r, outcome, nextAt, fresh: true });
-    }
-    for (const e of behind) parkEvent(e, newId(), WAITING);
-
-    const { advanced, settled } = await store.settleRound(db, tenantId, ep.id, { token, from: ep.sent_through, to, settlements, parked, attempts });
-    const failed = [...failures.heads].filter((id) => settled.has(id)).length + (advanced ? failures.fresh : 0);
+    const scanned = await store.scanAfter(db, tenantId, ep.id, ep.sent_through, ep.event_types, scanRows);
+    const plan = planRound({ cursor: ep.sent_through, slots, heads, scanned });
+    if (!plan) return undefined;
+    const sent = await send(ep, plan);
+    const verdict = settle({ ep, plan, sent, now: Date.now(), config, random: Math.random, newId });
+    const settled = await store.settleRound(db, tenantId, ep.id, { token, from: plan.from, to: plan.to, ...verdict.rows });
+    const failed = countedFailures(verdict, settled);
     if (failed > 0) await countFailed(tenantId, ep.id, failed);
-    const openUntil = await trip(ep, attempts);
+    const openUntil = verdict.circuit ? await store.recordCircuit(db, tenantId, ep.id, verdict.circuit) : null;
+    const result = { sent: verdict.rows.attempts.length, lost: !settled.advanced };
     if (openUntil) {
       // Held back by its own breaker: nothing is sent until it reopens, when one event probes it.
       await wake(tenantId, ep.id, { dueAt: openUntil.getTime(), later: true });
-      return { sent: attempts.length, lost: !advanced, openUntil };
+      return { ...result, openUntil };
     }
-    if (retries.length > 0) await wake(tenantId, ep.id, { dueAt: Math.min(...retries), later: true });
-    return { sent: attempts.length, lost: !advanced };
-  }
-
-  /**
-   * The endpoint's circuit breaker after a round: OUTBOUND_WEBHOOK_CIRCUIT_FAILURES failed attempts in a row open it for
-   * OUTBOUND_WEBHOOK_CIRCUIT_OPEN_SECONDS, doubling each time it opens again before a delivery (at most 16 times that). A receiver that hangs costs its workspace one slot per probe, not a slot
-   * per event for every retry, and nobody else anything. A healthy endpoint's round writes nothing here.
-   */
-  async function trip(ep: WebhookEndpointRow, attempts: { outcome: AttemptInsert['outcome']; error: string | null }[]): Promise<Date | null> {
-    const delivered = attempts.some((a) => a.outcome === 'delivered');
-    // An event pruned before it was sent is not the receiver's failure.
-    const failed = attempts.filter((a) => a.outcome !== 'delivered' && a.error !== PRUNED.error).length;
-    if (failed === 0 && !(delivered && (ep.circuit_failures > 0 || ep.circuit_opens > 0))) return null;
-    const openMs = config.OUTBOUND_WEBHOOK_CIRCUIT_OPEN_SECONDS * 1000;
-    return store.recordCircuit(db, ep.tenant_id, ep.id, { delivered, failed, threshold: config.OUTBOUND_WEBHOOK_CIRCUIT_FAILURES, openMs, maxOpenMs: openMs * MAX_OPEN_FACTOR });
+    if (verdict.retryAt !== null) await wake(tenantId, ep.id, { dueAt: verdict.retryAt, later: true });
+    return result;
   }
 
   /** A workspace's sender slot is free: the endpoint that waited longest for one is woken. */

@@ -1,7 +1,7 @@
 import type { ConfigSection } from '../../config';
 import type { Db, Executor } from '../../db';
 import type { WebhookEndpointRow } from '../../db/types';
-import { createSealer } from '../../lib/crypto';
+import { createFieldSealer } from '../../lib/crypto';
 import { notFound, refuse } from '../../lib/errors';
 import { newId } from '../../lib/ids';
 import { pageOf, type Cursor } from '../../lib/paging';
@@ -20,18 +20,11 @@ const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
 const KNOWN_TYPES = new Set<string>(EVENT_TYPES);
 
 /**
- * Endpoint secrets, sealed at rest (AES-GCM under ENCRYPTION_KEYS) and bound to their workspace and
- * endpoint, so a sealed value copied onto another row does not open. The previous secret of a rotation is
- * sealed under the same binding.
+ * Endpoint secrets are sealed at rest (AES-GCM under ENCRYPTION_KEYS, createFieldSealer) and bound to their
+ * workspace and endpoint, so a sealed value copied onto another row does not open. The previous secret of a
+ * rotation is sealed under the same binding.
  */
-export function createEndpointSecrets(config: ConfigSection<'secrets'>) {
-  const sealer = createSealer(config.ENCRYPTION_KEYS);
-  const context = (tenantId: string, id: string) => `webhook-endpoint:${tenantId}:${id}:secret`;
-  return {
-    seal: (tenantId: string, id: string, secret: string) => sealer.seal(secret, context(tenantId, id)),
-    open: (tenantId: string, id: string, sealed: string) => sealer.open(sealed, context(tenantId, id)),
-  };
-}
+export const endpointSecretContext = (tenantId: string, id: string) => `webhook-endpoint:${tenantId}:${id}:secret`;
 
 /** The endpoint's circuit breaker as its read shows it: open (nothing sent until), probing (one event at a time), or closed. */
 function circuitOf(e: WebhookEndpointRow) {
@@ -60,7 +53,7 @@ export const presentEndpoint = (e: WebhookEndpointRow) => ({
  */
 export function createWebhookEndpointService(deps: { db: Db; config: ConfigSection<'outboundWebhooks' | 'secrets'>; audit: AuditService; queues: QueueHub }) {
   const { db, config, audit, queues } = deps;
-  const secrets = createEndpointSecrets(config);
+  const secrets = createFieldSealer(config.ENCRYPTION_KEYS, endpointSecretContext);
 
   /** https only; http only to loopback, and only where the deployment says so (development). */
   function checkUrl(raw: string): string {

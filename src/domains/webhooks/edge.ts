@@ -3,13 +3,14 @@ import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import { createIntakeEdge, type IntakeOutcome } from '../../intake/edge';
 import type { Lanes } from '../../intake/priority/lanes';
+import { createFieldSealer } from '../../lib/crypto';
 import { DomainError, notFound, refuse } from '../../lib/errors';
 import { parseJsonObject } from '../../lib/json-limits';
 import { setLogTenant } from '../../lib/log-context';
 import type { QueueHub } from '../../queue/hub';
 import type { ItemResult, ResultBus } from '../../queue/results';
 import { classify, verifySignature, type WebhookHeaders } from './providers';
-import { createSecrets } from './secrets';
+import { integrationSecretContext } from './secrets';
 import * as store from './store';
 import type { WebhookItem, WebhookResult } from './worker';
 
@@ -27,7 +28,7 @@ const signatureInvalid = () => refuse('signature_invalid', 'The webhook signatur
  */
 export function createWebhookEdge(deps: { db: Db; config: ConfigSection<'webhooks' | 'secrets' | 'redis' | 'http'>; redis: RedisClient; queues: QueueHub; bus: ResultBus; lanes: Lanes }) {
   const { db, config, queues } = deps;
-  const secrets = createSecrets(config);
+  const secrets = createFieldSealer(config.ENCRYPTION_KEYS, integrationSecretContext);
   const edge = createIntakeEdge<WebhookItem>({
     redis: deps.redis,
     bus: deps.bus,

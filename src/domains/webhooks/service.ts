@@ -1,6 +1,7 @@
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import type { IntegrationRow } from '../../db/types';
+import { createFieldSealer } from '../../lib/crypto';
 import { notFound, refuse } from '../../lib/errors';
 import { mayManageIntegrations, type Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
@@ -10,7 +11,7 @@ import { TRANSCRIPT_SORT } from './schemas';
 import type { AuditService } from '../audit/service';
 import { lockTenant } from '../workspaces/store';
 import type { WebhookProviderId } from './providers';
-import { createSecrets } from './secrets';
+import { integrationSecretContext } from './secrets';
 import * as store from './store';
 import { presentTranscriptEvent } from './present';
 
@@ -28,7 +29,7 @@ function withoutTrailingSlashes(url: string): string {
  */
 export function createWebhookService(deps: { db: Db; config: ConfigSection<'webhooks' | 'secrets' | 'http'>; audit: AuditService }) {
   const { db, config, audit } = deps;
-  const secrets = createSecrets(config);
+  const secrets = createFieldSealer(config.ENCRYPTION_KEYS, integrationSecretContext);
 
   const base = () => withoutTrailingSlashes(config.PUBLIC_BASE_URL ?? `http://localhost:${config.PORT}`);
   const present = (i: IntegrationRow) => ({

@@ -1,7 +1,7 @@
 import type { ConfigSection } from '../../config';
 import type { Db, Executor } from '../../db';
 import { refuse, requireVersion, type VersionCondition } from '../../lib/errors';
-import { createSealer } from '../../lib/crypto';
+import { createFieldSealer } from '../../lib/crypto';
 import { iso } from '../../lib/time';
 import { PROVIDER_KEY_NAMES, type PatchTenantInput } from './schemas';
 import type { Principal } from '../identity/principal';
@@ -51,6 +51,9 @@ export function createWorkspaceService(deps: { db: Db; apiKeys: ApiKeyService; a
 
 export type WorkspaceService = ReturnType<typeof createWorkspaceService>;
 
+/** A workspace's model-provider keys are sealed at rest, bound to the workspace and provider. */
+export const providerKeyContext = (tenantId: string, provider: string) => `provider_key:${tenantId}:${provider}`;
+
 /**
  * GET/PATCH /v1/tenants/me. Each sent setting is its own statement (a column update, an SQL-side jsonb
  * merge, a row upsert or delete per provider key), all in one transaction so a refused PATCH stores
@@ -59,8 +62,7 @@ export type WorkspaceService = ReturnType<typeof createWorkspaceService>;
  */
 export function createWorkspaceSettingsService(deps: { db: Db; config: ConfigSection<'secrets'>; audit: AuditService }) {
   const { db, audit } = deps;
-  const sealer = createSealer(deps.config.ENCRYPTION_KEYS);
-  const keyContext = (tenantId: string, provider: string) => `provider_key:${tenantId}:${provider}`;
+  const providerKeys = createFieldSealer(deps.config.ENCRYPTION_KEYS, providerKeyContext);
 
   async function read(exec: Executor, tenantId: string) {
     const t = await store.getTenant(exec, tenantId);
@@ -100,7 +102,7 @@ export function createWorkspaceSettingsService(deps: { db: Db; config: ConfigSec
           for (const [provider, key] of Object.entries(input.provider_keys ?? {})) {
             if (key === undefined) continue;
             if (key === '') await store.deleteProviderKey(tx, t, provider);
-            else await store.upsertProviderKey(tx, t, provider, sealer.seal(key, keyContext(t, provider)));
+            else await store.upsertProviderKey(tx, t, provider, providerKeys.seal(t, provider, key));
           }
           // What changed, never to what: provider keys are named, not shown.
           await audit.record(tx, actor, 'tenant.updated', { type: 'tenant', id: t }, {

@@ -22,22 +22,26 @@ export { BULK_PRIORITY, createClassedWrites, jobClass } from './classes';
 export { createBackgroundYield, makeWayForIntake, type BackgroundYield } from './yield';
 
 /**
- * The process's intake priority, built from its settings: the pressure reading, the lanes (one per workspace,
- * squeezed while the host is saturated and others send too) and the one background yield.
+ * The API's side: the lanes, one per workspace per process, across channel ingest and provider webhooks. While the
+ * host's CPUs are saturated and others send intake too, a bursting workspace gets a smaller share.
  */
-export function createIntakePriority(deps: { queues: QueueHub; config: ConfigSection<'intakePriority'> & { INTAKE_QUEUE_SHARDS: number } }) {
-  const { config } = deps;
-  // Whether live intake saturates the host: background work makes way for it.
-  const pressure = createIntakePressure(deps.queues, config.INTAKE_QUEUE_SHARDS);
-  // One lane per workspace per process, across channel ingest and provider webhooks. While the host's CPUs are
-  // saturated and others send intake too, a bursting workspace gets a smaller share.
-  const lanes = createLanes({
+export function createIntakeLanes(config: ConfigSection<'intakePriority'>) {
+  return createLanes({
     perWorkspace: config.INTAKE_WORKSPACE_QUEUED,
     maxWaiting: config.INTAKE_WORKSPACE_WAITING,
     sharedQueued: config.INTAKE_WORKSPACE_SHARED_QUEUED,
     contended: createHostSaturation().saturated,
   });
-  return { pressure, lanes, background: createBackgroundYield(pressure, config.BACKGROUND_INTAKE_YIELD_MS) };
 }
 
-export type IntakePriority = ReturnType<typeof createIntakePriority>;
+/**
+ * The workers' side: the pressure reading (whether live intake saturates the host) and the one yield of
+ * background work built on it, which the webhook sender, rollups, sweeps and prunes make way through.
+ */
+export function createBackgroundPriority(deps: { queues: QueueHub; config: ConfigSection<'intakePriority'> & { INTAKE_QUEUE_SHARDS: number } }) {
+  const { config } = deps;
+  const pressure = createIntakePressure(deps.queues, config.INTAKE_QUEUE_SHARDS);
+  return { pressure, background: createBackgroundYield(pressure, config.BACKGROUND_INTAKE_YIELD_MS) };
+}
+
+export type BackgroundPriority = ReturnType<typeof createBackgroundPriority>;
