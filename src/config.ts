@@ -92,6 +92,7 @@ export const SECTION_NAMES = [
   'scanning',
   'files',
   'inboundFiles',
+  'search',
 ] as const;
 export type SectionName = (typeof SECTION_NAMES)[number];
 
@@ -365,6 +366,11 @@ export const SETTINGS = {
   FILES_FETCH_CONCURRENCY: setting('inboundFiles', int(1, 256).default(8), 'inbound file downloads one worker process runs at once (the `files` queue\'s concurrency)'),
   FILES_FETCH_TIMEOUT_MS: setting('inboundFiles', int(100, 600_000).default(60_000), 'the longest one inbound file may take, provider lookup and download together; past it the file is `failed` (`no complete answer within … ms`)'),
   TWILIO_MEDIA_HOSTS: setting('inboundFiles', z.string().max(2048).regex(/^[a-z0-9.*,\s-]*$/i, 'must be a comma-separated list of host names (*.example.com for subdomains)').default('api.twilio.com,*.twilio.com'), 'hosts besides `TWILIO_API_URL`\'s origin a Twilio `MediaUrl` may name (https, default port; `*.` for subdomains). A MediaUrl elsewhere is never fetched: it comes from the payload, and the account\'s credentials would go with it'),
+  // ── search ──
+  // Search (issue 36): what one query may ask of the database, refused with 400 past it or 422 when it runs too long.
+  SEARCH_QUERY_MAX_CHARS: setting('search', int(16, 4096).default(512), 'the longest search query (`q`) accepted, in characters; longer is 400 `query_too_long`'),
+  SEARCH_QUERY_MAX_TERMS: setting('search', int(1, 256).default(32), 'the most words, phrases and operators one search query may hold; more is 400 `query_too_complex`'),
+  SEARCH_TIMEOUT_MS: setting('search', int(50, 60_000).default(3000), 'the longest one search may run in PostgreSQL (`statement_timeout`); past it the search is 422 `query_too_expensive` and nothing else is held'),
 } satisfies Record<string, SettingSpec>;
 
 type Settings = typeof SETTINGS;
