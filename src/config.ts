@@ -371,6 +371,9 @@ export const SETTINGS = {
   SEARCH_QUERY_MAX_CHARS: setting('search', int(16, 4096).default(512), 'the longest search query (`q`) accepted, in characters; longer is 400 `query_too_long`'),
   SEARCH_QUERY_MAX_TERMS: setting('search', int(1, 256).default(32), 'the most words, phrases and operators one search query may hold; more is 400 `query_too_complex`'),
   SEARCH_TIMEOUT_MS: setting('search', int(50, 60_000).default(3000), 'the longest one search may run in PostgreSQL (`statement_timeout`); past it the search is 422 `query_too_expensive` and nothing else is held'),
+  // The help centres' public search takes no credential: each client address gets a budget of searches.
+  PUBLIC_SEARCH_RATE_POINTS: setting('search', int(1, 10_000_000).default(60), 'searches one client address may run on the public help-centre search (`GET /v1/help-centres/{help_centre_id}/search`) per `PUBLIC_SEARCH_RATE_WINDOW_SECONDS`; past it `429 throttled` with `Retry-After`'),
+  PUBLIC_SEARCH_RATE_WINDOW_SECONDS: setting('search', int(1, 86400).default(60), 'the window of `PUBLIC_SEARCH_RATE_POINTS`'),
 } satisfies Record<string, SettingSpec>;
 
 type Settings = typeof SETTINGS;

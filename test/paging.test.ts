@@ -216,6 +216,6 @@ describe('every other list that can grow pages the same way', () => {
     // Repeated (`status=a&status=b`, what openapi-fetch sends); the comma form is accepted too (issue 35).
     expect(status).toMatchObject({ style: 'form', explode: true, schema: { type: 'array' } });
     const sort = (doc.paths['/v1/tickets'].get.parameters as { name: string; schema: { enum: string[] } }[]).find((p) => p.name === 'sort')!;
-    expect(sort.schema.enum.sort()).toEqual(['-created_at', '-updated_at', 'created_at', 'updated_at']);
+    expect(sort.schema.enum.sort()).toEqual(['-created_at', '-updated_at', 'created_at', 'relevance', 'updated_at']);
   });
 });

@@ -23,7 +23,7 @@ export function pageKey(k: Keyset): RawBuilder<string> {
 
 /** The rows strictly past the cursor's row in the page order (a row tuple comparison, one index range). */
 export function pastCursor(k: Keyset, after: Cursor): RawBuilder<boolean> {
-  const value = k.kind === 'timestamp' ? sql`${after.key}::timestamptz` : sql`${after.key}::bigint`;
+  const value = k.kind === 'timestamp' ? sql`${after.key}::timestamptz` : k.kind === 'rank' ? sql`${after.key}::real` : sql`${after.key}::bigint`;
   const op = sql.raw(k.direction === 'desc' ? '<' : '>');
   if (k.tie === undefined) return sql<boolean>`${sql.ref(k.key)} ${op} ${value}`;
   return sql<boolean>`(${sql.ref(k.key)}, ${sql.ref(k.tie)}) ${op} (${value}, ${after.id})`;

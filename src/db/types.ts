@@ -302,6 +302,16 @@ export interface TicketEventsTable {
   created_at: CreatedAt;
 }
 
+/**
+ * Ticket search (0038): one document per ticket, kept by the search_* triggers in the transaction of every write
+ * (never written by the service's code). `doc` is a tsvector, read only inside search statements.
+ */
+export interface TicketSearchTable {
+  tenant_id: string;
+  ticket_id: string;
+  doc: ColumnType<string, never, never>;
+}
+
 export interface TimeEntriesTable {
   id: string;
   tenant_id: string;
@@ -677,6 +687,7 @@ export interface Database {
   sla_policies: SlaPoliciesTable;
   tickets: TicketsTable;
   ticket_events: TicketEventsTable;
+  ticket_search: TicketSearchTable;
   time_entries: TimeEntriesTable;
   todos: TodosTable;
   attachments: AttachmentsTable;

@@ -99,6 +99,11 @@ export interface Operation<
   /** Public intake: a 4xx refusal is charged to the client address's refusal budget (src/limits/refusals.ts). */
   chargeRefusals?: boolean;
   /**
+   * A public read anyone may call (a help centre's search): every request takes a point from its client address's
+   * budget (src/limits/public-reads.ts, PUBLIC_SEARCH_RATE_*) before its input is read; 429 throttled past it.
+   */
+  addressBudget?: boolean;
+  /**
    * The answer is a Server-Sent Events stream (the handler answers `stream`); `Last-Event-ID` reaches the
    * handler as `lastEventId`, and OpenAPI documents `text/event-stream`.
    */

@@ -122,6 +122,11 @@ export const ERRORS = {
   file_link_invalid: ['not_found', 'This file link is unknown, altered or expired.'],
   range_not_satisfiable: ['range', 'The file has 48213 bytes; the range bytes=50000- starts past its end.'],
   unsupported_media_type: ['unsupported_media', 'Send the body as application/json.'],
+  // Search (issue 36): the query language of `q`, its limits, and a search PostgreSQL cancelled at SEARCH_TIMEOUT_MS.
+  query_invalid: ['invalid', 'The search query is not valid: unclosed quote (opened at character 9).'],
+  query_too_long: ['invalid', 'The search query has 913 characters; at most 512 (SEARCH_QUERY_MAX_CHARS) are accepted.'],
+  query_too_complex: ['invalid', 'The search query holds 40 terms; at most 32 (SEARCH_QUERY_MAX_TERMS) are accepted.'],
+  query_too_expensive: ['unprocessable', 'This search ran longer than 3000 ms (SEARCH_TIMEOUT_MS) and was stopped; add words or filters to narrow it.'],
   /** Answered by the operator dashboard (/admin/queues), not by an API operation. */
   cross_site_request: ['forbidden', 'State-changing requests to the operator dashboard must come from the dashboard itself.'],
 } as const satisfies Record<string, readonly [ErrorKind, string]>;

@@ -8,8 +8,11 @@ import { z } from 'zod';
  * parsed back under explicit limits and every part is checked before it reaches SQL.
  */
 
-/** How a list's sort key is written in a cursor: a timestamp at PostgreSQL's microsecond precision, or a sequence. */
-export type KeyKind = 'timestamp' | 'sequence';
+/**
+ * How a list's sort key is written in a cursor: a timestamp at PostgreSQL's microsecond precision, a sequence,
+ * or a search rank (a `real`, written as PostgreSQL writes it: the shortest text that reads back as the same value).
+ */
+export type KeyKind = 'timestamp' | 'sequence' | 'rank';
 
 /** What a cursor carries: the sort it belongs to, the last row's sort key and its id (the tie-breaker; '' when the key is unique). */
 export interface Cursor {
@@ -45,11 +48,23 @@ function isMicrosecondTimestamp(k: string): boolean {
 /** A bigint sequence value: digits, within PostgreSQL's bigint. */
 const isSequence = (k: string) => isDigits(k) && k.length <= 19 && BigInt(k) <= 9223372036854775807n;
 
+/**
+ * A rank: a finite, non-negative decimal number (`0.1`, `1.5e-05`), checked character by character and then as a
+ * number, so `NaN`, `Infinity` or anything PostgreSQL's `real` input would refuse never reaches it.
+ */
+function isRank(k: string): boolean {
+  if (k.length === 0 || ![...k].every((c) => (c >= '0' && c <= '9') || c === '.' || c === 'e' || c === '-' || c === '+')) return false;
+  const n = Number(k);
+  return Number.isFinite(n) && n >= 0;
+}
+
+const keyOfKind: Record<KeyKind, (k: string) => boolean> = { timestamp: isMicrosecondTimestamp, sequence: isSequence, rank: isRank };
+
 /** A cursor as the first sort of a list would give it out (the OpenAPI example). */
 function exampleCursor(sorts: Record<string, KeyKind>, tie: z.ZodType<string>): string {
   const [sort, kind] = Object.entries(sorts)[0]!;
   const id = tie.safeParse('595be628-f6f2-4262-9c10-6389c6c4a5b8').success ? '595be628-f6f2-4262-9c10-6389c6c4a5b8' : '';
-  return encodeCursor({ sort, key: kind === 'timestamp' ? '2025-03-14T09:26:53.412345Z' : '1042', id });
+  return encodeCursor({ sort, key: kind === 'timestamp' ? '2025-03-14T09:26:53.412345Z' : kind === 'rank' ? '0.3' : '1042', id });
 }
 
 /**
@@ -77,7 +92,7 @@ export function afterParam(sorts: Record<string, KeyKind>, id: z.ZodType<string>
       const { s, k, i } = parsed.data;
       const kind = Object.hasOwn(sorts, s) ? sorts[s] : undefined;
       if (kind === undefined) return bad('not a cursor this list gave out');
-      if (!(kind === 'timestamp' ? isMicrosecondTimestamp(k) : isSequence(k)) || !id.safeParse(i).success) return bad('not a cursor this list gave out');
+      if (!keyOfKind[kind](k) || !id.safeParse(i).success) return bad('not a cursor this list gave out');
       return { sort: s, key: k, id: i };
     })
     .meta({ description: 'The `next_cursor` of the previous page (opaque). Omit it for the first page.', examples: [exampleCursor(sorts, id)] });

@@ -2,6 +2,7 @@ import { section } from '../config';
 import { createAgentService } from '../domains/agents/service';
 import { createApiKeyService } from '../domains/api-keys/service';
 import { createArticleService } from '../domains/help-centre/articles';
+import { createArticleSearchService } from '../domains/help-centre/search';
 import { createHelpCentreService } from '../domains/help-centre/service';
 import { createIdempotencyService } from '../domains/idempotency/service';
 import { createIdentityService } from '../domains/identity/service';
@@ -49,8 +50,8 @@ export function createApiServices(deps: ProcessDeps & { bus: ResultBus }) {
     ...shared,
     later,
     identity,
-    // Every budget the router's stages use (src/limits/): the API's, failed authentication and intake refusals.
-    limits: createLimits({ redis, config: section(config, 'http', 'identity', 'intake', 'redis'), logger, knownToken: identity.knownToken }),
+    // Every budget the router's stages use (src/limits/): the API's, failed authentication, intake refusals, public reads.
+    limits: createLimits({ redis, config: section(config, 'http', 'identity', 'intake', 'redis', 'search'), logger, knownToken: identity.knownToken }),
     idempotency: createIdempotencyService({ db, config: section(config, 'http', 'secrets') }),
     apiKeys,
     members: createMemberService({ db, audit, apiKeys }),
@@ -65,6 +66,7 @@ export function createApiServices(deps: ProcessDeps & { bus: ResultBus }) {
     settings: createWorkspaceSettingsService({ db, config: section(config, 'secrets'), audit }),
     helpCentre,
     articles: createArticleService({ db, config: section(config, 'helpCentre'), centres: helpCentre }),
+    articleSearch: createArticleSearchService({ db, reads: shared.reads, search: section(config, 'search') }),
     webhooks: createWebhookService({ db, config: section(config, 'webhooks', 'secrets', 'http'), audit }),
     webhookIntake: createWebhookEdge({ db, config: section(config, 'webhooks', 'secrets', 'redis', 'http'), redis, queues, bus, lanes }),
     webhookEndpoints: createWebhookEndpointService({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues }),

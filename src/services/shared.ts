@@ -19,6 +19,7 @@ import { createNotificationService } from '../domains/notifications/service';
 import { createOutboundService, createOutboundSink } from '../domains/outbound/service';
 import { createRollupService } from '../domains/rollups/service';
 import { createTicketService } from '../domains/tickets/service';
+import { ticketSearchFromConfig } from '../domains/search/engine';
 import type { AfterAnswer } from '../lib/after-answer';
 import type { RedisClient } from '../queue/connection';
 import type { QueueHub } from '../queue/hub';
@@ -57,7 +58,7 @@ export function createSharedServices(deps: ProcessDeps, hooks: SharedHooks) {
   const reads = createReadRouting({ primary: db, replica: deps.readDb ?? null, redis, config, logger });
   const audit = createAuditService({ db });
   const events = createEventService({ db, config: section(config, 'events', 'redis'), redis, logger });
-  const customers = createCustomerService({ db, events, reads });
+  const customers = createCustomerService({ db, events, reads, search: section(config, 'search') });
   const notifications = createNotificationService({ db });
   const channels = createChannelService({ db, config: section(config, 'secrets') });
   // Whether a workspace has a macro listening for a ticket event, remembered while this process LISTENs for
@@ -101,6 +102,7 @@ export function createSharedServices(deps: ProcessDeps, hooks: SharedHooks) {
     attachments: files,
     threadWindowHours: config.THREAD_WINDOW_HOURS,
     timelineCacheBytes: hooks.timelineCacheBytes,
+    search: ticketSearchFromConfig(section(config, 'search')),
   });
   const rollups = createRollupService({ db, queues, logger, reads });
   // Inbound files (issue 34): staged at the edge, fetched by the files.fetch job after the ingest commit.

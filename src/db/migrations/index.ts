@@ -36,6 +36,8 @@ import * as m0034 from './0034_outbound_messages';
 import * as m0035 from './0035_attachments';
 import * as m0036 from './0036_outbound_parts';
 import * as m0037 from './0037_visitor_uploads';
+import * as m0038 from './0038_search';
+import * as m0039 from './0039_search_people_articles';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -76,6 +78,8 @@ const migrations: Record<string, Migration> = {
   '0035_attachments': m0035,
   '0036_outbound_parts': m0036,
   '0037_visitor_uploads': m0037,
+  '0038_search': m0038,
+  '0039_search_people_articles': m0039,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -1,5 +1,5 @@
 import { defineOperation } from '../../define-operation';
-import { createCustomerBody, customer, customerIdParams, customerList, listCustomersQuery } from './schemas';
+import { createCustomerBody, customer, customerIdParams, customerList, customerSearchPage, listCustomersQuery, searchCustomersQuery } from './schemas';
 
 export const customerOperations = [
   defineOperation({
@@ -12,6 +12,19 @@ export const customerOperations = [
     response: { status: 201, description: 'The new customer', schema: customer },
     errors: ['customer_exists'],
     handler: async ({ principal, body }, s) => ({ status: 201, body: await s.customers.create(principal, body) }),
+  }),
+  // Before get_customer: routes match in table order, and `search` is not a customer id.
+  defineOperation({
+    id: 'search_customers',
+    method: 'get',
+    path: '/v1/customers/search',
+    summary: 'Customers by a fragment of name, email, company or a handle',
+    description: 'Exact email or handle matches first, then word starts, then the rest; newest first within each.',
+    access: { floor: 'viewer', tag: 'customers', action: 'read' },
+    query: searchCustomersQuery,
+    response: { status: 200, description: 'A page of customers', schema: customerSearchPage },
+    errors: ['query_invalid', 'query_too_long', 'query_too_complex', 'query_too_expensive'],
+    handler: async ({ principal, query }, s) => ({ body: await s.customers.search(principal, query) }),
   }),
   defineOperation({
     id: 'get_customer',

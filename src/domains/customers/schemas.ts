@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { afterParam, pageSchema, type KeyKind } from '../../lib/paging';
 import { intParam, metadata } from '../../lib/params';
 
 const at = z.string().meta({ examples: ['2025-03-02T16:40:11.000Z'] });
@@ -48,4 +49,23 @@ export const customerList = z.object({
   customers: z.array(customer),
 });
 
+/**
+ * How a customer search hit matched, best first: the email or a handle is the fragment itself; a word of the name,
+ * email or company (or a handle) starts with it; it is somewhere inside; or, for a fragment too broad to rank
+ * (customers' service, RANKED_HITS_MAX), any other match. Each is a sort of the cursor (the rank of the page's last
+ * row), the rows within one newest first.
+ */
+export const CUSTOMER_MATCHES = { exact: 'timestamp', prefix: 'timestamp', contains: 'timestamp', broad: 'timestamp' } as const satisfies Record<string, KeyKind>;
+export type CustomerMatch = keyof typeof CUSTOMER_MATCHES;
+export const MATCH_ORDER = Object.keys(CUSTOMER_MATCHES) as CustomerMatch[];
+
+export const searchCustomersQuery = z.strictObject({
+  q: z.string().meta({ description: '3 or more letters or digits; accents and case ignored, phone numbers by their digits.', examples: ['415-555-0100'] }),
+  limit: intParam(1, 100).default(20),
+  after: afterParam(CUSTOMER_MATCHES).optional(),
+});
+
+export const customerSearchPage = pageSchema('customers', customer);
+
+export type SearchCustomersQuery = z.output<typeof searchCustomersQuery>;
 export type CreateCustomerInput = z.output<typeof createCustomerBody>;

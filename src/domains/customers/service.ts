@@ -1,11 +1,14 @@
+import type { ConfigSection } from '../../config';
 import type { Db, Executor } from '../../db';
 import type { ReadRouting } from '../../db/reads';
+import { withSearchTimeout } from '../../db/search-timeout';
 import type { CustomerRow } from '../../db/types';
 import { notFound, refuse } from '../../lib/errors';
+import { pageOf } from '../../lib/paging';
 import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
-import type { CreateCustomerInput } from './schemas';
+import { MATCH_ORDER, type CreateCustomerInput, type CustomerMatch, type SearchCustomersQuery } from './schemas';
 import type { EventSink } from '../events/types';
 import * as store from './store';
 
@@ -32,8 +35,67 @@ export const presentCustomer = (c: CustomerRow) => ({
   updated_at: iso(c.updated_at),
 });
 
-export function createCustomerService(deps: { db: Db; events?: EventSink; reads?: Pick<ReadRouting, 'forReading'> }) {
-  const { db } = deps;
+/** The fewest letters or digits a customer search fragment holds: fewer has no trigram to look up. */
+export const MIN_FRAGMENT_CHARS = 3;
+/** The most hits a customer search ranks whole (exact, prefix, contains); a broader fragment is walked newest first. */
+export const RANKED_HITS_MAX = 2000;
+/** The most exact matches one fragment is expected to have (one address, a handle on a few channels). */
+const EXACT_HITS_MAX = 100;
+
+/** One character (a code point) against a class: never a pattern run over the caller's whole text. */
+const isLetterOrDigit = (ch: string) => /^[\p{L}\p{N}]$/u.test(ch);
+/** What a phone number is written with besides its digits. */
+const PHONE_PUNCTUATION = new Set([' ', '+', '-', '(', ')', '.', '/']);
+
+/**
+ * A customer search's `q` as the store takes it: the fragment (trimmed, inner white space as single spaces) and,
+ * when it is written like a phone number (digits and phone punctuation only, at least 3 digits), its digits.
+ * Refused: over `maxChars` characters (400 query_too_long, checked before anything else reads it), fewer than 3
+ * letters or digits (400 query_invalid), more than `maxTerms` words (400 query_too_complex, as every search route
+ * counts them). One pass over the characters.
+ */
+export function customerFragment(q: string, maxChars: number, maxTerms: number): { fragment: string; digits: string | null } {
+  const chars = [...q];
+  if (chars.length > maxChars) {
+    throw refuse('query_too_long', `The search query has ${chars.length} characters; at most ${maxChars} (SEARCH_QUERY_MAX_CHARS) are accepted.`, [
+      { path: 'q', message: `at most ${maxChars} characters` },
+    ]);
+  }
+  let fragment = '';
+  let digits = '';
+  let counted = 0;
+  let terms = 0;
+  let inTerm = false;
+  let phoneLike = true;
+  let space = false;
+  for (const ch of chars) {
+    const word = isLetterOrDigit(ch);
+    if (word && !inTerm) terms += 1;
+    inTerm = word;
+    if (ch.trim() === '') {
+      space = fragment !== '';
+      continue;
+    }
+    if (space) fragment += ' ';
+    space = false;
+    fragment += ch;
+    if (ch >= '0' && ch <= '9') digits += ch;
+    else if (!PHONE_PUNCTUATION.has(ch)) phoneLike = false;
+    if (word) counted += 1;
+  }
+  if (counted < MIN_FRAGMENT_CHARS) {
+    throw refuse('query_invalid', `A customer search needs at least ${MIN_FRAGMENT_CHARS} letters or digits; this one has ${counted}.`, [
+      { path: 'q', message: `at least ${MIN_FRAGMENT_CHARS} letters or digits` },
+    ]);
+  }
+  if (terms > maxTerms) {
+    throw refuse('query_too_complex', `The search query holds ${terms} words; at most ${maxTerms} (SEARCH_QUERY_MAX_TERMS) are accepted.`, [{ path: 'q', message: `at most ${maxTerms} words` }]);
+  }
+  return { fragment, digits: phoneLike && digits.length >= MIN_FRAGMENT_CHARS ? digits : null };
+}
+
+export function createCustomerService(deps: { db: Db; events?: EventSink; reads?: Pick<ReadRouting, 'forReading'>; search: ConfigSection<'search'> }) {
+  const { db, search } = deps;
   const reads = deps.reads ?? { forReading: async () => db };
 
   /** `customer.created` for each new customer, in the transaction that created it (issue 19). */
@@ -118,6 +180,46 @@ export function createCustomerService(deps: { db: Db; events?: EventSink; reads?
       const from = await reads.forReading(actor);
       const [rows, total] = await Promise.all([store.listCustomers(from, actor.tenantId, page), store.countCustomers(from, actor.tenantId)]);
       return { total, limit: page.limit ?? null, offset: page.offset, customers: rows.map(presentCustomer) };
+    },
+
+    /**
+     * Customers by a fragment of their name, email, company or a channel handle (issue 36), in cursor pages. Read
+     * like the directory (the replica when routing allows), in a transaction bounded by SEARCH_TIMEOUT_MS.
+     *
+     * The order: exact matches of the email or a handle, then matches at the start of a word or handle, then the
+     * rest, newest first within each. Ranking means reading every hit, so a fragment with more than
+     * RANKED_HITS_MAX hits ("gmail") is answered exact matches first and then every other hit newest first, which
+     * a walk of the directory's index serves in a few milliseconds however many hits there are. A page's cursor
+     * carries its rank, so the next page goes on in the order the first one chose.
+     */
+    async search(actor: Principal, query: SearchCustomersQuery) {
+      const f = customerFragment(query.q, search.SEARCH_QUERY_MAX_CHARS, search.SEARCH_QUERY_MAX_TERMS);
+      const { limit } = query;
+      const sort = query.after?.sort as CustomerMatch | undefined;
+      const after = query.after && { tier: MATCH_ORDER.indexOf(sort!), key: query.after.key, id: query.after.id };
+      const from = await reads.forReading(actor);
+      const rows = await withSearchTimeout(from, search.SEARCH_TIMEOUT_MS, async (tx) => {
+        if (sort !== 'broad') {
+          // A ranked search's later pages are ranked whatever the count is now: they continue the first page's order.
+          const cap = sort === 'prefix' || sort === 'contains' ? null : RANKED_HITS_MAX;
+          const ranked = await store.rankedCustomerHits(tx, actor.tenantId, { ...f, limit, cap, ...(after ? { after } : {}) });
+          if (!ranked.broad) return ranked.hits;
+        }
+        // Broad: the exact matches are few (an address is unique, a handle unique per channel), read whole to be
+        // left out of the walk; cursor keys compare as text (fixed-width UTC, lower-case ids), as PostgreSQL orders them.
+        const exact = await store.exactCustomerHits(tx, actor.tenantId, { ...f, limit: EXACT_HITS_MAX });
+        const shown = sort === 'broad' ? [] : exact.filter((h) => !after || h.page_key < after.key || (h.page_key === after.key && h.id < after.id));
+        if (shown.length > limit) return shown;
+        const rest = await store.newestCustomerHits(tx, actor.tenantId, {
+          ...f,
+          limit: limit - shown.length,
+          exclude: exact.map((h) => h.id),
+          ...(sort === 'broad' && after ? { after } : {}),
+        });
+        return [...shown, ...rest];
+      });
+      const last = rows[Math.min(rows.length, limit) - 1];
+      return pageOf('customers', rows, limit, MATCH_ORDER[last?.tier ?? 0]!, presentCustomer);
     },
   };
 }

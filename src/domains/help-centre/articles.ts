@@ -51,6 +51,9 @@ export const slugify = (s: string) =>
     .replace(/^-|-$/g, '')
     .slice(0, 80) || 'article';
 
+/** Where a translation is read on its centre's primary host (reads and search hits give the same URL). */
+export const articleUrl = (host: string, locale: string, articleId: string, slug: string) => `https://${host}/${locale}/articles/${articleId}-${slug}`;
+
 /** Source status words to our editorial states; anything unknown stays a draft (never published by accident). */
 const editorialState = (status: string) => {
   const s = status.toLowerCase();
@@ -108,7 +111,7 @@ export function createArticleService(deps: { db: Db; config: ConfigSection<'help
 
   async function view(exec: Executor, tenantId: string, t: HelpTranslationRow) {
     const { host, default_locale, sibs, tag } = await surroundings(exec, tenantId, t);
-    const urlOf = (locale: string, slug: string) => `https://${host}/${locale}/articles/${t.article_id}-${slug}`;
+    const urlOf = (locale: string, slug: string) => articleUrl(host, locale, t.article_id, slug);
     const base = sibs.find((s) => s.locale === default_locale);
     // A translation is outdated when its article's default-locale version changed at the source after it.
     const isOutdated = (s: { locale: string; source_updated_at: Date | null }) =>

@@ -2,6 +2,7 @@ import { defineOperation } from '../../define-operation';
 import type { ApiServices } from '../../services/api';
 import type { Principal } from '../identity/principal';
 import {
+  articleSearchPage,
   articleTranslation,
   brandBody,
   brandQuery,
@@ -12,7 +13,10 @@ import {
   editBody,
   EXAMPLE_ARTICLE,
   helpCentre,
+  publicArticleSearchParams,
+  publicArticleSearchQuery,
   resolveBody,
+  staffArticleSearchQuery,
   syncBody,
   translationParams,
 } from './schemas';
@@ -93,6 +97,19 @@ export const helpCentreOperations = [
     },
     handler: async ({ principal, body }, s) => ({ body: await s.articles.sync(principal, body) }),
   }),
+  // Before get_by_id: routes match in table order, and `search` is not a translation id.
+  defineOperation({
+    id: 'search_articles',
+    method: 'get',
+    path: '/v1/help-centre/articles/search',
+    summary: 'Search the workspace\'s article translations, drafts and internal ones too',
+    description: 'Title, excerpt and body, best match first; each hit has its editorial_state and visibility.',
+    access: { floor: 'viewer', tag: 'help-centre-staff', action: 'read' },
+    query: staffArticleSearchQuery,
+    response: { status: 200, description: 'A page of hits', schema: articleSearchPage },
+    errors: ['query_invalid', 'query_too_long', 'query_too_complex', 'query_too_expensive'],
+    handler: async ({ principal, query }, s) => ({ body: await s.articleSearch.staff(principal, query) }),
+  }),
   defineOperation({
     id: 'get_by_id',
     method: 'get',
@@ -147,5 +164,20 @@ export const helpCentreOperations = [
     errors: ['no_conflict'],
     replay: replayArticle,
     handler: async ({ principal, params, body }, s) => ({ body: await s.articles.resolve(principal, params.translation_id, body.keep) }),
+  }),
+  defineOperation({
+    id: 'search_help_centre',
+    method: 'get',
+    path: '/v1/help-centres/{help_centre_id}/search',
+    summary: 'A help centre\'s public search: published, public articles in one locale',
+    description: 'No credential. An unknown or disabled centre is 404. Budgeted per client address (PUBLIC_SEARCH_RATE_POINTS).',
+    access: 'public',
+    params: publicArticleSearchParams,
+    query: publicArticleSearchQuery,
+    // Every request takes a point, refusals included (the budget is taken before the input is read).
+    addressBudget: true,
+    response: { status: 200, description: 'A page of hits', schema: articleSearchPage },
+    errors: ['query_invalid', 'query_too_long', 'query_too_complex', 'query_too_expensive', 'throttled'],
+    handler: async ({ params, query }, s) => ({ body: await s.articleSearch.visitor(params.help_centre_id, query) }),
   }),
 ];

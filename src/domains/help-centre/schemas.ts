@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { afterParam, pageSchema } from '../../lib/paging';
+import { intParam } from '../../lib/params';
 
 const locale = z.string().regex(/^[a-z]{2,3}(?:-[A-Za-z0-9]{2,8})*$/, 'a locale such as en or pt-BR').meta({ examples: ['en'] });
 
@@ -226,3 +228,46 @@ export const conflictComparison = z.object({
     },
   ],
 });
+
+/** Article search (issue 36): ranked by relevance; the cursor carries the rank (an integer) and the translation id. */
+export const ARTICLE_SEARCH_SORTS = { relevance: 'sequence' } as const;
+
+const articleSearchQ = z.string().meta({ description: 'Web search syntax: words, "a phrase", -excluded, OR.', examples: ['reset password'] });
+
+export const staffArticleSearchQuery = z.strictObject({
+  q: articleSearchQ,
+  help_centre_id: z.uuid().optional(),
+  locale: locale.optional(),
+  limit: intParam(1, 50).default(10),
+  after: afterParam(ARTICLE_SEARCH_SORTS).optional(),
+});
+
+export const publicArticleSearchParams = z.object({ help_centre_id: z.uuid().meta({ examples: [CENTRE_ID] }) });
+export const publicArticleSearchQuery = z.strictObject({
+  q: articleSearchQ,
+  locale: locale.optional(),
+  limit: intParam(1, 50).default(10),
+  after: afterParam(ARTICLE_SEARCH_SORTS).optional(),
+});
+
+const SNIPPET = 'Choose Reset <mark>password</mark>. The link in the email works for 30 minutes.';
+/** One hit, for staff and visitors alike (a visitor's are all published and public). */
+export const articleHit = z
+  .object({
+    translation_id: ex(z.string(), EXAMPLE_ARTICLE.translation_id),
+    article_id: ex(z.string(), EXAMPLE_ARTICLE.article_id),
+    help_centre_id: ex(z.string(), CENTRE_ID),
+    locale: ex(z.string(), 'en'),
+    title: ex(z.string(), TITLE),
+    excerpt: ex(z.string(), 'Open Settings → Security and choose Reset password.'),
+    url: ex(z.string(), EXAMPLE_ARTICLE.url),
+    editorial_state: ex(z.string(), 'published'),
+    visibility: ex(z.string(), 'public'),
+    updated_at: ex(z.string(), EXAMPLE_ARTICLE.updated_at),
+    snippet_html: z.string().meta({ description: 'Escaped HTML of the body around the matches (≤ 300 characters), each in <mark>.', examples: [SNIPPET] }),
+  })
+  .meta({ id: 'ArticleSearchHit' });
+export const articleSearchPage = pageSchema('articles', articleHit).meta({ id: 'ArticleSearchPage' });
+
+export type StaffArticleSearchQuery = z.output<typeof staffArticleSearchQuery>;
+export type PublicArticleSearchQuery = z.output<typeof publicArticleSearchQuery>;

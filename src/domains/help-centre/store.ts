@@ -4,6 +4,8 @@ import { addRoute } from '../routing/store';
 
 export async function insertCentre(db: Executor, tenantId: string, c: { id: string; name: string; default_locale: string; locales: string[]; brand: Record<string, string> }) {
   await db.insertInto('help_centres').values({ ...c, tenant_id: tenantId, brand: JSON.stringify(c.brand) }).execute();
+  // The public routes name a centre by its id alone; the route finds its workspace (a fresh random id is never taken).
+  await addRoute(db, tenantId, 'help_centre', c.id);
 }
 
 /** False when the host is taken (by any workspace: a host serves one centre). */
@@ -127,4 +129,86 @@ export async function translationsBySource(db: Executor, tenantId: string, centr
     .where('a.help_centre_id', '=', centreId)
     .where('t.locale', '=', locale)
     .execute();
+}
+
+/** A centre as its public routes see it: whether it is enabled, and its locales. */
+export async function publicCentre(db: Executor, tenantId: string, centreId: string) {
+  return db
+    .selectFrom('help_centres')
+    .select(['enabled', 'default_locale', 'locales'])
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', centreId)
+    .executeTakeFirst();
+}
+
+/** One article search hit: the translation's summary, its rank (an integer) and a snippet of its body. */
+export interface ArticleHit {
+  id: string;
+  article_id: string;
+  help_centre_id: string;
+  locale: string;
+  title: string;
+  slug: string;
+  excerpt: string;
+  editorial_state: string;
+  visibility: string;
+  updated_at: Date;
+  host: string;
+  page_key: string;
+  snippet: string;
+}
+
+/** The body's first characters a snippet is cut from: ts_headline parses all it is given, for every hit shown. */
+const SNIPPET_SOURCE_CHARS = 30_000;
+
+/**
+ * Article translations whose document (help_article_search, migration 0039) matches `q` in websearch syntax under
+ * the locale's language configuration and hd_simple (either may match: the document holds both), ranked by
+ * ts_rank_cd (cover density, normalised by the document's length) as an integer, ties by id; the page starts
+ * past `after`. `published` keeps published, public translations only. The snippet (ts_headline) is made for
+ * the page's rows alone, from the body HTML-escaped first, so the only markup in it is ts_headline's <mark>.
+ * websearch_to_tsquery reads any text (an unclosed quote, a lone "-", "OR OR") without an error. Underscores are
+ * read as spaces in the query and the snippet's text as in the documents: the parser's time is quadratic in a
+ * long run of word_word_… (the snippet shows them as spaces).
+ */
+export async function searchArticles(
+  db: Executor,
+  tenantId: string,
+  s: { q: string; centreId?: string; locale?: string; published: boolean; limit: number; after?: { key: string; id: string } },
+): Promise<ArticleHit[]> {
+  const language = s.locale === undefined ? sql`'hd_english'::regconfig` : sql`search_article_config(${s.locale})`;
+  // Underscores read as spaces, as the documents read them (migration 0039, search_article_doc).
+  const words = sql`translate(${s.q}, '_', ' ')`;
+  const query = sql`(websearch_to_tsquery(${language}, ${words}) || websearch_to_tsquery('hd_simple', ${words}))`;
+  const where = [
+    sql`s.tenant_id = ${tenantId}`,
+    sql`s.doc @@ ${query}`,
+    ...(s.centreId === undefined ? [] : [sql`t.help_centre_id = ${s.centreId}`]),
+    ...(s.locale === undefined ? [] : [sql`t.locale = ${s.locale}`]),
+    ...(s.published ? [sql`t.editorial_state = 'published'`, sql`t.visibility = 'public'`] : []),
+  ];
+  const past = s.after ? sql`WHERE (score, id) < (${s.after.key}::bigint, ${s.after.id}::uuid)` : sql``;
+  const { rows } = await sql<ArticleHit>`
+    WITH page AS (
+      SELECT * FROM (
+        SELECT t.id, t.article_id, t.help_centre_id, t.locale, t.title, t.slug, t.excerpt, t.editorial_state, t.visibility, t.updated_at,
+               (ts_rank_cd(s.doc, ${query}, 1) * 1000000)::bigint AS score
+        FROM help_article_search s
+        JOIN help_article_translations t ON t.tenant_id = s.tenant_id AND t.id = s.translation_id
+        WHERE ${sql.join(where, sql` AND `)}
+      ) hits
+      ${past}
+      ORDER BY score DESC, id DESC
+      LIMIT ${s.limit + 1}
+    )
+    SELECT p.*, p.score::text AS page_key, coalesce(h.full_host, '') AS host,
+           ts_headline(search_article_config(p.locale),
+                       replace(replace(replace(search_safe(left(t.body_markdown, ${SNIPPET_SOURCE_CHARS})), '&', '&amp;'), '<', '&lt;'), '>', '&gt;'),
+                       ${query},
+                       'MaxFragments=2, MaxWords=30, MinWords=12, StartSel=<mark>, StopSel=</mark>, FragmentDelimiter=" … "') AS snippet
+    FROM page p
+    JOIN help_article_translations t ON t.tenant_id = ${tenantId} AND t.id = p.id
+    LEFT JOIN help_centre_hosts h ON h.tenant_id = ${tenantId} AND h.help_centre_id = p.help_centre_id AND h.is_primary
+    ORDER BY p.score DESC, p.id DESC`.execute(db);
+  return rows;
 }

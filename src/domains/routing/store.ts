@@ -7,7 +7,7 @@ import type { Executor } from '../../db';
  * local anywhere and the tenant row is then read on its workspace's node; its primary key is also what keeps
  * each of these keys unique across all workspaces.
  */
-export type RouteKind = 'api_key' | 'inbound_token' | 'help_centre_host' | 'oauth_state' | 'integration' | 'agent';
+export type RouteKind = 'api_key' | 'inbound_token' | 'help_centre_host' | 'help_centre' | 'oauth_state' | 'integration' | 'agent';
 
 /** Claims `key` for the workspace; false when it routes somewhere already (this workspace or another). */
 export async function addRoute(db: Executor, tenantId: string, kind: RouteKind, key: string): Promise<boolean> {

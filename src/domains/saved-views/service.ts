@@ -22,7 +22,7 @@ export function createSavedViewService(deps: { db: Db }) {
   const { db } = deps;
   return {
     async create(actor: Principal, input: { name: string; filters: Record<string, unknown>; shared: boolean }) {
-      const { stored } = checkTicketFilters(input.filters, 'body.filters');
+      const { stored } = checkTicketFilters(input.filters, 'body.filters', { search: true });
       const row = await store.insertView(db, actor.tenantId, { id: newId(), owner_user_id: actor.userId, name: input.name, filters: stored, shared: input.shared });
       return present(row);
     },

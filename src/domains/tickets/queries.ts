@@ -4,7 +4,9 @@ import type { Db, Executor } from '../../db';
 import type { TicketEventRow, TicketRow } from '../../db/types';
 import { notFound } from '../../lib/errors';
 import { iso } from '../../lib/time';
-import { ticketEvent, type ListTicketsQuery } from './schemas';
+import { searches, sortOf, ticketEvent, type ListTicketsQuery } from './schemas';
+import type { SearchViewer, TicketSearch } from '../search/engine';
+import { parseTicketQuery, requireSomethingToFind } from '../search/query';
 import { pageOf } from '../../lib/paging';
 import { legalNextStates } from './status';
 import * as store from './store';
@@ -87,7 +89,7 @@ interface RenderedTimeline {
   json: Buffer;
 }
 
-export function createTicketQueries(deps: { db: Db; timelineCacheBytes?: number }) {
+export function createTicketQueries(deps: { db: Db; timelineCacheBytes?: number; search: TicketSearch }) {
   const { db } = deps;
   /**
    * Rendered timelines by workspace and ticket, this process's own (bounded by bytes, least recently read
@@ -145,8 +147,21 @@ export function createTicketQueries(deps: { db: Db; timelineCacheBytes?: number 
       return { ticket, events: json, version };
     },
 
-    async list(tenantId: string, query: ListTicketsQuery, from: Executor = db) {
-      const { limit, after, sort, ...filters } = query;
+    /**
+     * GET /v1/tickets: a plain page of the list, or with `q` a search (issue 36) through the search engine. The
+     * plain list is untouched by search: no parse, no extra statement, no transaction.
+     */
+    async list(tenantId: string, query: ListTicketsQuery, viewer: SearchViewer, from: Db = db) {
+      const { limit, after, sort: _given, q: text, ...filters } = query;
+      const sort = sortOf(query);
+      if (searches(query)) {
+        const parsed = parseTicketQuery(text!, deps.search.limits);
+        requireSomethingToFind(parsed, Object.values(filters).some((v) => v !== undefined));
+        const rows = await deps.search.engine.searchTickets(from, tenantId, parsed, filters, { limit, sort, after }, viewer);
+        return pageOf('tickets', rows, limit, sort, presentSummary);
+      }
+      // The schema refuses sort=relevance without q.
+      if (sort === 'relevance') throw new Error('sort=relevance reached the plain list');
       const rows = await store.listTickets(from, tenantId, filters, { limit, sort, after });
       return pageOf('tickets', rows, limit, sort, presentSummary);
     },

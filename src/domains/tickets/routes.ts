@@ -58,10 +58,12 @@ export const ticketOperations = [
     id: 'list_tickets',
     method: 'get',
     path: '/v1/tickets',
-    summary: 'List tickets, newest first, with filters (an unknown filter is refused)',
+    summary: 'List tickets, newest first, with filters (an unknown filter is refused), or search them with q',
+    description: 'Filters combine with AND. `q` searches (its syntax is on the parameter) within the other filters, and its cursor pages by relevance without repeats or gaps.',
     access: read,
     query: listTicketsQuery,
     response: { status: 200, description: 'A page of tickets', schema: ticketList },
+    errors: ['query_invalid', 'query_too_long', 'query_too_complex', 'query_too_expensive'],
     handler: async ({ principal, query }, s) => ({ body: await s.tickets.list(principal, query) }),
   }),
   defineOperation({

@@ -110,17 +110,43 @@ export const ticketFilters = z.strictObject({
   updated_before: z.iso.datetime({ offset: true }).optional().meta({ examples: ['2025-03-15T00:00:00Z'] }),
 });
 
-/** Sort orders of GET /v1/tickets: a leading `-` is newest first. Each has its own (tenant, key, id) index. */
-export const TICKET_SORTS = { created_at: 'timestamp', '-created_at': 'timestamp', updated_at: 'timestamp', '-updated_at': 'timestamp' } as const;
+/**
+ * Sort orders of GET /v1/tickets: a leading `-` is newest first; each time order has its own (tenant, key, id)
+ * index. `relevance` (issue 36) ranks the tickets a search (`q`) matched, best first, ties newest first.
+ */
+export const TICKET_SORTS = { created_at: 'timestamp', '-created_at': 'timestamp', updated_at: 'timestamp', '-updated_at': 'timestamp', relevance: 'rank' } as const;
 export type TicketSort = keyof typeof TICKET_SORTS;
+/** The sorts of a plain list (no `q`): the time orders. */
+export type TicketTimeSort = Exclude<TicketSort, 'relevance'>;
+
+/** The syntax of `q`, as the OpenAPI document states it (docs/api-guide.md, "Search", has it in full). */
+export const SEARCH_SYNTAX =
+  "Full-text search (case, accents and word forms ignored) over the subject, description, messages, internal notes, tags, the customer's name, email and handles, and provider message ids. " +
+  'Words must all match, the last one as a prefix; `"a phrase"` matches in order; `-word` and `-"a phrase"` exclude. ' +
+  'Operators: `from:` (3+ characters of the customer\'s name, email or handle; a phone fragment matches by digits), `tag:`, `status:`, `channel:`, `assignee:me|none|<user id>`, `before:`/`after:` (created_at; `YYYY-MM-DD` or an ISO datetime); quote a value with spaces. ' +
+  'Merged tickets are never returned; a blank q is no search.';
+
+/** The search text (issue 36); blank is no search. Parsed by the service, which knows the deployment's limits. */
+export const searchParam = z.string().meta({ description: SEARCH_SYNTAX, examples: ['refund from:maya status:open'] });
+
+/** Whether a query searches: `q` holds more than spaces. */
+export const searches = (q: { q?: string | undefined }) => q.q !== undefined && q.q.trim() !== '';
+
+/** The order a list comes in when `sort` is not given: relevance when it searches, else newest first. */
+export const sortOf = (q: { q?: string | undefined; sort?: TicketSort | undefined }): TicketSort => q.sort ?? (searches(q) ? 'relevance' : '-created_at');
 
 export const listTicketsQuery = ticketFilters.extend({
+  q: searchParam.optional(),
   limit: intParam(1, 500).default(50),
   after: afterParam(TICKET_SORTS).optional(),
-  sort: z.enum(Object.keys(TICKET_SORTS) as [TicketSort, ...TicketSort[]]).default('-created_at'),
+  sort: z
+    .enum(Object.keys(TICKET_SORTS) as [TicketSort, ...TicketSort[]])
+    .optional()
+    .meta({ description: 'Default `-created_at`; with `q`, `relevance` (best first, ties newest first), which needs `q`.', examples: ['-created_at'] }),
 })
   // A cursor continues the order it was given out in: under another sort its key means something else.
-  .refine((q) => q.after === undefined || q.after.sort === q.sort, { message: 'this cursor belongs to another sort order', path: ['after'] });
+  .refine((q) => q.after === undefined || q.after.sort === sortOf(q), { message: 'this cursor belongs to another sort order', path: ['after'] })
+  .refine((q) => q.sort !== 'relevance' || searches(q), { message: 'sort=relevance ranks by the search: send q with it', path: ['sort'] });
 
 export type ListTicketsQuery = z.output<typeof listTicketsQuery>;
 export type TicketFilters = z.output<typeof ticketFilters>;

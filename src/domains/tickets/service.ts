@@ -17,6 +17,7 @@ import type { CreateTicketInput, ListTicketsQuery, PatchTicketInput } from './sc
 import { createTicketSla } from './sla';
 import * as store from './store';
 import type { AttachmentBinder } from '../files/types';
+import type { TicketSearch } from '../search/engine';
 
 /**
  * The tickets' own use cases (the operations of the tickets routes), each one transaction over the commands,
@@ -40,6 +41,8 @@ export function createTicketService(deps: {
   timelineCacheBytes?: number;
   /** Binds agents' uploads to replies and notes (issue 34); without it a write naming attachments is refused. */
   attachments?: AttachmentBinder;
+  /** Where `q` on the list goes (issue 36), and the limits a query is parsed under. */
+  search: TicketSearch;
 }) {
   const { db, customers, notifications } = deps;
   const queries = createTicketQueries(deps);
@@ -92,7 +95,7 @@ export function createTicketService(deps: {
       const { version: _etag, ...ticket } = await queries.withoutTimeline(db, actor.tenantId, id);
       return { ...ticket, new_events: (await store.eventsByIds(db, actor.tenantId, id, eventIds)).map((e) => presentEvent(e)) };
     },
-    list: async (actor: Principal, query: ListTicketsQuery) => queries.list(actor.tenantId, query, deps.reads ? await deps.reads.forReading(actor) : db),
+    list: async (actor: Principal, query: ListTicketsQuery) => queries.list(actor.tenantId, query, actor, deps.reads ? await deps.reads.forReading(actor) : db),
 
     async create(actor: Principal, input: CreateTicketInput) {
       const created = await db.transaction().execute(async (tx) => {

@@ -2,7 +2,7 @@ import { sql, type Compilable, type RawBuilder, type SelectQueryBuilder } from '
 import type { Executor } from '../../db';
 import type { Database, NewTicket, NewTicketEvent, TicketEventRow, TicketRow } from '../../db/types';
 import { SLA_LIVE } from './status';
-import type { TicketFilters, TicketSort } from './schemas';
+import type { TicketFilters, TicketTimeSort } from './schemas';
 import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
 import type { Cursor } from '../../lib/paging';
 import { named, prepared, preparedShapes } from '../../db/prepared';
@@ -291,8 +291,17 @@ function applyFilters<O>(q: SelectQueryBuilder<Database, 'tickets', O>, f: Ticke
   return q;
 }
 
+/**
+ * The workspace's tickets passing the list filters, as a statement to build on (a search, issue 36, adds its
+ * match, order and page). Columns are filtered by bare names, so the statement may join a table that has none
+ * of them (ticket_search).
+ */
+export function filteredTickets(db: Executor, tenantId: string, f: TicketFilters) {
+  return applyFilters(db.selectFrom('tickets').selectAll('tickets').where('tickets.tenant_id', '=', tenantId), f);
+}
+
 /** One page of tickets in `sort` order, read with one extra row (src/lib/paging.ts says why). */
-export async function listTickets(db: Executor, tenantId: string, f: TicketFilters, page: { limit: number; sort: TicketSort; after?: Cursor }) {
+export async function listTickets(db: Executor, tenantId: string, f: TicketFilters, page: { limit: number; sort: TicketTimeSort; after?: Cursor }) {
   const keyset: Keyset = {
     key: page.sort.endsWith('updated_at') ? 'updated_at' : 'created_at',
     tie: 'id',

@@ -7,8 +7,13 @@ import type { Operation } from '../operation';
 
 /** What the router itself asks of the service container: authentication, budgets, idempotency, read routing. */
 export interface RouterServices {
-  /** The budgets (src/limits/): failed authentication, the API's caller and workspace, intake refusals. */
-  limits: { authFailures: Pick<Limits['authFailures'], 'authenticate'>; api: Pick<Limits['api'], 'take'>; refusals: Pick<Limits['refusals'], 'charge'> };
+  /** The budgets (src/limits/): failed authentication, the API's caller and workspace, intake refusals, public reads. */
+  limits: {
+    authFailures: Pick<Limits['authFailures'], 'authenticate'>;
+    api: Pick<Limits['api'], 'take'>;
+    refusals: Pick<Limits['refusals'], 'charge'>;
+    publicReads: Pick<Limits['publicReads'], 'take'>;
+  };
   identity: { authenticate(authorization: string | undefined): Promise<Principal> };
   idempotency: Pick<IdempotencyService, 'check' | 'fingerprint' | 'start' | 'finish' | 'release' | 'maxStoredBytes'>;
   reads: Pick<ReadRouting, 'wrote'>;
