@@ -6,8 +6,6 @@
  * the replica down, reads go to the primary; authentication (and its last_used_at touch) never uses the
  * replica.
  */
-import { Client } from 'pg';
-import { createDb, migrateToLatest } from '../src/db';
 import { startTestApp, type TestContext } from './helpers/context';
 import { bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
 import { startReplicaPair, type OwnReplicaPair } from './helpers/pg-replica';
@@ -18,21 +16,14 @@ let pair: OwnReplicaPair;
 
 beforeAll(async () => {
   pair = await startReplicaPair();
-  const admin = new Client({ connectionString: pair.primaryUrl('postgres') });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${DB}`);
-  await admin.end();
-  const handle = createDb({ DATABASE_URL: pair.primaryUrl(DB), PG_POOL_MAX: 2, PG_CONNECT_TIMEOUT_MS: 5000, PG_STATEMENT_TIMEOUT_MS: 60000 });
-  await migrateToLatest(handle.db);
-  await handle.close();
+  await pair.createMigratedDatabase(DB);
 }, 120_000);
 
 afterAll(() => {
   pair?.destroy();
 });
 
-const app = (maxLagMs: number) =>
-  startTestApp({ database: false, env: { DATABASE_URL: pair.primaryUrl(DB), DATABASE_READ_URL: pair.replicaUrl(DB), DATABASE_READ_MAX_LAG_MS: String(maxLagMs) } });
+const app = (maxLagMs: number) => startTestApp({ database: false, env: pair.appEnv(DB, maxLagMs) });
 
 async function customerCount(ctx: TestContext, token: string): Promise<number> {
   const res = await ctx.http.get('/v1/customers').set(bearer(token));
@@ -43,19 +34,6 @@ async function customerCount(ctx: TestContext, token: string): Promise<number> {
 const addCustomer = (ctx: TestContext, w: Workspace) =>
   ctx.http.post('/v1/customers').set(bearer(w.ownerKey)).send({ display_name: 'Replica Test', email: `r-${Math.random().toString(36).slice(2)}@example.test` }).expect(201);
 
-/** Until the replica has replayed everything the primary committed so far. */
-async function replicaCaughtUp() {
-  const primary = new Client({ connectionString: pair.primaryUrl(DB) });
-  const replica = new Client({ connectionString: pair.replicaUrl(DB) });
-  await Promise.all([primary.connect(), replica.connect()]);
-  try {
-    const lsn = (await primary.query<{ l: string }>('SELECT pg_current_wal_lsn()::text AS l')).rows[0]!.l;
-    await eventually(async () => ((await replica.query<{ ok: boolean }>('SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn AS ok', [lsn])).rows[0]!.ok ? true : undefined), 10_000, 'the replica to replay');
-  } finally {
-    await Promise.all([primary.end(), replica.end()]);
-  }
-}
-
 describe('with a replica allowed to be a minute behind', () => {
   let ctx: TestContext;
   let w: Workspace;
@@ -65,7 +43,7 @@ describe('with a replica allowed to be a minute behind', () => {
     w = await createWorkspace(ctx);
     reader = await mintKey(ctx, w.ownerKey, { scopes: ['customers:read'] });
     await addCustomer(ctx, w);
-    await replicaCaughtUp();
+    await pair.caughtUp(DB);
     // A first read starts the lag readings.
     await customerCount(ctx, reader.secret);
     await sleep(700);
@@ -120,7 +98,7 @@ describe('with a replica allowed to be half a second behind', () => {
   });
 
   test('with the replica down, reads go to the primary after the next lag reading', async () => {
-    await replicaCaughtUp();
+    await pair.caughtUp(DB);
     await addCustomer(ctx, w);
     const expected = await customerCount(ctx, w.ownerKey);
     pair.stopReplica();

@@ -7,10 +7,10 @@
  */
 import { randomBytes, randomInt } from 'node:crypto';
 import { sql } from 'kysely';
-import { Client } from 'pg';
 import { RANKED_HITS_MAX } from '../src/domains/customers/service';
 import { addMember, bearer, createWorkspace, mintKey, type Workspace } from './helpers/factories';
 import { connect, ingest } from './helpers/ingest';
+import { whileLocked } from './helpers/locks';
 import { smsPayload, telegramUpdate, whatsappPayload } from './helpers/payloads';
 import { useTestApp } from './helpers/use-test-app';
 
@@ -364,21 +364,15 @@ describe('refusals', () => {
   test('a search still running at SEARCH_TIMEOUT_MS is stopped: 422 query_too_expensive, and the next search works', async () => {
     await createCustomer(w, { display_name: 'Blocked Person', email: `blocked-${tag()}@example.test` });
     // A lock on the handles makes the search wait, which the statement timeout counts like any other work.
-    const locker = new Client({ connectionString: ctx.config.DATABASE_URL });
-    await locker.connect();
-    try {
-      await locker.query('BEGIN');
-      await locker.query('LOCK TABLE customer_handles IN ACCESS EXCLUSIVE MODE');
+    await whileLocked(ctx.config.DATABASE_URL, 'customer_handles', async () => {
       const started = Date.now();
       const res = await search(w, 'blocked person');
       expect(res.status).toBe(422);
-      expect(res.body.code).toBe('query_too_expensive');
+      expect(res.body).toMatchObject({ code: 'query_too_expensive', errors: [{ path: 'q', message: 'matches too much to answer in time' }] });
+      expect(res.body.detail).toContain(`${TIMEOUT_MS} ms`);
       expect(Date.now() - started).toBeGreaterThanOrEqual(TIMEOUT_MS - 100);
       expect(Date.now() - started).toBeLessThan(TIMEOUT_MS + 3000);
-    } finally {
-      await locker.query('ROLLBACK');
-      await locker.end();
-    }
+    });
     expect((await found(w, 'blocked person')).length).toBe(1);
   });
 });

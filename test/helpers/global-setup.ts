@@ -1,8 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
-import { createDb, migrateToLatest } from '../../src/db';
-import { ensureDatabase } from '../../src/db/admin';
-import { serverUrl } from './db-names';
+import { migratedDatabase, serverUrl } from './db-names';
 import { startOwnRedisCluster } from './redis-server';
 
 /**
@@ -13,13 +11,7 @@ export default async function globalSetup(): Promise<void> {
   const runId = `${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
   process.env.HD_TEST_RUN = runId;
   const template = serverUrl(`hd_tpl_${runId}`);
-  await ensureDatabase(template);
-  const handle = createDb({ DATABASE_URL: template, PG_POOL_MAX: 2, PG_CONNECT_TIMEOUT_MS: 5000, PG_STATEMENT_TIMEOUT_MS: 60000 });
-  try {
-    await migrateToLatest(handle.db);
-  } finally {
-    await handle.close();
-  }
+  await migratedDatabase(template);
   // Template databases must have no open connections when cloned; mark it as one.
   const admin = new Client({ connectionString: serverUrl('postgres') });
   await admin.connect();

@@ -3,7 +3,9 @@ import { appendFileSync, chmodSync, existsSync, mkdtempSync, readdirSync, rmSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from 'pg';
+import { migratedDatabase } from './db-names';
 import { freePort } from './ports';
+import { eventually } from './wait';
 
 /** The system's PostgreSQL binaries (Debian: /usr/lib/postgresql/<version>/bin), newest version first. */
 function binDir(): string {
@@ -20,6 +22,12 @@ export interface OwnReplicaPair {
   /** Stops replaying WAL on the replica (it keeps receiving): a replica falling behind, on demand. */
   pauseReplay(): Promise<void>;
   resumeReplay(): Promise<void>;
+  /** An app's DATABASE_URL and DATABASE_READ_URL for `database` of the pair, and the replica lag it accepts. */
+  appEnv(database: string, maxLagMs: number): Record<string, string>;
+  /** Creates `database` on the primary, migrated to the latest schema (the replica follows it). */
+  createMigratedDatabase(database: string): Promise<void>;
+  /** Until the replica has replayed everything the primary committed so far (in `database`). */
+  caughtUp(database: string): Promise<void>;
   stopReplica(): void;
   destroy(): void;
 }
@@ -86,6 +94,19 @@ export async function startReplicaPair(): Promise<OwnReplicaPair> {
     replicaUrl: (db) => url(replicaPort, db),
     pauseReplay: () => onReplica('SELECT pg_wal_replay_pause()'),
     resumeReplay: () => onReplica('SELECT pg_wal_replay_resume()'),
+    appEnv: (database, maxLagMs) => ({ DATABASE_URL: url(primaryPort, database), DATABASE_READ_URL: url(replicaPort, database), DATABASE_READ_MAX_LAG_MS: String(maxLagMs) }),
+    createMigratedDatabase: (database) => migratedDatabase(url(primaryPort, database)),
+    async caughtUp(database) {
+      const p = new Client({ connectionString: url(primaryPort, database) });
+      const r = new Client({ connectionString: url(replicaPort, database) });
+      await Promise.all([p.connect(), r.connect()]);
+      try {
+        const lsn = (await p.query<{ l: string }>('SELECT pg_current_wal_lsn()::text AS l')).rows[0]!.l;
+        await eventually(async () => ((await r.query<{ ok: boolean }>('SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn AS ok', [lsn])).rows[0]!.ok ? true : undefined), 10_000, 'the replica to replay');
+      } finally {
+        await Promise.all([p.end(), r.end()]);
+      }
+    },
     stopReplica: () => stop(replica),
     destroy() {
       stop(replica);

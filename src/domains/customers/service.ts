@@ -10,6 +10,7 @@ import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
 import { MATCH_ORDER, type CreateCustomerInput, type CustomerMatch, type SearchCustomersQuery } from './schemas';
 import type { EventSink } from '../events/types';
+import { boundedText, isLetterOrDigit, type SearchLimits } from '../search/limits';
 import * as store from './store';
 
 /** Whoever wrote in on a channel: their handle of the channel's kind, a display name, an address if the channel gave one. */
@@ -42,36 +43,23 @@ export const RANKED_HITS_MAX = 2000;
 /** The most exact matches one fragment is expected to have (one address, a handle on a few channels). */
 const EXACT_HITS_MAX = 100;
 
-/** One character (a code point) against a class: never a pattern run over the caller's whole text. */
-const isLetterOrDigit = (ch: string) => /^[\p{L}\p{N}]$/u.test(ch);
 /** What a phone number is written with besides its digits. */
 const PHONE_PUNCTUATION = new Set([' ', '+', '-', '(', ')', '.', '/']);
 
 /**
  * A customer search's `q` as the store takes it: the fragment (trimmed, inner white space as single spaces) and,
  * when it is written like a phone number (digits and phone punctuation only, at least 3 digits), its digits.
- * Refused: over `maxChars` characters (400 query_too_long, checked before anything else reads it), fewer than 3
- * letters or digits (400 query_invalid), more than `maxTerms` words (400 query_too_complex, as every search route
- * counts them). One pass over the characters.
+ * Refused: over SEARCH_QUERY_MAX_CHARS characters or SEARCH_QUERY_MAX_TERMS words (search/limits.ts, checked
+ * before anything else reads it), fewer than 3 letters or digits (400 query_invalid). Linear in the characters.
  */
-export function customerFragment(q: string, maxChars: number, maxTerms: number): { fragment: string; digits: string | null } {
-  const chars = [...q];
-  if (chars.length > maxChars) {
-    throw refuse('query_too_long', `The search query has ${chars.length} characters; at most ${maxChars} (SEARCH_QUERY_MAX_CHARS) are accepted.`, [
-      { path: 'q', message: `at most ${maxChars} characters` },
-    ]);
-  }
+export function customerFragment(q: string, limits: SearchLimits): { fragment: string; digits: string | null } {
+  const { chars } = boundedText(q, limits);
   let fragment = '';
   let digits = '';
   let counted = 0;
-  let terms = 0;
-  let inTerm = false;
   let phoneLike = true;
   let space = false;
   for (const ch of chars) {
-    const word = isLetterOrDigit(ch);
-    if (word && !inTerm) terms += 1;
-    inTerm = word;
     if (ch.trim() === '') {
       space = fragment !== '';
       continue;
@@ -81,15 +69,12 @@ export function customerFragment(q: string, maxChars: number, maxTerms: number):
     fragment += ch;
     if (ch >= '0' && ch <= '9') digits += ch;
     else if (!PHONE_PUNCTUATION.has(ch)) phoneLike = false;
-    if (word) counted += 1;
+    if (isLetterOrDigit(ch)) counted += 1;
   }
   if (counted < MIN_FRAGMENT_CHARS) {
     throw refuse('query_invalid', `A customer search needs at least ${MIN_FRAGMENT_CHARS} letters or digits; this one has ${counted}.`, [
       { path: 'q', message: `at least ${MIN_FRAGMENT_CHARS} letters or digits` },
     ]);
-  }
-  if (terms > maxTerms) {
-    throw refuse('query_too_complex', `The search query holds ${terms} words; at most ${maxTerms} (SEARCH_QUERY_MAX_TERMS) are accepted.`, [{ path: 'q', message: `at most ${maxTerms} words` }]);
   }
   return { fragment, digits: phoneLike && digits.length >= MIN_FRAGMENT_CHARS ? digits : null };
 }
@@ -97,6 +82,8 @@ export function customerFragment(q: string, maxChars: number, maxTerms: number):
 export function createCustomerService(deps: { db: Db; events?: EventSink; reads?: Pick<ReadRouting, 'forReading'>; search: ConfigSection<'search'> }) {
   const { db, search } = deps;
   const reads = deps.reads ?? { forReading: async () => db };
+  const limits = { maxChars: search.SEARCH_QUERY_MAX_CHARS, maxTerms: search.SEARCH_QUERY_MAX_TERMS };
+  const bound = { timeoutMs: search.SEARCH_TIMEOUT_MS, advice: 'use a longer or more distinctive fragment.' };
 
   /** `customer.created` for each new customer, in the transaction that created it (issue 19). */
   const created = async (tx: Executor, tenantId: string, rows: CustomerRow[]) => {
@@ -193,12 +180,12 @@ export function createCustomerService(deps: { db: Db; events?: EventSink; reads?
      * carries its rank, so the next page goes on in the order the first one chose.
      */
     async search(actor: Principal, query: SearchCustomersQuery) {
-      const f = customerFragment(query.q, search.SEARCH_QUERY_MAX_CHARS, search.SEARCH_QUERY_MAX_TERMS);
+      const f = customerFragment(query.q, limits);
       const { limit } = query;
       const sort = query.after?.sort as CustomerMatch | undefined;
       const after = query.after && { tier: MATCH_ORDER.indexOf(sort!), key: query.after.key, id: query.after.id };
       const from = await reads.forReading(actor);
-      const rows = await withSearchTimeout(from, search.SEARCH_TIMEOUT_MS, async (tx) => {
+      const rows = await withSearchTimeout(from, bound, async (tx) => {
         if (sort !== 'broad') {
           // A ranked search's later pages are ranked whatever the count is now: they continue the first page's order.
           const cap = sort === 'prefix' || sort === 'contains' ? null : RANKED_HITS_MAX;

@@ -6,6 +6,7 @@ import { notFound, refuse } from '../../lib/errors';
 import { pageOf } from '../../lib/paging';
 import { iso } from '../../lib/time';
 import type { Principal } from '../identity/principal';
+import { boundedText, type SearchLimits } from '../search/limits';
 import { crossTenantRoute } from '../routing/store';
 import { articleUrl } from './articles';
 import type { PublicArticleSearchQuery, StaffArticleSearchQuery } from './schemas';
@@ -14,34 +15,15 @@ import * as store from './store';
 /** The most visible characters of a hit's snippet (its <mark> tags aside). */
 export const SNIPPET_MAX_CHARS = 300;
 
-/** One character (a code point) against a class: never a pattern run over the caller's whole text. */
-const isLetterOrDigit = (ch: string) => /^[\p{L}\p{N}]$/u.test(ch);
-
 /**
- * An article search's `q`, checked in one pass before PostgreSQL reads it: over `maxChars` characters is 400
- * query_too_long; no letter or digit at all (nothing a document could hold) is 400 query_invalid; more than
- * `maxTerms` words is 400 query_too_complex. Anything else goes to websearch_to_tsquery as written, which reads
- * every input (an unclosed quote, a lone "-", "OR OR") without an error.
+ * An article search's `q`, checked in one pass before PostgreSQL reads it: over SEARCH_QUERY_MAX_CHARS characters
+ * or SEARCH_QUERY_MAX_TERMS words is refused (search/limits.ts); no letter or digit at all (nothing a document could
+ * hold) is 400 query_invalid. Anything else goes to websearch_to_tsquery as written, which reads every input (an
+ * unclosed quote, a lone "-", "OR OR") without an error.
  */
-export function articleQuery(q: string, maxChars: number, maxTerms: number): string {
-  const chars = [...q];
-  if (chars.length > maxChars) {
-    throw refuse('query_too_long', `The search query has ${chars.length} characters; at most ${maxChars} (SEARCH_QUERY_MAX_CHARS) are accepted.`, [
-      { path: 'q', message: `at most ${maxChars} characters` },
-    ]);
-  }
-  let terms = 0;
-  let inTerm = false;
-  for (const ch of chars) {
-    const word = isLetterOrDigit(ch);
-    if (word && !inTerm) terms += 1;
-    inTerm = word;
-  }
-  if (terms === 0) throw refuse('query_invalid', 'The search query holds no letter or digit: there is nothing to search for.', [{ path: 'q', message: 'no word to search for' }]);
-  if (terms > maxTerms) {
-    throw refuse('query_too_complex', `The search query holds ${terms} words; at most ${maxTerms} (SEARCH_QUERY_MAX_TERMS) are accepted.`, [
-      { path: 'q', message: `at most ${maxTerms} words` },
-    ]);
+export function articleQuery(q: string, limits: SearchLimits): string {
+  if (boundedText(q, limits).words === 0) {
+    throw refuse('query_invalid', 'The search query holds no letter or digit: there is nothing to search for.', [{ path: 'q', message: 'no word to search for' }]);
   }
   return q.trim();
 }
@@ -105,7 +87,9 @@ export function boundSnippet(html: string, max: number): string {
  */
 export function createArticleSearchService(deps: { db: Db; reads: Pick<ReadRouting, 'forReading'>; search: ConfigSection<'search'> }) {
   const { db, reads, search } = deps;
-  const parse = (q: string) => articleQuery(q, search.SEARCH_QUERY_MAX_CHARS, search.SEARCH_QUERY_MAX_TERMS);
+  const limits = { maxChars: search.SEARCH_QUERY_MAX_CHARS, maxTerms: search.SEARCH_QUERY_MAX_TERMS };
+  const bound = { timeoutMs: search.SEARCH_TIMEOUT_MS, advice: 'use a longer or more distinctive fragment.' };
+  const parse = (q: string) => articleQuery(q, limits);
   const afterOf = (after?: { key: string; id: string }) => (after ? { after: { key: after.key, id: after.id } } : {});
   const hit = (h: store.ArticleHit) => ({
     translation_id: h.id,
@@ -126,7 +110,7 @@ export function createArticleSearchService(deps: { db: Db; reads: Pick<ReadRouti
       const q = parse(query.q);
       const centreId = query.help_centre_id?.toLowerCase();
       const from = await reads.forReading(actor);
-      const rows = await withSearchTimeout(from, search.SEARCH_TIMEOUT_MS, async (tx) => {
+      const rows = await withSearchTimeout(from, bound, async (tx) => {
         if (centreId !== undefined && !(await store.centreExists(tx, actor.tenantId, centreId))) throw notFound('help centre');
         return store.searchArticles(tx, actor.tenantId, {
           q,
@@ -151,7 +135,7 @@ export function createArticleSearchService(deps: { db: Db; reads: Pick<ReadRouti
       const tenantId = await crossTenantRoute(db, 'help_centre', centreId);
       if (!tenantId) throw notFound('help centre');
       const from = await reads.forReading({ tenantId, apiKeyId: null, userId: '' });
-      const rows = await withSearchTimeout(from, search.SEARCH_TIMEOUT_MS, async (tx) => {
+      const rows = await withSearchTimeout(from, bound, async (tx) => {
         const centre = await store.publicCentre(tx, tenantId, centreId);
         if (!centre?.enabled) throw notFound('help centre');
         return store.searchArticles(tx, tenantId, { q, centreId, locale: query.locale ?? centre.default_locale, published: true, limit: query.limit, ...afterOf(query.after) });

@@ -1,6 +1,6 @@
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
-import { refuse } from '../../lib/errors';
+import { withSearchTimeout } from '../../db/search-timeout';
 import type { TicketFilters } from '../tickets/schemas';
 import type { SearchLimits, TicketQuery } from './query';
 import * as store from './store';
@@ -34,22 +34,11 @@ export interface TicketSearch {
   limits: SearchLimits;
 }
 
-/** PostgreSQL cancelled the statement (statement_timeout, or an operator's pg_cancel_backend). */
-const isCancelled = (err: unknown) => (err as { code?: unknown } | null)?.code === '57014';
-
 /** PostgreSQL full-text search (migration 0038), each search bounded by `timeoutMs` of statement time. */
 export function createPgTicketSearch(opts: { timeoutMs: number }): TicketSearchEngine {
+  const bound = { timeoutMs: opts.timeoutMs, advice: 'add words or filters to narrow it.' };
   return {
-    async searchTickets(exec, tenantId, q, filters, page, viewer) {
-      try {
-        return await store.searchTickets(exec, tenantId, opts.timeoutMs, q, filters, page, viewer.userId);
-      } catch (err) {
-        if (isCancelled(err)) {
-          throw refuse('query_too_expensive', `This search ran longer than ${opts.timeoutMs} ms (SEARCH_TIMEOUT_MS) and was stopped; add words or filters to narrow it.`);
-        }
-        throw err;
-      }
-    },
+    searchTickets: (exec, tenantId, q, filters, page, viewer) => withSearchTimeout(exec, bound, (tx) => store.searchTickets(tx, tenantId, q, filters, page, viewer.userId)),
   };
 }
 

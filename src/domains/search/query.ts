@@ -3,6 +3,7 @@ import { refuse } from '../../lib/errors';
 import { TICKET_SOURCES } from '../channels/registry';
 import { LIMITS } from '../tickets/schemas';
 import { STATUSES } from '../tickets/status';
+import { isLetterOrDigit, tooLong, type SearchLimits } from './limits';
 
 /**
  * The query language of `q` on GET /v1/tickets (issue 36), parsed by one left-to-right pass over the text: every
@@ -20,12 +21,7 @@ import { STATUSES } from '../tickets/status';
  * - anything else shaped like `word:` is a plain word ("re: invoice").
  */
 
-export interface SearchLimits {
-  /** SEARCH_QUERY_MAX_CHARS: the longest query, in characters. */
-  maxChars: number;
-  /** SEARCH_QUERY_MAX_TERMS: the most words, phrases and operators. */
-  maxTerms: number;
-}
+export type { SearchLimits } from './limits';
 
 /**
  * The most any deployment accepts (the settings' upper bounds in src/config.ts): what a stored search (a saved
@@ -79,9 +75,7 @@ const SEARCHABLE_STATUSES = STATUSES.filter((s) => s !== 'merged');
 
 // One character against a fixed class each: linear in the text, whatever it holds.
 const SPACE = /^\s$/u;
-const LETTER_OR_DIGIT = /^[\p{L}\p{N}]$/u;
 const isSpace = (c: string) => SPACE.test(c);
-const isLetterOrDigit = (c: string) => LETTER_OR_DIGIT.test(c);
 const isDigit = (c: string) => c >= '0' && c <= '9';
 const isHex = (c: string) => isDigit(c) || (c >= 'a' && c <= 'f');
 const PHONE_PUNCTUATION = new Set(['+', '-', '(', ')', '.', ' ']);
@@ -95,9 +89,7 @@ export function parseTicketQuery(text: string, limits: SearchLimits, path = 'q')
   if (text.length > limits.maxChars) {
     const chars = countChars(text);
     if (chars > limits.maxChars) {
-      throw refuse('query_too_long', `The search query has ${chars} characters; at most ${limits.maxChars} (SEARCH_QUERY_MAX_CHARS) are accepted.`, [
-        { path, message: `at most ${limits.maxChars} characters` },
-      ]);
+      throw tooLong(chars, limits.maxChars, path);
     }
   }
   const cs = Array.from(text.normalize('NFC'));

@@ -1,10 +1,10 @@
 import { sql, type RawBuilder } from 'kysely';
-import type { Db, Executor } from '../../db';
+import type { Executor } from '../../db';
 import type { TicketRow } from '../../db/types';
-import { pageKey, pastCursor, type Keyset } from '../../db/keyset';
+import { pageKey, pastCursor } from '../../db/keyset';
 import type { Cursor } from '../../lib/paging';
 import type { TicketFilters, TicketSort } from '../tickets/schemas';
-import { filteredTickets } from '../tickets/store';
+import { filteredTickets, timeKeyset } from '../tickets/store';
 import { isPrefixable, type FromFragment, type TicketQuery, type WordTerm } from './query';
 
 /**
@@ -66,29 +66,10 @@ function fromCustomers(tenantId: string, fragments: FromFragment[]): RawBuilder<
 
 /**
  * One page of the workspace's tickets matching the query and the list filters, read with one extra row
- * (src/lib/paging.ts), in one read-only transaction whose statements PostgreSQL cancels past `timeoutMs`
- * (SQLSTATE 57014; the engine answers it).
+ * (src/lib/paging.ts). `tx` is the engine's read-only transaction under the search's statement timeout
+ * (src/db/search-timeout.ts).
  */
-export async function searchTickets(
-  db: Db,
-  tenantId: string,
-  timeoutMs: number,
-  q: TicketQuery,
-  f: TicketFilters,
-  page: TicketSearchPage,
-  viewerId: string,
-): Promise<TicketHit[]> {
-  return db
-    .transaction()
-    .setAccessMode('read only')
-    .execute(async (tx) => {
-      // SET LOCAL through set_config, so the value is a bound parameter; it ends with this transaction.
-      await sql`SELECT set_config('statement_timeout', ${String(Math.trunc(timeoutMs))}, true)`.execute(tx);
-      return matching(tx, tenantId, q, f, page, viewerId);
-    });
-}
-
-async function matching(tx: Executor, tenantId: string, q: TicketQuery, f: TicketFilters, page: TicketSearchPage, viewerId: string): Promise<TicketHit[]> {
+export async function searchTickets(tx: Executor, tenantId: string, q: TicketQuery, f: TicketFilters, page: TicketSearchPage, viewerId: string): Promise<TicketHit[]> {
   const positive = [...q.words.map(wordQuery), ...q.phrases.map(phraseQuery)];
   const negative = [...q.excludedWords.map((text) => wordQuery({ text, prefix: false })), ...q.excludedPhrases.map(phraseQuery)];
   // Every word and phrase must match; a ticket matching any excluded one is left out.
@@ -138,12 +119,7 @@ async function matching(tx: Executor, tenantId: string, q: TicketQuery, f: Ticke
     return rows as unknown as TicketHit[];
   }
 
-  const keyset: Keyset = {
-    key: page.sort.endsWith('updated_at') ? 'updated_at' : 'created_at',
-    tie: 'id',
-    kind: 'timestamp',
-    direction: page.sort.startsWith('-') ? 'desc' : 'asc',
-  };
+  const keyset = timeKeyset(page.sort);
   // The time orders' columns are the ticket's (ticket_search has none of them), so the keyset names them bare.
   let timed = searched.select(pageKey(keyset).as('page_key'));
   if (page.after) timed = timed.where(pastCursor(keyset, page.after));

@@ -300,14 +300,17 @@ export function filteredTickets(db: Executor, tenantId: string, f: TicketFilters
   return applyFilters(db.selectFrom('tickets').selectAll('tickets').where('tickets.tenant_id', '=', tenantId), f);
 }
 
+/** The keyset a time order of the list pages by (the plain list's, and a search's when not by relevance). */
+export const timeKeyset = (sort: TicketTimeSort): Keyset => ({
+  key: sort.endsWith('updated_at') ? 'updated_at' : 'created_at',
+  tie: 'id',
+  kind: 'timestamp',
+  direction: sort.startsWith('-') ? 'desc' : 'asc',
+});
+
 /** One page of tickets in `sort` order, read with one extra row (src/lib/paging.ts says why). */
 export async function listTickets(db: Executor, tenantId: string, f: TicketFilters, page: { limit: number; sort: TicketTimeSort; after?: Cursor }) {
-  const keyset: Keyset = {
-    key: page.sort.endsWith('updated_at') ? 'updated_at' : 'created_at',
-    tie: 'id',
-    kind: 'timestamp',
-    direction: page.sort.startsWith('-') ? 'desc' : 'asc',
-  };
+  const keyset = timeKeyset(page.sort);
   let q = db.selectFrom('tickets').selectAll().select(pageKey(keyset).as('page_key')).where('tenant_id', '=', tenantId);
   if (page.after) q = q.where(pastCursor(keyset, page.after));
   return applyFilters(q, f)
