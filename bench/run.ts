@@ -54,6 +54,7 @@ const BENCHES: BenchDef[] = [
   { name: 'outbound-fairness', file: 'outbound-fairness.ts', issue: 32, ports: [18141] },
   { name: 'outbound', file: 'outbound.ts', issue: 33, ports: [18151, 18152] },
   { name: 'attachments', file: 'attachments.ts', issue: 34, ports: [18161, 18162] },
+  { name: 'search', file: 'search.ts', issue: 36, ports: [18171, 18172] },
 ];
 /** Files in bench/ that are not benchmarks. */
 const HELPERS = new Set(['lib.ts', 'processes.ts', 'report.ts', 'run.ts', 'inline-ingest-server.ts']);
