@@ -55,6 +55,9 @@ const BENCHES: BenchDef[] = [
   { name: 'outbound', file: 'outbound.ts', issue: 33, ports: [18151, 18152] },
   { name: 'attachments', file: 'attachments.ts', issue: 34, ports: [18161, 18162] },
   { name: 'search', file: 'search.ts', issue: 36, ports: [18171, 18172] },
+  { name: 'reports', file: 'reports.ts', issue: 37, ports: [18181] },
+  { name: 'time-rules', file: 'time-rules.ts', issue: 37, ports: [] },
+  { name: 'schedules', file: 'schedules.ts', issue: 37, ports: [] },
 ];
 /** Files in bench/ that are not benchmarks. */
 const HELPERS = new Set(['lib.ts', 'processes.ts', 'report.ts', 'run.ts', 'inline-ingest-server.ts']);

@@ -93,6 +93,7 @@ export const SECTION_NAMES = [
   'files',
   'inboundFiles',
   'search',
+  'schedules',
 ] as const;
 export type SectionName = (typeof SECTION_NAMES)[number];
 
@@ -211,6 +212,10 @@ export const SETTINGS = {
   INTAKE_WRITE_SLOTS: setting('workers', int(1, 256).default(2), 'intake transactions in flight per worker process (per kind: ingest, provider webhooks); batches queued behind them are written together. Live batches have one of their own beside these; a burst\'s (bulk) batches use these, one at a time within a second of a live write'),
   INTAKE_WRITE_MAX_ITEMS: setting('workers', int(1, 10_000).default(256), 'the most messages one intake transaction carries when queued batches are written together (see `INTAKE_WRITE_SLOTS`)'),
   WORKER_METRICS_PUSH_MS: setting('workers', int(100, 600000).default(5000), 'how often each worker process publishes its job metrics (duration histogram, failures) to Redis for the API\'s `/metrics`; a worker silent for 5 minutes drops out'),
+  // Time-based rules (issue 37): the tickets one transaction of a rule's sweep locks, fires and commits at once.
+  TIME_RULE_BATCH_SIZE: setting('workers', int(1, 5000).default(500), 'the most tickets a time rule fires on per transaction of its sweep: the most rows it locks at once'),
+  // How long one of those transactions aims to take: the next batch is sized from what the last one cost.
+  TIME_RULE_BATCH_MS: setting('workers', int(50, 60_000).default(1000), 'how long a batch of a time rule\'s sweep aims to take: each batch is sized (up to `TIME_RULE_BATCH_SIZE`) from what the last one cost, so a ticket stays locked about this long at most however slow its changes are'),
   AUDIT_RETENTION_DAYS: setting('workers', int(1, 36500).default(365), 'audit entries older than this are pruned daily'),
   // ── tickets ──
   PRESENCE_TTL_SECONDS: setting('tickets', int(1, 86400).default(300), 'presence not refreshed for this long counts as offline for round robin'),
@@ -374,6 +379,14 @@ export const SETTINGS = {
   // The help centres' public search takes no credential: each client address gets a budget of searches.
   PUBLIC_SEARCH_RATE_POINTS: setting('search', int(1, 10_000_000).default(60), 'searches one client address may run on the public help-centre search (`GET /v1/help-centres/{help_centre_id}/search`) per `PUBLIC_SEARCH_RATE_WINDOW_SECONDS`; past it `429 throttled` with `Retry-After`'),
   PUBLIC_SEARCH_RATE_WINDOW_SECONDS: setting('search', int(1, 86400).default(60), 'the window of `PUBLIC_SEARCH_RATE_POINTS`'),
+  // ── schedules ──
+  // Business hours (issue 37): reading a schedule's iCal holiday feed (an admin's URL, so guarded like outbound
+  // webhooks: every address the host resolves to is checked) and recomputing open tickets after a change.
+  SCHEDULE_ICAL_TIMEOUT_MS: setting('schedules', int(100, 120_000).default(10_000), 'how long reading one iCal holiday feed may take, the lookup and the whole body included; past it the read fails and the schedule keeps the holidays it had (`ical_error` says why)'),
+  SCHEDULE_ICAL_MAX_BYTES: setting('schedules', int(1024, 64 * 1024 * 1024).default(2 * 1024 * 1024), 'the largest iCal holiday feed read; a larger one fails the read (`ical_error`) and the schedule keeps the holidays it had'),
+  SCHEDULE_ICAL_ALLOW_HTTP_LOOPBACK: setting('schedules', bool.default(false), 'development only (refused in production): accept `http://` iCal feed URLs on loopback and read feeds from loopback addresses; otherwise feeds must be `https://` and loopback is refused'),
+  SCHEDULE_ICAL_ALLOW_PRIVATE_NETWORKS: setting('schedules', bool.default(false), 'read iCal feeds from private, shared and link-local addresses; off, a feed resolving to one fails the read (and an IP literal is refused when the URL is set), so a workspace cannot make the workers reach internal services'),
+  SCHEDULE_RECOMPUTE_BATCH: setting('schedules', int(10, 10_000).default(1000), 'open tickets whose due times one statement rewrites after a schedule change (each batch holds its rows\' locks for its one `UPDATE` only)'),
 } satisfies Record<string, SettingSpec>;
 
 type Settings = typeof SETTINGS;
@@ -410,6 +423,7 @@ const schema = z
     // Settings that exist for a developer's machine and open a hole anywhere else: production names each one set.
     const developmentOnly = [
       ...(c.OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK ? ['OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK=true (webhook endpoints on http:// loopback, this host\'s own ports)'] : []),
+      ...(c.SCHEDULE_ICAL_ALLOW_HTTP_LOOPBACK ? ['SCHEDULE_ICAL_ALLOW_HTTP_LOOPBACK=true (iCal feeds on http:// loopback, this host\'s own ports)'] : []),
       ...(c.TRUST_PROXY === true ? ['TRUST_PROXY=true (believes every X-Forwarded-For hop, so the address a caller writes; set the hop count or the proxies\' addresses)'] : []),
     ];
     if (c.NODE_ENV === 'production' && developmentOnly.length > 0) {

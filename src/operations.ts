@@ -4,6 +4,7 @@ import { auditOperations } from './domains/audit/routes';
 import { memberOperations } from './domains/members/routes';
 import { customerOperations } from './domains/customers/routes';
 import { slaPolicyOperations } from './domains/sla/routes';
+import { scheduleOperations } from './domains/schedules/routes';
 import { ticketOperations } from './domains/tickets/routes';
 import { macroOperations } from './domains/macros/routes';
 import { notificationOperations } from './domains/notifications/routes';
@@ -15,6 +16,7 @@ import { providerHookOperations } from './domains/provider-hooks/routes';
 import { outboundOperations } from './domains/outbound/routes';
 import { webhookOperations } from './domains/webhooks/routes';
 import { rollupOperations } from './domains/rollups/routes';
+import { reportOperations } from './domains/reports/routes';
 import { workOperations } from './domains/work/routes';
 import { workspaceOperations } from './domains/workspaces/routes';
 import { helpCentreOperations } from './domains/help-centre/routes';
@@ -35,6 +37,7 @@ const ALL: Operation<ApiServices>[] = [
   ...customerOperations,
   ...ticketOperations,
   ...slaPolicyOperations,
+  ...scheduleOperations,
   ...teamOperations,
   ...savedViewOperations,
   ...macroOperations,
@@ -46,6 +49,7 @@ const ALL: Operation<ApiServices>[] = [
   ...webhookOperations,
   ...workOperations,
   ...rollupOperations,
+  ...reportOperations,
   ...workspaceOperations,
   ...helpCentreOperations,
   ...ingestOperations,

@@ -66,6 +66,7 @@ describe('production refuses development-only settings', () => {
   test.each([
     [{ OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: 'true' }, /OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK is a development-only setting, refused in production/],
     [{ TRUST_PROXY: 'true' }, /TRUST_PROXY is a development-only setting, refused in production.*hop count/],
+    [{ SCHEDULE_ICAL_ALLOW_HTTP_LOOPBACK: 'true' }, /SCHEDULE_ICAL_ALLOW_HTTP_LOOPBACK is a development-only setting, refused in production/],
     [{ TRUST_PROXY: 'true', OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK: '1' }, /OUTBOUND_WEBHOOK_ALLOW_HTTP_LOOPBACK=true .*; TRUST_PROXY=true/],
   ])('%j is refused, named', (extra, message) => {
     expect(() => loadConfig({ ...PROD, ...extra })).toThrow(message);

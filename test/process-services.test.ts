@@ -58,6 +58,9 @@ const WORKER_ONLY: readonly Rule[] = [
   'src/domains/ingest/worker.ts',
   'src/domains/inbound-files/fair-queue.ts',
   'src/domains/idempotency/prune.ts',
+  'src/domains/schedules/refresh.ts',
+  'src/domains/schedules/ical.ts',
+  'src/domains/macros/time-rules.ts',
 ];
 
 const WORKER_ENTRY = 'workers/index.ts';
@@ -111,8 +114,8 @@ type HasNone<T, K extends PropertyKey> = [Extract<keyof T, K>] extends [never] ?
 const typeIs = <T extends true>(_?: T): void => {};
 
 /** The API's pieces a worker must not hold, and the workers' pieces the API must not hold. */
-const API_KEYS = ['later', 'identity', 'limits', 'apiKeys', 'members', 'agents', 'workspaces', 'teams', 'savedViews', 'ingest', 'webChat', 'slaPolicies', 'work', 'settings', 'helpCentre', 'articles', 'webhooks', 'webhookIntake', 'webhookEndpoints', 'providerHooks'] as const;
-const WORKER_KEYS = ['ingestProcessor', 'fetchTurns', 'intakePriority', 'webhookProcessor', 'webhookDelivery'] as const;
+const API_KEYS = ['later', 'identity', 'limits', 'apiKeys', 'members', 'agents', 'workspaces', 'teams', 'savedViews', 'ingest', 'webChat', 'slaPolicies', 'schedules', 'work', 'settings', 'helpCentre', 'articles', 'webhooks', 'webhookIntake', 'webhookEndpoints', 'providerHooks'] as const;
+const WORKER_KEYS = ['ingestProcessor', 'fetchTurns', 'intakePriority', 'webhookProcessor', 'webhookDelivery', 'scheduleFeeds', 'timeRules'] as const;
 
 describe('what each container holds', () => {
   const { ctx } = useTestApp();

@@ -414,16 +414,22 @@ describe('SLA policies, timers and breaches (no worker running)', () => {
     });
 
     test('finds due workspaces in the partial due indexes (no scan of open tickets)', async () => {
+      // The sweep's statement (crossTenantWithBreachesDue): a paused resolution clock (issue 37) is out of its index.
       const plan = await ctx.db.transaction().execute(async (tx) => {
         await sql`SET LOCAL enable_seqscan = off`.execute(tx);
         const { rows } = await sql<{ 'QUERY PLAN': string }>`EXPLAIN SELECT tenant_id FROM tickets
           WHERE status IN ('open', 'pending', 'on_hold') AND first_responded_at IS NULL AND first_response_breached_at IS NULL AND first_response_due <= now()
           UNION SELECT tenant_id FROM tickets
-          WHERE status IN ('open', 'pending', 'on_hold') AND solved_at IS NULL AND resolution_breached_at IS NULL AND resolution_due <= now()`.execute(tx);
+          WHERE status IN ('open', 'pending', 'on_hold') AND solved_at IS NULL AND resolution_breached_at IS NULL AND resolution_paused_at IS NULL AND resolution_due <= now()
+          UNION SELECT tenant_id FROM tickets
+          WHERE status IN ('open', 'pending', 'on_hold') AND next_reply_due IS NOT NULL AND next_reply_breached_at IS NULL AND next_reply_due <= now()`.execute(tx);
         return rows.map((r) => r['QUERY PLAN']).join('\n');
       });
-      expect(plan).toContain('tickets_first_response_due');
-      expect(plan).toContain('tickets_resolution_due');
+      // Each target's partial due index: the sweep's own (0026, 0040) or the time rules' (0041), which hold the same
+      // tickets in (tenant_id, due) order; the planner may take either on a small table.
+      expect(plan).toMatch(/Index (Only )?Scan using tickets_(rule_)?first_response_due/);
+      expect(plan).toMatch(/Index (Only )?Scan using tickets_(rule_)?resolution_due/);
+      expect(plan).toMatch(/Index (Only )?Scan using tickets_next_reply_due/);
       expect(plan).not.toContain('Seq Scan');
     });
   });

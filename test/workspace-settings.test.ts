@@ -30,7 +30,7 @@ describe('GET /v1/tenants/me', () => {
     const res = await ctx.http.get('/v1/tenants/me').set(bearer(viewer.token));
     expect(res.status).toBe(200);
     expect(Object.keys(res.body).sort()).toEqual(
-      ['created_at', 'daily_usd_cap', 'default_embedding_model', 'default_model', 'deployment_mode', 'id', 'monthly_usd_cap', 'name', 'onboarding', 'provider_keys_set', 'region', 'updated_at'],
+      ['created_at', 'daily_usd_cap', 'default_embedding_model', 'default_model', 'deployment_mode', 'id', 'monthly_usd_cap', 'name', 'onboarding', 'provider_keys_set', 'region', 'time_zone', 'updated_at'],
     );
     expect(res.body).toMatchObject({
       id: ws.tenantId,
@@ -41,6 +41,7 @@ describe('GET /v1/tenants/me', () => {
       daily_usd_cap: null,
       monthly_usd_cap: null,
       deployment_mode: 'shared',
+      time_zone: 'UTC',
       onboarding: {},
       provider_keys_set: allUnset,
     });
@@ -111,6 +112,8 @@ describe('PATCH /v1/tenants/me: each field', () => {
     ['deployment_mode', 'dedicated'],
     ['deployment_mode', 'self_hosted'],
     ['deployment_mode', 'shared'],
+    ['time_zone', 'Europe/Berlin'],
+    ['time_zone', 'UTC'],
   ])('%s = %p is written, returned and read back', async (field, value) => {
     const res = await patchMe(ws, { [field]: value });
     expect(res.status).toBe(200);

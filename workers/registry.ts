@@ -10,8 +10,10 @@ import { mailboxProcessors } from './processors/mailbox';
 import { outboundProcessors } from './processors/outbound';
 import { webhookProcessors } from './processors/webhooks';
 import { rollupProcessors } from './processors/rollups';
+import { reportProcessors } from './processors/reports';
 import { eventProcessors } from './processors/events';
 import { inboundFileProcessors } from './processors/inbound-files';
+import { scheduleProcessors } from './processors/schedules';
 import type { RedisClient } from '../src/queue/connection';
 
 /** `run` says which try this is and whether it is the last (the last records a failure or tells the waiters). */
@@ -24,8 +26,10 @@ export const defaultProcessorGroups = (services: WorkerServices, config: Config,
   outboundProcessors(services),
   webhookProcessors(services, config, redis),
   rollupProcessors(services),
+  reportProcessors(services),
   eventProcessors(services),
   inboundFileProcessors(services),
+  scheduleProcessors(services, config),
 ];
 
 /**

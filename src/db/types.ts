@@ -18,6 +18,8 @@ export interface TenantsTable {
   monthly_usd_cap: ColumnType<string | null, string | null | undefined, string | null>;
   deployment_mode: ColumnType<'shared' | 'dedicated' | 'self_hosted', 'shared' | 'dedicated' | 'self_hosted' | undefined, 'shared' | 'dedicated' | 'self_hosted'>;
   onboarding: ColumnType<Record<string, unknown>, string | undefined, string>;
+  /** The IANA zone the workspace's report days are cut in (0042); UTC unless set. */
+  time_zone: ColumnType<string, string | undefined, string>;
   /** Bumped by a trigger on every update: the settings' strong ETag. */
   version: ColumnType<number, never, never>;
   created_at: CreatedAt;
@@ -233,6 +235,15 @@ export interface MacroRunsTable {
   created_at: CreatedAt;
 }
 
+/** One firing of a time rule per (rule, ticket, stretch): the stretch is the anchor's value it counted from (0041). */
+export interface TimeRuleFiringsTable {
+  tenant_id: string;
+  macro_id: string;
+  ticket_id: string;
+  stretch: Date;
+  fired_at: CreatedAt;
+}
+
 export interface NotificationsTable {
   id: string;
   tenant_id: string;
@@ -251,10 +262,32 @@ export interface SlaPoliciesTable {
   name: string;
   is_default: boolean;
   targets: ColumnType<SlaTargetsJson, string, string>;
+  /** The schedule its targets count business minutes on (0040); null: calendar minutes. */
+  schedule_id: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: CreatedAt;
 }
 
-export type SlaTargetsJson = Record<'low' | 'normal' | 'high' | 'urgent', { first_response_minutes: number; resolution_minutes: number }>;
+export type SlaTargetsJson = Record<'low' | 'normal' | 'high' | 'urgent', { first_response_minutes: number; resolution_minutes: number; next_reply_minutes?: number }>;
+
+/** Business hours (0040): a zone, weekly hours and holidays; `weekly` is seven arrays, Monday first, of [start, end) local minutes. */
+export interface SchedulesTable {
+  tenant_id: string;
+  id: string;
+  name: string;
+  time_zone: string;
+  weekly: ColumnType<[number, number][][], string, string>;
+  /** Local dates (`YYYY-MM-DD`, read as text) an admin typed in. */
+  holidays: ColumnType<string[], string[] | undefined, string[]>;
+  ical_url: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Local dates the iCal feed gave at its last good read. */
+  ical_holidays: ColumnType<string[], string[] | undefined, string[]>;
+  ical_fetched_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  ical_error: ColumnType<string | null, string | null | undefined, string | null>;
+  /** Bumped by a trigger on every update: the schedule's strong ETag. */
+  version: ColumnType<number, never, never>;
+  created_at: CreatedAt;
+  updated_at: UpdatedAt;
+}
 
 export type TicketStatus = 'open' | 'pending' | 'on_hold' | 'solved' | 'closed' | 'spam' | 'merged';
 
@@ -282,6 +315,22 @@ export interface TicketsTable {
   reopened_at: Date | null;
   merged_into_id: string | null;
   conversation_key: ColumnType<string | null, string | null | undefined, string | null>;
+  /** When the ticket entered its status (0041): set by every status change, reopen and merge. */
+  status_entered_at: ColumnType<Date, Date | string | undefined, Date | string>;
+  /** The customer's latest inbound message (0041), the one that opened the ticket included. */
+  last_customer_message_at: Date | null;
+  /** An agent's latest reply (0041); internal notes do not count. */
+  last_agent_reply_at: Date | null;
+  /** The next-reply target (0040): due from the first customer message after an agent reply (`next_reply_from`), met by the next reply. */
+  next_reply_due: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  next_reply_from: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  next_reply_breached_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  /** The resolution clock stopped in pending / on_hold on a business-time policy (0040), with the minutes it had left. */
+  resolution_paused_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  resolution_remaining_minutes: ColumnType<number | null, number | null | undefined, number | null>;
+  /** Where the resolution clock runs from after its last pause, and the minutes it had counted before it (0040). */
+  resolution_resumed_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  resolution_elapsed_minutes: ColumnType<number, number | undefined, number>;
   /** Bumped by a trigger on every update: the ticket's strong ETag. */
   version: ColumnType<number, never, never>;
   created_at: CreatedAt;
@@ -579,6 +628,50 @@ export interface RollupJournalTable {
   minutes: number;
 }
 
+/** Per ticket, what it contributes to the reports now (0042): diffed by every write, the difference journaled. */
+export interface ReportTicketsTable {
+  tenant_id: string;
+  ticket_id: string;
+  team_id: string | null;
+  agent_id: string | null;
+  channel: string;
+  priority: string;
+  created_at: Date;
+  first_reply_at: Date | null;
+  frt_minutes: number | null;
+  frt_business: number | null;
+  replies: number;
+  reopens: number;
+  resolved_at: Date | null;
+  res_minutes: number | null;
+  res_business: number | null;
+  sla_first_at: Date | null;
+  sla_first_met: boolean | null;
+  sla_res_met: boolean | null;
+}
+
+/** A report fact's signed delta not yet folded into report_days (0042). */
+export interface ReportJournalTable {
+  id: Generated<string>;
+  tenant_id: string;
+  at: Date;
+  metric: string;
+  team_id: string | null;
+  agent_id: string | null;
+  channel: string;
+  priority: string;
+  bucket: number | null;
+  n: number;
+  v: ColumnType<string, number | string | undefined, number | string>;
+}
+
+/** The zone a workspace's report days are cut in (0042); swapped with the days by a re-bucketing. */
+export interface ReportZonesTable {
+  tenant_id: string;
+  zone: string;
+  built_at: CreatedAt;
+}
+
 export interface MailboxCheck {
   check: 'oauth_token' | 'scopes' | 'send_permission' | 'inbound_polling' | 'daily_send_quota';
   status: 'ok' | 'warning' | 'failing' | 'unknown';
@@ -672,6 +765,9 @@ export interface Database {
   webhook_deliveries: WebhookDeliveriesTable;
   csat_responses: CsatResponsesTable;
   rollup_journal: RollupJournalTable;
+  report_tickets: ReportTicketsTable;
+  report_journal: ReportJournalTable;
+  report_zones: ReportZonesTable;
   tenant_provider_keys: TenantProviderKeysTable;
   help_centres: HelpCentresTable;
   help_centre_hosts: HelpCentreHostsTable;
@@ -683,8 +779,10 @@ export interface Database {
   saved_views: SavedViewsTable;
   macros: MacrosTable;
   macro_runs: MacroRunsTable;
+  time_rule_firings: TimeRuleFiringsTable;
   notifications: NotificationsTable;
   sla_policies: SlaPoliciesTable;
+  schedules: SchedulesTable;
   tickets: TicketsTable;
   ticket_events: TicketEventsTable;
   ticket_search: TicketSearchTable;
@@ -708,6 +806,7 @@ export type TodoRow = Selectable<TodosTable>;
 export type CsatResponseRow = Selectable<CsatResponsesTable>;
 export type NewTicketEvent = Insertable<TicketEventsTable>;
 export type SlaPolicyRow = Selectable<SlaPoliciesTable>;
+export type ScheduleRow = Selectable<SchedulesTable>;
 export type MacroRow = Selectable<MacrosTable>;
 export type SavedViewRow = Selectable<SavedViewsTable>;
 export type NotificationRow = Selectable<NotificationsTable>;

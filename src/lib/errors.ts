@@ -127,6 +127,11 @@ export const ERRORS = {
   query_too_long: ['invalid', 'The search query has 913 characters; at most 512 (SEARCH_QUERY_MAX_CHARS) are accepted.'],
   query_too_complex: ['invalid', 'The search query holds 40 terms; at most 32 (SEARCH_QUERY_MAX_TERMS) are accepted.'],
   query_too_expensive: ['unprocessable', 'This search ran longer than 3000 ms (SEARCH_TIMEOUT_MS) and was stopped; add words or filters to narrow it.'],
+  // Business hours (issue 37): schedules, and the SLA policies that count on them.
+  schedule_unknown: ['unprocessable', 'No schedule 6f1d2c3b-4a5e-4f60-9b7c-8d9e0a1b2c3d in this workspace.'],
+  schedule_in_use: ['conflict', 'SLA policy "Business hours (EU)" counts on this schedule, and a policy keeps its schedule: change the schedule\'s hours instead.'],
+  sla_target_unreachable: ['unprocessable', 'The schedule gives 60 business minutes a week; a target of 525600 minutes could not be met within 10 years.'],
+  ical_url_refused: ['unprocessable', 'The iCal feed URL must be https:// (or webcal://).'],
   /** Answered by the operator dashboard (/admin/queues), not by an API operation. */
   cross_site_request: ['forbidden', 'State-changing requests to the operator dashboard must come from the dashboard itself.'],
 } as const satisfies Record<string, readonly [ErrorKind, string]>;

@@ -192,6 +192,29 @@ export const JOBS = {
     jobId: (d: { event_id: string }) => `macro-${d.event_id}`,
   },
   /**
+   * Time-based rules (issue 37), every minute: one `rules.run` per enabled time rule of every workspace, so the
+   * rules spread over every worker (src/domains/macros/time-rules.ts).
+   */
+  'rules.sweep': {
+    queue: 'maintenance',
+    data: z.object({}),
+    options: () => SINGLE_SHOT,
+    schedule: { id: 'rules-sweep', everyMs: () => 60 * 1000 },
+  },
+  /**
+   * One time rule's qualifying tickets, in batches (at most TIME_RULE_BATCH_SIZE, sized to last about
+   * TIME_RULE_BATCH_MS), each one transaction. `slot` (the
+   * sweep's minute) names the job: the same minute's sweep twice is one job, and a job a dead worker left
+   * holding its id never stops the next minute's. Two runs of a rule at once are safe (SKIP LOCKED and the
+   * firings' key): they share its tickets.
+   */
+  'rules.run': {
+    queue: 'maintenance',
+    data: z.object({ tenant_id: z.uuid(), macro_id: z.uuid(), slot: z.number().int().min(0) }),
+    jobId: (d: { tenant_id: string; macro_id: string; slot: number }) => `rules-${d.tenant_id}-${d.macro_id}-${d.slot}`,
+    options: () => SINGLE_SHOT,
+  },
+  /**
    * Marks every overdue SLA target breached, every SLA_SWEEP_SECONDS: a range scan of the due indexes finds the
    * workspaces with something due (see docs/decisions/tickets.md, "SLA breaches are found by the sweep alone").
    */
@@ -199,6 +222,33 @@ export const JOBS = {
     queue: 'maintenance',
     data: z.object({}),
     schedule: { id: 'sla-sweep', everyMs: (c: JobSettings) => c.SLA_SWEEP_SECONDS * 1000 },
+  },
+  /**
+   * Business hours (issue 37): a schedule changed (its hours, zone or holidays, by an admin or a feed read), so the
+   * open tickets of the policies counting on it get new due times, in batches of SCHEDULE_RECOMPUTE_BATCH, each one
+   * statement. One job per change: `version` (the schedule's, as written) names it, so the same change queued twice
+   * is one job; the job reads the schedule as it stands when it runs, so a later change's job finds nothing left.
+   */
+  'schedules.recompute': {
+    queue: 'maintenance',
+    data: z.object({ tenant_id: z.uuid(), schedule_id: z.uuid(), version: z.number().int().min(1) }),
+    jobId: (d: { schedule_id: string; version: number }) => `schedule-recompute-${d.schedule_id}-${d.version}`,
+    options: () => ({ attempts: 5, backoff: { type: 'exponential', delay: 2000 } }),
+  },
+  /** One schedule's iCal holiday feed read and stored (when its URL is set, and daily by the sweep below). */
+  'schedules.ical_refresh': {
+    queue: 'maintenance',
+    data: z.object({ tenant_id: z.uuid(), schedule_id: z.uuid() }),
+    // One per schedule while queued or running; a finished one must not linger and swallow the next.
+    jobId: (d: { schedule_id: string }) => `schedule-ical-${d.schedule_id}`,
+    options: () => SINGLE_SHOT,
+  },
+  /** Daily: queues a read of every iCal feed not read for a day (a failed feed is retried here). */
+  'schedules.ical_sweep': {
+    queue: 'maintenance',
+    data: z.object({}),
+    options: () => SINGLE_SHOT,
+    schedule: { id: 'schedules-ical-daily', everyMs: () => 24 * 3600 * 1000 },
   },
   /** Asks the mail provider what the workspace's grant allows now and stores the checks. */
   'mailbox.refresh': {
@@ -248,6 +298,26 @@ export const JOBS = {
     queue: 'rollups',
     data: z.object({}),
     schedule: { id: 'rollups-sweep', everyMs: () => 60 * 1000 },
+  },
+  /** Folds a workspace's journaled report deltas into its days (issue 37; coalesced: one job per workspace and window). */
+  'reports.fold': {
+    queue: 'rollups',
+    data: z.object({ tenant_id: z.uuid(), window: z.number().int().optional() }),
+    jobId: (d: { tenant_id: string; window?: number }) => `report-fold-${d.tenant_id}-${d.window ?? 0}`,
+    options: () => SINGLE_SHOT,
+  },
+  /** Re-buckets a workspace's report days in its zone after the zone changed (one waiting job per workspace). */
+  'reports.rebuild': {
+    queue: 'rollups',
+    data: z.object({ tenant_id: z.uuid() }),
+    jobId: (d: { tenant_id: string }) => `report-rebuild-${d.tenant_id}`,
+    options: () => SINGLE_SHOT,
+  },
+  /** Scheduled: folds every workspace with report deltas waiting, re-buckets every workspace whose zone changed. */
+  'reports.sweep': {
+    queue: 'rollups',
+    data: z.object({}),
+    schedule: { id: 'reports-sweep', everyMs: () => 60 * 1000 },
   },
   /**
    * One attempt to send one reply on its channel (src/domains/outbound). The outbox row, claimed before the

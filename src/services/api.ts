@@ -10,6 +10,7 @@ import { createIngestGateway } from '../domains/ingest/edge';
 import { createMemberService } from '../domains/members/service';
 import { createProviderHooks } from '../domains/provider-hooks/service';
 import { createSavedViewService } from '../domains/saved-views/service';
+import { createScheduleService } from '../domains/schedules/service';
 import { createSlaPolicyService } from '../domains/sla/service';
 import { createTeamService } from '../domains/teams/service';
 import { createWebChatService } from '../domains/web-chat/service';
@@ -62,8 +63,9 @@ export function createApiServices(deps: ProcessDeps & { bus: ResultBus }) {
     ingest,
     webChat: createWebChatService({ db, config: section(config, 'webChat', 'events', 'secrets', 'redis'), redis, logger, channels, ingest, files, live: events.live }),
     slaPolicies: createSlaPolicyService({ db }),
-    work: createWorkService({ db, rollups, tickets: { find: tickets.queries.find, bumpVersion: tickets.commands.bumpVersion }, events }),
-    settings: createWorkspaceSettingsService({ db, config: section(config, 'secrets'), audit }),
+    schedules: createScheduleService({ db, queues, config: section(config, 'schedules'), logger }),
+    work: createWorkService({ db, rollups, reports: shared.reports, tickets: { find: tickets.queries.find, bumpVersion: tickets.commands.bumpVersion }, events }),
+    settings: createWorkspaceSettingsService({ db, config: section(config, 'secrets'), audit, reports: shared.reports }),
     helpCentre,
     articles: createArticleService({ db, config: section(config, 'helpCentre'), centres: helpCentre }),
     articleSearch: createArticleSearchService({ db, reads: shared.reads, search: section(config, 'search') }),

@@ -18,6 +18,7 @@ import { createMailboxService } from '../domains/mailbox/service';
 import { createNotificationService } from '../domains/notifications/service';
 import { createOutboundService, createOutboundSink } from '../domains/outbound/service';
 import { createRollupService } from '../domains/rollups/service';
+import { createReportService } from '../domains/reports/service';
 import { createTicketService } from '../domains/tickets/service';
 import { ticketSearchFromConfig } from '../domains/search/engine';
 import type { AfterAnswer } from '../lib/after-answer';
@@ -50,7 +51,7 @@ export interface SharedHooks {
 
 /**
  * What both processes run (issue 35): the pieces the API's routes and the workers' jobs both call (tickets, events,
- * files, mailbox, outbound, macros, rollups, audit) and what those are made of (customers, notifications,
+ * files, mailbox, outbound, macros, rollups, reports, audit) and what those are made of (customers, notifications,
  * channels, the outbound and macro-trigger sinks, inbound files). Each factory gets only the dependencies it needs.
  */
 export function createSharedServices(deps: ProcessDeps, hooks: SharedHooks) {
@@ -88,9 +89,12 @@ export function createSharedServices(deps: ProcessDeps, hooks: SharedHooks) {
     // Signed file links (Twilio's MMS media): a key of their own, derived from the pepper.
     linkKey: createHmac('sha256', config.API_KEY_PEPPER).update('helpdesk file links v1').digest(),
   });
+  // Reports (issue 37): every timeline append journals its facts in the writing transaction.
+  const reports = createReportService({ db, queues, logger, reads });
   const tickets = createTicketService({
     db,
     later: hooks.later,
+    reports,
     reads,
     customers,
     notifications,
@@ -135,6 +139,7 @@ export function createSharedServices(deps: ProcessDeps, hooks: SharedHooks) {
     files,
     macros: createMacroService({ db, tickets: tickets.commands, queries: tickets.queries }),
     rollups,
+    reports,
     inboundFiles,
     mailbox,
     outbound,

@@ -2,6 +2,8 @@ import { section } from '../config';
 import { createIdempotencyPrune } from '../domains/idempotency/prune';
 import { createFetchTurns } from '../domains/inbound-files/fair-queue';
 import { createIngestWorker } from '../domains/ingest/worker';
+import { createScheduleFeeds } from '../domains/schedules/refresh';
+import { createTimeRules } from '../domains/macros/time-rules';
 import { createWebhookDelivery } from '../domains/webhook-endpoints/delivery';
 import { createWebhookWorker } from '../domains/webhooks/worker';
 import { createBackgroundPriority } from '../intake/priority';
@@ -37,6 +39,10 @@ export function createWorkerServices(deps: ProcessDeps) {
     mailboxPolling: shared.mailbox.poller(ingestProcessor),
     fetchTurns,
     webhookProcessor: createWebhookWorker({ db, events }),
+    // iCal holiday feeds (issue 37): read under the outbound address guard, daily and when a feed is set.
+    scheduleFeeds: createScheduleFeeds({ db, queues, config: section(config, 'schedules'), logger }),
+    // Time-based rules (issue 37): the minute's sweep and each rule's batches, through the macros' apply path.
+    timeRules: createTimeRules({ db, queues, logger, tickets: tickets.commands, macros: shared.macros, batch: { max: config.TIME_RULE_BATCH_SIZE, targetMs: config.TIME_RULE_BATCH_MS } }),
     webhookDelivery: createWebhookDelivery({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues, logger, present: events.present, background: intakePriority.background }),
   };
 }

@@ -12,6 +12,8 @@ export const maintenanceProcessors = (services: WorkerServices, config: ConfigSe
     'events.prune': (data: JobData<'events.prune'>) => bulk(() => services.events.prune(data.retention_days ?? config.EVENT_RETENTION_DAYS)),
     'idempotency.prune': () => bulk(async () => ({ pruned: await services.idempotency.pruneExpired() })),
     'macros.trigger': (data: JobData<'macros.trigger'>) => services.macros.runTriggered(data),
+    'rules.sweep': () => bulk(() => services.timeRules.sweep()),
+    'rules.run': (data: JobData<'rules.run'>) => bulk(() => services.timeRules.run(data.tenant_id, data.macro_id)),
     'uploads.sweep': () => bulk(() => services.files.sweepUploads()),
     'files.orphans': () => bulk(() => services.files.sweepOrphans()),
   };

@@ -38,6 +38,9 @@ import * as m0036 from './0036_outbound_parts';
 import * as m0037 from './0037_visitor_uploads';
 import * as m0038 from './0038_search';
 import * as m0039 from './0039_search_people_articles';
+import * as m0040 from './0040_schedules';
+import * as m0041 from './0041_time_rules';
+import * as m0042 from './0042_reports';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -80,6 +83,9 @@ const migrations: Record<string, Migration> = {
   '0037_visitor_uploads': m0037,
   '0038_search': m0038,
   '0039_search_people_articles': m0039,
+  '0040_schedules': m0040,
+  '0041_time_rules': m0041,
+  '0042_reports': m0042,
 };
 
 export const migrationProvider: MigrationProvider = {

@@ -10,6 +10,8 @@ export const EVENT_TYPES = [
   'ticket.merged',
   'ticket.reopened',
   'ticket.sla_breached',
+  /** A time rule fired on the ticket (issue 37): `event.meta` names the rule and what it counted from. */
+  'ticket.rule_fired',
   'message.created',
   'message.delivered',
   'message.delivery_failed',

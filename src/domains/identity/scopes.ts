@@ -16,6 +16,8 @@ export const SCOPE_TAGS = [
   'notifications',
   // Outbound events (issue 19): read the log and stream; write manages webhook endpoints.
   'events',
+  // Reports (issue 37): read only.
+  'reports',
 ] as const;
 
 export type ScopeTag = (typeof SCOPE_TAGS)[number];

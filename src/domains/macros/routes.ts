@@ -8,12 +8,20 @@ const applyResult = z.object({
   skipped: z.array(z.object({ action: z.record(z.string(), z.unknown()), reason: z.string() })),
 });
 
+/** Time-based rules (issue 37), as the create and change rows say them (docs/api-guide.md, "Time-based rules", has the example). */
+const TIME_RULES =
+  'A time rule is a macro whose trigger is `{"event": "time", "time": {"hours_since": "status_entered", "hours": 72}, "conditions": {"status": "pending"}}`: ' +
+  'a sweep every minute fires it on each ticket passing `conditions` (GET /v1/tickets filters; `assignee_id=none` is unassigned) once the time condition holds, ' +
+  'only on open, pending and on-hold tickets, at most once per ticket and stretch (a moved anchor starts a new one), never on a ticket its actions would not change. ' +
+  'Each firing is a `rule_fired` timeline event and a `ticket.rule_fired` outbound event, beside those of the changes it made.';
+
 export const macroOperations = [
   defineOperation({
     id: 'create_macro',
     method: 'post',
     path: '/v1/macros',
-    summary: 'Create a macro: typed actions, optionally fired by a ticket event',
+    summary: 'Create a macro: typed actions, optionally fired by a ticket event or a time condition',
+    description: TIME_RULES,
     access: { floor: 'editor', tag: 'helpdesk-ops', action: 'write' },
     body: createMacroBody,
     response: { status: 201, description: 'The macro', schema: macro },
@@ -38,6 +46,7 @@ export const macroOperations = [
     method: 'patch',
     path: '/v1/macros/{macro_id}',
     summary: 'Change a macro; trigger: null makes it manual-only, an omitted trigger is left unchanged',
+    description: 'A time rule (`trigger.event: "time"`: see create_macro) changed does not fire again on a stretch it already fired for.',
     access: { floor: 'editor', tag: 'helpdesk-ops', action: 'write' },
     params: macroIdParams,
     body: patchMacroBody,

@@ -20,11 +20,50 @@ export const macroAction = z.discriminatedUnion('type', [
 export type MacroAction = z.output<typeof macroAction>;
 
 export const TRIGGER_EVENTS = ['ticket.created', 'ticket.updated', 'ticket.reopened'] as const;
+/** A time rule's trigger (issue 37): no ticket event, the minute's sweep (src/domains/macros/time-rules.ts). */
+export const TIME_EVENT = 'time';
 
-export const macroTrigger = z.strictObject({
-  event: z.enum(TRIGGER_EVENTS),
-  conditions: rawFilterObject.default({}),
-});
+/** What a time condition counts from: a ticket timestamp, or a target's due time. */
+export const TIME_ANCHORS = ['created', 'updated', 'last_customer_message', 'last_agent_reply', 'status_entered', 'first_response_due', 'resolution_due'] as const;
+export type TimeAnchor = (typeof TIME_ANCHORS)[number];
+export const DUE_ANCHORS = ['first_response_due', 'resolution_due'] as const satisfies readonly TimeAnchor[];
+
+/** The longest a time condition waits: a year. */
+export const MAX_TIME_HOURS = 8760;
+
+/**
+ * A time condition (issue 37): `hours_since` an anchor is at least `hours` (or `minutes`) ago, for a due time
+ * overdue by at least that much; `hours_until` a due time is at most that far ahead, overdue included. Whole hours
+ * or whole minutes, exactly one ("unassigned for 30 minutes" is `minutes: 30`; nothing is rounded).
+ */
+export const timeCondition = z
+  .strictObject({
+    hours_since: z.enum(TIME_ANCHORS).optional(),
+    hours_until: z.enum(DUE_ANCHORS).optional(),
+    hours: z.number().int().min(0).max(MAX_TIME_HOURS).optional(),
+    minutes: z.number().int().min(0).max(MAX_TIME_HOURS * 60).optional(),
+  })
+  .refine((t) => (t.hours_since === undefined) !== (t.hours_until === undefined), { message: 'send exactly one of hours_since and hours_until' })
+  .refine((t) => (t.hours === undefined) !== (t.minutes === undefined), { message: 'send exactly one of hours and minutes' })
+  .meta({
+    id: 'TimeCondition',
+    description: '`hours_since` an anchor: at least this long ago (a due time: overdue by this much); `hours_until` a due time: due within this long, overdue included. One of the two, with one of `hours` and `minutes` (whole, at most a year).',
+    examples: [{ hours_since: 'status_entered', hours: 72 }],
+  });
+export type TimeCondition = z.output<typeof timeCondition>;
+
+export const macroTrigger = z.discriminatedUnion('event', [
+  z.strictObject({
+    event: z.enum(TRIGGER_EVENTS),
+    conditions: rawFilterObject.default({}),
+  }),
+  // A time rule: the sweep fires it on each ticket that passes the conditions once the time condition holds.
+  z.strictObject({
+    event: z.literal(TIME_EVENT),
+    conditions: rawFilterObject.default({}),
+    time: timeCondition,
+  }),
+]);
 
 const ACTIONS = [
   { type: 'set_priority', priority: 'urgent' },
@@ -69,7 +108,13 @@ export const macro = z.object({
   description: z.string().meta({ examples: [DESCRIPTION] }),
   actions: z.array(z.record(z.string(), z.unknown())).meta({ examples: [ACTIONS] }),
   enabled: z.boolean(),
-  trigger: z.object({ event: z.enum(TRIGGER_EVENTS), conditions: z.record(z.string(), z.string()) }).nullable().meta({ examples: [TRIGGER] }),
+  trigger: z
+    .union([
+      z.object({ event: z.enum(TRIGGER_EVENTS), conditions: z.record(z.string(), z.string()) }),
+      z.object({ event: z.literal(TIME_EVENT), conditions: z.record(z.string(), z.string()), time: timeCondition }),
+    ])
+    .nullable()
+    .meta({ examples: [TRIGGER] }),
   created_at: at,
   updated_at: at,
   version: z.string().meta({ description: 'The macro\'s version: its ETag is this value in quotes, for If-Match on PATCH.', examples: ['3'] }),

@@ -9,13 +9,13 @@ import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
 import { checkTicketFilters } from '../tickets/filters';
 import type { PatchTicketInput } from '../tickets/schemas';
-import { eventFor, TICKET_TRIGGERS, type EventActor, type LockedTicket, type TicketCommands, type TicketTrigger, type TriggerSink } from '../tickets/commands';
+import { eventFor, TICKET_TRIGGERS, type EventActor, type LockedTicket, type NewEvent, type TicketCommands, type TicketTrigger, type TriggerSink } from '../tickets/commands';
 import type { TicketQueries } from '../tickets/queries';
 import { activeMember } from '../members/store';
 import { teamExists } from '../teams/store';
 import { canTransition } from '../tickets/status';
 import { LIMITS } from '../tickets/schemas';
-import { macroAction, type CreateMacroInput, type MacroAction, type PatchMacroInput } from './schemas';
+import { macroAction, type CreateMacroInput, type MacroAction, type PatchMacroInput, type TimeCondition } from './schemas';
 import * as store from './store';
 
 const present = (m: MacroRow) => ({
@@ -24,7 +24,7 @@ const present = (m: MacroRow) => ({
   description: m.description,
   actions: m.actions as Record<string, unknown>[],
   enabled: m.enabled,
-  trigger: m.trigger as { event: string; conditions: Record<string, string> } | null,
+  trigger: m.trigger as { event: string; conditions: Record<string, string>; time?: TimeCondition } | null,
   created_at: iso(m.created_at),
   updated_at: iso(m.updated_at),
   // In the body as well as the ETag: a client that read only the list can still send If-Match on PATCH.
@@ -35,6 +35,20 @@ interface Skip {
   action: MacroAction;
   reason: string;
 }
+
+/**
+ * How a run is written down: an application by hand or by a ticket event (`macro_applied`), or a time rule's
+ * firing (`rule_fired`, with what it counted from). `into`: the events are left there for the caller to write with
+ * a whole batch (the time-rule sweep), instead of one write per ticket.
+ */
+interface RunRecord {
+  kind: 'macro_applied' | 'rule_fired';
+  meta?: Record<string, unknown>;
+  into?: NewEvent[];
+}
+
+/** Who a time rule's changes are by: the system, named after the rule. */
+const ruleActor = (macro: Pick<MacroRow, 'name'>): EventActor => ({ actor_type: 'system', actor_user_id: null, actor_name: `Rule: ${macro.name}` });
 
 /**
  * Enqueues a trigger job only when the workspace has an enabled macro listening for the event. Whether one
@@ -109,7 +123,7 @@ export function createMacroService(deps: {
   const { db } = deps;
   const t = deps.tickets;
 
-  async function validateWrite(tx: Executor, tenantId: string, input: { actions?: MacroAction[]; trigger?: { event: string; conditions: Record<string, unknown> } | null }) {
+  async function validateWrite(tx: Executor, tenantId: string, input: { actions?: MacroAction[]; trigger?: { event: string; conditions: Record<string, unknown>; time?: TimeCondition } | null }) {
     for (const [i, a] of (input.actions ?? []).entries()) {
       if (a.type === 'assign_team' && !(await teamExists(tx, tenantId, a.team_id))) {
         throw refuse('team_unknown', 'No such team in this workspace.', [{ path: `body.actions.${i}.team_id`, message: 'unknown team' }]);
@@ -119,14 +133,16 @@ export function createMacroService(deps: {
       }
     }
     if (!input.trigger) return input.trigger;
-    return { event: input.trigger.event, conditions: checkTicketFilters(input.trigger.conditions, 'body.trigger.conditions').stored };
+    const conditions = checkTicketFilters(input.trigger.conditions, 'body.trigger.conditions').stored;
+    // A time rule keeps its time condition as sent (validated by the schema); a ticket event's trigger has none.
+    return { event: input.trigger.event, conditions, ...(input.trigger.time ? { time: input.trigger.time } : {}) };
   }
 
   /**
    * Runs a macro's actions in order on a locked ticket. An action the status machine (or a vanished team or
    * member) forbids is skipped and recorded as an event, never forced; the rest still apply.
    */
-  async function run(tx: Executor, tenantId: string, by: EventActor, macro: MacroRow, ticket: LockedTicket) {
+  async function run(tx: Executor, tenantId: string, by: EventActor, macro: MacroRow, ticket: LockedTicket, record: RunRecord = { kind: 'macro_applied' }) {
     const parsed = macroAction.array().safeParse(macro.actions);
     const actions = parsed.success ? parsed.data : [];
     const skipped: Skip[] = [];
@@ -183,9 +199,10 @@ export function createMacroService(deps: {
     changed = changed || notes.length > 0;
     const events = [
       ...skipped.map((s) => eventFor(by, ticket.id, 'macro_action_skipped', '', { macro_id: macro.id, action: s.action, reason: s.reason })),
-      eventFor(by, ticket.id, 'macro_applied', '', { macro_id: macro.id, name: macro.name, skipped: skipped.length }),
+      eventFor(by, ticket.id, record.kind, '', { macro_id: macro.id, name: macro.name, skipped: skipped.length, ...record.meta }),
     ];
-    await t.recordEvents(tx, tenantId, events);
+    if (record.into) record.into.push(...events);
+    else await t.recordEvents(tx, tenantId, events);
     return { changed, skipped, lastEventId: events.at(-1)!.id };
   }
 
@@ -227,6 +244,14 @@ export function createMacroService(deps: {
       });
       return { ticket: outcome.ticket, skipped: outcome.skipped.map((s) => ({ action: s.action, reason: s.reason })) };
     },
+
+    /**
+     * A time rule's firing on a ticket the sweep locked and claimed (src/domains/macros/time-rules.ts): the rule's
+     * actions exactly as an application's, then `rule_fired` naming the rule and the stretch it fired for. Its events
+     * go to `into`, written with the sweep's batch. Like a triggered macro's, its changes publish no trigger.
+     */
+    fireRule: (tx: Executor, tenantId: string, macro: MacroRow, ticket: LockedTicket, meta: Record<string, unknown>, into: NewEvent[]) =>
+      run(tx, tenantId, ruleActor(macro), macro, ticket, { kind: 'rule_fired', meta, into }),
 
     /**
      * The macros.trigger job. Each macro claims (macro, event) in the transaction that applies it, so a job

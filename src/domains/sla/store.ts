@@ -4,7 +4,7 @@ import type { SlaPolicyRow, SlaTargetsJson } from '../../db/types';
 export async function insertPolicy(
   db: Executor,
   tenantId: string,
-  p: { id: string; name: string; is_default: boolean; targets: SlaTargetsJson },
+  p: { id: string; name: string; is_default: boolean; targets: SlaTargetsJson; schedule_id?: string | null },
 ): Promise<SlaPolicyRow> {
   return db
     .insertInto('sla_policies')
@@ -27,4 +27,9 @@ export async function getPolicy(db: Executor, tenantId: string, id: string): Pro
 
 export async function defaultPolicy(db: Executor, tenantId: string): Promise<SlaPolicyRow | undefined> {
   return db.selectFrom('sla_policies').selectAll().where('tenant_id', '=', tenantId).where('is_default', '=', true).executeTakeFirst();
+}
+
+/** The policies that count on a schedule (a schedule's change recomputes their open tickets; they keep it from being deleted). */
+export async function policiesOnSchedule(db: Executor, tenantId: string, scheduleId: string): Promise<SlaPolicyRow[]> {
+  return db.selectFrom('sla_policies').selectAll().where('tenant_id', '=', tenantId).where('schedule_id', '=', scheduleId).orderBy('created_at').orderBy('id').execute();
 }

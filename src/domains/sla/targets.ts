@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { addBusinessMinutes, type BusinessClock } from '../schedules/business-time';
 
 export const PRIORITIES = ['low', 'normal', 'high', 'urgent'] as const;
 export type Priority = (typeof PRIORITIES)[number];
@@ -8,6 +9,9 @@ const target = z
   .strictObject({
     first_response_minutes: z.number().int().min(1).max(525_600),
     resolution_minutes: z.number().int().min(1).max(525_600),
+    // Issue 37: due from each customer message after an agent reply, met by the next agent reply. Optional: a
+    // policy without it keeps no next-reply clock.
+    next_reply_minutes: z.number().int().min(1).max(525_600).optional(),
   })
   .meta({ id: 'SlaTarget' });
 
@@ -22,10 +26,15 @@ export const DEFAULT_SLA_TARGETS: SlaTargets = {
   low: { first_response_minutes: 1440, resolution_minutes: 5760 },
 };
 
-export function dueTimes(targets: SlaTargets, priority: Priority, from: Date) {
+/** The longest target a policy sets: what must be reachable on the schedule it names. */
+export const longestTarget = (targets: SlaTargets): number =>
+  Math.max(...PRIORITIES.flatMap((p) => [targets[p].first_response_minutes, targets[p].resolution_minutes, targets[p].next_reply_minutes ?? 0]));
+
+/** A new clock's due times, counted from `from` in business minutes on `clock` (calendar minutes when null). */
+export function dueTimes(targets: SlaTargets, priority: Priority, from: Date, clock: BusinessClock = null) {
   const t = targets[priority];
   return {
-    first_response_due: new Date(from.getTime() + t.first_response_minutes * 60_000),
-    resolution_due: new Date(from.getTime() + t.resolution_minutes * 60_000),
+    first_response_due: addBusinessMinutes(clock, from, t.first_response_minutes),
+    resolution_due: addBusinessMinutes(clock, from, t.resolution_minutes),
   };
 }

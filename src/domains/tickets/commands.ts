@@ -10,7 +10,7 @@ import { mentionedIds, type NotificationService } from '../notifications/service
 import { dueTimes, type Priority } from '../sla/targets';
 import { teamExists } from '../teams/store';
 import type { PatchTicketInput, TicketFilters } from './schemas';
-import { appendToTimeline, type TimelineOptions } from './timeline';
+import { appendToTimeline, type TimelineOptions, type TimelineWatcher } from './timeline';
 import type { EventSink } from '../events/types';
 import type { TicketSla } from './sla';
 import type { AttachmentSummary } from '../files/types';
@@ -145,6 +145,8 @@ export function createTicketCommands(deps: {
   sla: TicketSla;
   /** Where the timeline's outbound events go (issue 19); without it the timeline emits none. */
   events?: EventSink | undefined;
+  /** Told about every event the timeline appends (the reports: issue 37). */
+  reports?: TimelineWatcher | undefined;
   triggers: TriggerSink;
   outbound?: OutboundSink;
   threadWindowHours: number;
@@ -201,19 +203,23 @@ export function createTicketCommands(deps: {
   async function openTickets(tx: Executor, tenantId: string, specs: OpenSpec[]): Promise<{ row: TicketRow; eventId: string }[]> {
     if (specs.length === 0) return [];
     const policy = await sla.policyFor(tx, tenantId);
+    const clock = await sla.clockFor(tx, tenantId, policy);
     const now = new Date();
     const rows = await store.insertTickets(
       tx,
       tenantId,
-      specs.map(({ fields: f }) => ({
+      specs.map(({ fields: f }, i) => ({
         ...f,
         id: f.id ?? newId(),
         status: 'open' as const,
         metadata: JSON.stringify(f.metadata),
         sla_policy_id: policy.id,
-        ...dueTimes(policy.targets, f.priority, now),
+        ...dueTimes(policy.targets, f.priority, now, clock),
         created_at: now,
         updated_at: now,
+        status_entered_at: now,
+        // A ticket a customer's message opened starts with that message (the time rules count from it).
+        last_customer_message_at: specs[i]!.kind.startsWith('inbound_') ? now : null,
       })),
     );
     const firsts = rows.map((row, i) => eventFor(specs[i]!.by, row.id, specs[i]!.kind, specs[i]!.fields.description, specs[i]!.meta ?? {}));
@@ -270,7 +276,7 @@ export function createTicketCommands(deps: {
     // Only solved and closed reopen; a merged ticket is refused here too (it is neither).
     if (!REOPENABLE.includes(t.status)) throw refuse('reopen_not_allowed', `Only a solved or closed ticket can be reopened; this one is ${t.status}.`);
     const now = new Date();
-    const fresh = await store.updateTicketDetail(tx, tenantId, t.id, { status: 'open', reopened_at: now, ...(await sla.restartedClock(tx, tenantId, t, now)) });
+    const fresh = await store.updateTicketDetail(tx, tenantId, t.id, { status: 'open', status_entered_at: now, reopened_at: now, ...(await sla.restartedClock(tx, tenantId, t, now)) });
     const reopenEvent = eventFor(by, t.id, 'reopen', '', { from: t.status });
     await timeline(tx, tenantId, [reopenEvent, eventFor(by, t.id, 'status_changed', '', { from: t.status, to: 'open' })], freshly(fresh));
     return reopenEvent.id;
@@ -288,6 +294,8 @@ export function createTicketCommands(deps: {
     if (entries.length === 0) return [];
     for (const e of entries) refuseMerged(e.ticket);
     await store.touchTickets(tx, tenantId, [...new Set(entries.map((e) => e.ticket.id))]);
+    // A customer writing after an agent's reply starts the next-reply clock (issue 37), unless one runs.
+    await sla.startNextReplies(tx, tenantId, entries.map((e) => e.ticket), new Date());
     const events = entries.map((e) => eventFor(e.by, e.ticket.id, e.kind, e.body, e.meta));
     const attachments = await filesOf(events, (e, i) => entries[i]!.files?.(e.id));
     await timeline(tx, tenantId, events, attachments.size > 0 ? { attachments } : {});
@@ -323,7 +331,10 @@ export function createTicketCommands(deps: {
     const attached = files ? await files(replyId) : [];
     const delivery = kind === 'reply' && outbound ? await outbound.record(tx, tenantId, t, replyId, { body, ...(template ? { template } : {}), ...(attached.length > 0 ? { attachments: attached } : {}) }) : undefined;
     if (template && !delivery) throw refuse('template_not_allowed', `A template reply is a WhatsApp feature; this ticket came in by ${t.source}.`);
-    const fresh = await store.updateTicketDetail(tx, tenantId, t.id, firstResponse ? { first_responded_at: new Date() } : {});
+    const at = new Date();
+    // A reply meets the next-reply target that was running (issue 37); its breach mark stays until the next one starts.
+    const nextReplyMet = kind === 'reply' && t.next_reply_due !== null ? { next_reply_due: null, next_reply_from: null } : {};
+    const fresh = await store.updateTicketDetail(tx, tenantId, t.id, kind === 'reply' ? { last_agent_reply_at: at, ...(firstResponse ? { first_responded_at: at } : {}), ...nextReplyMet } : {});
     const meta = kind === 'reply' ? { first_response: firstResponse, ...(delivery ? { delivery: delivery.state, channel: delivery.channel } : {}), ...(template ? { template } : {}) } : {};
     const event = { ...eventFor(by, t.id, kind, body, meta), id: replyId };
     const deliveryEvent = delivery ? [eventFor(DELIVERY_ACTOR, t.id, 'delivery', delivery.detail, delivery.meta)] : [];
@@ -348,6 +359,7 @@ export function createTicketCommands(deps: {
     const update: store.TicketUpdate = {};
     const events: NewEvent[] = [];
     const changes: Record<string, { from: unknown; to: unknown }> = {};
+    let restarted = false;
 
     if (input.status !== undefined && input.status !== t.status) {
       const to = input.status as TicketRow['status'];
@@ -357,19 +369,24 @@ export function createTicketCommands(deps: {
         throw refuse('illegal_transition', `A ${t.status} ticket cannot move to ${to}; allowed: ${allowed.length ? allowed.join(', ') : 'none'}.${hint}`);
       }
       update.status = to;
+      update.status_entered_at = new Date();
       if ((to === 'solved' || to === 'closed') && t.solved_at === null) update.solved_at = new Date();
       // Leaving spam after the ticket had been resolved (closed → spam → open) is a way back to work, so it
       // gets reopen's clock: otherwise the ticket would be open with its resolution already counted as met.
-      if (t.status === 'spam' && t.solved_at !== null) Object.assign(update, await sla.restartedClock(tx, tenantId, t, new Date()));
+      if (t.status === 'spam' && t.solved_at !== null) {
+        Object.assign(update, await sla.restartedClock(tx, tenantId, { ...t, priority: input.priority ?? t.priority }, new Date()));
+        restarted = true;
+      }
       events.push(eventFor(by, t.id, 'status_changed', '', { from: t.status, to }));
     }
     if (input.priority !== undefined && input.priority !== t.priority) {
       update.priority = input.priority;
       changes.priority = { from: t.priority, to: input.priority };
-      // A new priority moves the targets not yet met or breached, counted from the clock's start.
-      const due = await sla.clockFrom(tx, tenantId, t.sla_policy_id, input.priority, t.reopened_at ?? t.created_at);
-      if (t.first_responded_at === null && t.first_response_breached_at === null) update.first_response_due = due.first_response_due;
-      if (t.solved_at === null && t.resolution_breached_at === null) update.resolution_due = due.resolution_due;
+    }
+    // The SLA clock (issue 37): a new priority moves the targets not yet met or breached; on a business-time policy
+    // pending and on_hold stop the resolution clock and leaving them starts it again (a restart above covers both).
+    if (!restarted && (update.status !== undefined || update.priority !== undefined)) {
+      Object.assign(update, await sla.afterChange(tx, tenantId, t, { status: update.status ?? t.status, priority: update.priority ?? t.priority }, new Date()));
     }
     if (input.assignee_id !== undefined && input.assignee_id !== t.assignee_id) {
       update.assignee_id = input.assignee_id;

@@ -44,6 +44,8 @@ export const presentSummary = (t: TicketRow) => ({
   first_response_due: iso(t.first_response_due),
   resolution_due: iso(t.resolution_due),
   sla_breached: t.sla_breached,
+  ...(t.next_reply_due ? { next_reply_due: iso(t.next_reply_due) } : {}),
+  ...(t.resolution_paused_at ? { resolution_paused_at: iso(t.resolution_paused_at), resolution_remaining_minutes: t.resolution_remaining_minutes ?? 0 } : {}),
   ...(t.merged_into_id ? { merged_into_id: t.merged_into_id } : {}),
   created_at: iso(t.created_at),
   updated_at: iso(t.updated_at),

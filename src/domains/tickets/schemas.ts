@@ -97,8 +97,13 @@ export const ticketFilters = z.strictObject({
   // Multi-value filters take a comma-separated list (`status=open,pending`): a row matches any of the values.
   status: listParam(status, STATUSES.length).optional().meta({ examples: ['open,pending'] }),
   priority: listParam(priority, PRIORITIES.length).optional().meta({ examples: ['high,urgent'] }),
-  assignee_id: listParam(assigneeId, MAX_FILTER_IDS).optional(),
-  team_id: listParam(z.uuid(), MAX_FILTER_IDS).optional().meta({ examples: ['810007d0-bec5-486c-b5d1-28fcd8a079ba'] }),
+  // `none` (issue 37): the unassigned tickets, or those of no team ("unassigned for 30 minutes" is a time rule's condition).
+  assignee_id: listParam(z.union([z.literal('none'), assigneeId]), MAX_FILTER_IDS)
+    .optional()
+    .meta({ description: 'Assignee ids, or `none` for unassigned tickets; a ticket matches any of them.', examples: ['none,a169451c-8525-4352-b8ca-070dd449a1a5'] }),
+  team_id: listParam(z.union([z.literal('none'), z.uuid()]), MAX_FILTER_IDS)
+    .optional()
+    .meta({ description: 'Team ids, or `none` for tickets of no team; a ticket matches any of them.', examples: ['810007d0-bec5-486c-b5d1-28fcd8a079ba'] }),
   customer_id: listParam(z.uuid(), MAX_FILTER_IDS).optional().meta({ examples: ['160c0c4b-9966-4dc1-a916-8407eb10d74e'] }),
   tag: z.string().min(1).max(LIMITS.tag).optional().meta({ examples: ['billing'] }),
   source: listParam(source, TICKET_SOURCES.length).optional().meta({ examples: ['email,chat'] }),
@@ -181,6 +186,11 @@ const ticketCore = {
   first_response_due: z.string(),
   resolution_due: z.string(),
   sla_breached: z.boolean(),
+  // Issue 37: the next-reply target while one runs (a customer wrote after an agent's reply), and a business-time
+  // resolution clock stopped in pending / on_hold with the business minutes it had left (negative: overdue).
+  next_reply_due: z.string().optional().meta({ description: 'While a customer message after a reply awaits an answer.' }),
+  resolution_paused_at: z.string().optional().meta({ description: 'Resolution clock paused (pending, on hold).' }),
+  resolution_remaining_minutes: z.number().int().optional().meta({ description: 'While paused: business minutes left (negative: overdue).' }),
   merged_into_id: z.uuid().optional(),
   created_at: z.string(),
   updated_at: z.string(),

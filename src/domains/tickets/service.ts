@@ -11,13 +11,16 @@ import type { Principal } from '../identity/principal';
 import type { NotificationService } from '../notifications/service';
 import { createTicketCommands, eventFor, type OutboundSink, type ReplyTemplate, type TriggerSink } from './commands';
 import { createTicketQueries, presentEvent } from './queries';
-import { appendToTimeline, writtenIn } from './timeline';
+import { appendToTimeline, writtenIn, type TimelineWatcher } from './timeline';
 import type { EventSink } from '../events/types';
 import type { CreateTicketInput, ListTicketsQuery, PatchTicketInput } from './schemas';
 import { createTicketSla } from './sla';
 import * as store from './store';
 import type { AttachmentBinder } from '../files/types';
 import type { TicketSearch } from '../search/engine';
+
+/** The later of two times, either of which may be missing. */
+const latest = (a: Date | null, b: Date | null) => (a && b ? (a > b ? a : b) : (a ?? b));
 
 /**
  * The tickets' own use cases (the operations of the tickets routes), each one transaction over the commands,
@@ -35,6 +38,8 @@ export function createTicketService(deps: {
   outbound?: OutboundSink;
   /** Where outbound events go (issue 19); without it the timeline emits none. */
   events?: EventSink;
+  /** Told about every event the timeline appends (the reports journal their facts in the same transaction: issue 37). */
+  reports?: TimelineWatcher;
   threadWindowHours: number;
   later?: AfterAnswer;
   /** Rendered timelines kept for GET, in bytes (0 or absent: none). */
@@ -85,6 +90,8 @@ export function createTicketService(deps: {
     queries,
     checkSla: sla.check,
     sweepSla: sla.sweepAllTenants,
+    /** The schedules.recompute job (issue 37): open tickets' due times after their schedule changed. */
+    recomputeSchedule: sla.recomputeSchedule,
     /** GET's read: the timeline as JSON bytes, rendered once per version (see `queries.rendered`). */
     rendered: (actor: Principal, id: string) => queries.rendered(actor.tenantId, id),
     /**
@@ -188,8 +195,12 @@ export function createTicketService(deps: {
         await store.insertEvents(tx, actor.tenantId, copies);
         // Merging keeps the files: they follow their events' copies to the winner (issue 34).
         await deps.attachments?.followMerge(tx, actor.tenantId, { sourceTicketId: sourceId, targetTicketId: targetId }, sourceEvents.map((e, i) => ({ from: e.id, to: copies[i]!.id! })));
-        await store.updateTicket(tx, actor.tenantId, sourceId, { status: 'merged', merged_into_id: targetId });
-        await store.updateTicket(tx, actor.tenantId, targetId, {});
+        await store.updateTicket(tx, actor.tenantId, sourceId, { status: 'merged', merged_into_id: targetId, status_entered_at: new Date() });
+        // The winner's conversation now holds the loser's messages: its latest customer message and reply are the later of the two.
+        await store.updateTicket(tx, actor.tenantId, targetId, {
+          last_customer_message_at: latest(source.last_customer_message_at, target.last_customer_message_at),
+          last_agent_reply_at: latest(source.last_agent_reply_at, target.last_agent_reply_at),
+        });
         const by = await commands.userActor(tx, actor);
         await appendToTimeline(deps, tx, actor.tenantId, [
           eventFor(by, sourceId, 'merged', '', { merged_into: targetId, from_status: source.status }),

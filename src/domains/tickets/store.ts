@@ -15,10 +15,10 @@ export async function insertTickets(db: Executor, tenantId: string, ts: (Omit<Ne
   return ts.map((t) => byId.get(t.id)!);
 }
 
-/** A customer wrote: the tickets count as updated now. */
+/** A customer wrote: the tickets count as updated now, and their latest customer message is now (the event's own time). */
 export async function touchTickets(db: Executor, tenantId: string, ids: string[]): Promise<void> {
   if (ids.length === 0) return;
-  await db.updateTable('tickets').set({ updated_at: sql`now()` }).where('tenant_id', '=', tenantId).where('id', 'in', ids).execute();
+  await db.updateTable('tickets').set({ updated_at: sql`now()`, last_customer_message_at: sql`now()` }).where('tenant_id', '=', tenantId).where('id', 'in', ids).execute();
 }
 
 /** The tickets' timelines changed without their rows: their versions (ETags) move on, updated_at does not. */
@@ -68,6 +68,16 @@ export type TicketUpdate = Partial<
     | 'solved_at'
     | 'reopened_at'
     | 'merged_into_id'
+    | 'status_entered_at'
+    | 'last_customer_message_at'
+    | 'last_agent_reply_at'
+    | 'next_reply_due'
+    | 'next_reply_from'
+    | 'next_reply_breached_at'
+    | 'resolution_paused_at'
+    | 'resolution_remaining_minutes'
+    | 'resolution_resumed_at'
+    | 'resolution_elapsed_minutes'
   >
 > & { metadataPatch?: Record<string, unknown> };
 
@@ -275,11 +285,18 @@ const insertOneEvent = preparedShapes<[string], Omit<NewTicketEvent, 'tenant_id'
   db.insertInto('ticket_events').values({ ...event, tenant_id: tenantId }).returningAll(),
 );
 
+/** An assignee or team filter: any of the ids, or (`none`) no one at all. */
+const heldBy = (column: 'assignee_id' | 'team_id', values: string[]) => {
+  const ids = values.filter((v) => v !== 'none');
+  const none = ids.length < values.length;
+  return sql<boolean>`(${ids.length > 0 ? sql`${sql.ref(column)} IN (${sql.join(ids)})` : sql`false`} OR ${none ? sql`${sql.ref(column)} IS NULL` : sql`false`})`;
+};
+
 function applyFilters<O>(q: SelectQueryBuilder<Database, 'tickets', O>, f: TicketFilters) {
   if (f.status) q = q.where('status', 'in', f.status as TicketRow['status'][]);
   if (f.priority) q = q.where('priority', 'in', f.priority);
-  if (f.assignee_id) q = q.where('assignee_id', 'in', f.assignee_id);
-  if (f.team_id) q = q.where('team_id', 'in', f.team_id);
+  if (f.assignee_id) q = q.where(heldBy('assignee_id', f.assignee_id));
+  if (f.team_id) q = q.where(heldBy('team_id', f.team_id));
   if (f.customer_id) q = q.where('customer_id', 'in', f.customer_id);
   if (f.tag) q = q.where(sql<boolean>`tags @> ARRAY[${f.tag}]::text[]`);
   if (f.source) q = q.where('source', 'in', f.source);
@@ -320,11 +337,19 @@ export async function listTickets(db: Executor, tenantId: string, f: TicketFilte
     .execute();
 }
 
-export type BreachTarget = 'first_response' | 'resolution';
+export type BreachTarget = 'first_response' | 'resolution' | 'next_reply';
+
+/** Each target's due time, what meets it (the next reply's due is cleared when met), and its breach mark. */
+const TARGET_COLUMNS = {
+  first_response: ['first_response_due', 'first_responded_at', 'first_response_breached_at'],
+  resolution: ['resolution_due', 'solved_at', 'resolution_breached_at'],
+  next_reply: ['next_reply_due', null, 'next_reply_breached_at'],
+} as const;
 
 /**
  * Marks overdue targets as breached, once each: the WHERE clause re-checks everything at run time, so a stale
  * or repeated job finds nothing, and concurrent runs serialise on the row lock and see the first one's write.
+ * A paused resolution clock (issue 37) is not running, so it is never overdue.
  */
 export async function markBreaches(
   db: Executor,
@@ -332,18 +357,16 @@ export async function markBreaches(
   target: BreachTarget,
   ticketId?: string,
 ): Promise<{ id: string; due: Date }[]> {
-  const [dueCol, doneCol, breachCol] =
-    target === 'first_response'
-      ? (['first_response_due', 'first_responded_at', 'first_response_breached_at'] as const)
-      : (['resolution_due', 'solved_at', 'resolution_breached_at'] as const);
+  const [dueCol, doneCol, breachCol] = TARGET_COLUMNS[target];
   let q = db
     .updateTable('tickets')
     .set({ [breachCol]: sql`now()`, updated_at: sql`now()` })
     .where('tenant_id', '=', tenantId)
     .where('status', 'in', SLA_LIVE)
-    .where(doneCol, 'is', null)
     .where(breachCol, 'is', null)
     .where(dueCol, '<=', sql<Date>`now()`);
+  if (doneCol) q = q.where(doneCol, 'is', null);
+  if (target === 'resolution') q = q.where('resolution_paused_at', 'is', null);
   if (ticketId) q = q.where('id', '=', ticketId);
   const rows = await q.returning(['id', `${dueCol} as due`]).execute();
   return rows as { id: string; due: Date }[];
@@ -361,9 +384,103 @@ export async function crossTenantWithBreachesDue(db: Executor): Promise<string[]
         AND first_response_due <= now()
     UNION
     SELECT tenant_id FROM tickets
-      WHERE status IN (${sql.join(SLA_LIVE)}) AND solved_at IS NULL AND resolution_breached_at IS NULL
-        AND resolution_due <= now()`.execute(db);
+      WHERE status IN (${sql.join(SLA_LIVE)}) AND solved_at IS NULL AND resolution_breached_at IS NULL AND resolution_paused_at IS NULL
+        AND resolution_due <= now()
+    UNION
+    SELECT tenant_id FROM tickets
+      WHERE status IN (${sql.join(SLA_LIVE)}) AND next_reply_due IS NOT NULL AND next_reply_breached_at IS NULL
+        AND next_reply_due <= now()`.execute(db);
   return rows.map((r) => r.tenant_id);
+}
+
+// ------------------------------------------------------------------------------- business-time clocks (issue 37)
+
+/** The columns a ticket's due times are computed from (src/domains/tickets/sla.ts, `recomputedDues`). */
+const BASIS = [
+  'id',
+  'priority',
+  'created_at',
+  'reopened_at',
+  'first_responded_at',
+  'first_response_breached_at',
+  'first_response_due',
+  'solved_at',
+  'resolution_breached_at',
+  'resolution_due',
+  'resolution_paused_at',
+  'resolution_resumed_at',
+  'resolution_elapsed_minutes',
+  'next_reply_from',
+  'next_reply_due',
+  'next_reply_breached_at',
+] as const;
+export type DueBasis = Pick<TicketRow, (typeof BASIS)[number]>;
+
+/** A ticket's new due times, with the row they were computed from (the rewrite re-checks it). */
+export interface DueRewrite {
+  was: DueBasis;
+  first_response_due: Date;
+  resolution_due: Date;
+  next_reply_due: Date | null;
+}
+
+/** One batch of a policy's open tickets, by id after `after`, read without a lock (from tickets_sla_policy_open). */
+export async function openTicketsOfPolicy(db: Executor, tenantId: string, policyId: string, after: string | null, limit: number): Promise<DueBasis[]> {
+  let q = db
+    .selectFrom('tickets')
+    .select(BASIS)
+    .where('tenant_id', '=', tenantId)
+    .where('sla_policy_id', '=', policyId)
+    .where('status', 'in', SLA_LIVE);
+  if (after) q = q.where('id', '>', after);
+  return q.orderBy('id').limit(limit).execute();
+}
+
+/** A time as the rewrite compares it: to the millisecond, as the row was read. */
+const ms = (column: string) => sql.raw(`date_trunc('milliseconds', t.${column})`);
+const sameTime = (column: string, value: string) => sql`${ms(column)} IS NOT DISTINCT FROM ${sql.raw(value)}`;
+
+/**
+ * Writes a batch of recomputed due times in one statement (`UPDATE … FROM (VALUES …)`), each row only while it is
+ * as it was read: still open, same priority and clock (its due times, pause, restart and next-reply start, its met
+ * and breached marks). A row changed meanwhile was written by a transaction that computed its own due times on the
+ * schedule as it stood, and is skipped. `updated_at` stays: nobody changed the ticket; its version moves (the
+ * trigger), as its due times did. Returns how many rows were written.
+ */
+export async function rewriteDueTimes(db: Executor, tenantId: string, rows: DueRewrite[]): Promise<number> {
+  if (rows.length === 0) return 0;
+  const values = sql.join(
+    [...rows]
+      .sort((a, b) => (a.was.id < b.was.id ? -1 : 1))
+      .map(
+        (r) => sql`(${r.was.id}::uuid, ${r.first_response_due}::timestamptz, ${r.resolution_due}::timestamptz, ${r.next_reply_due}::timestamptz,
+          ${r.was.priority}::text, ${r.was.first_response_due}::timestamptz, ${r.was.resolution_due}::timestamptz, ${r.was.next_reply_due}::timestamptz,
+          ${r.was.reopened_at}::timestamptz, ${r.was.resolution_resumed_at}::timestamptz, ${r.was.next_reply_from}::timestamptz,
+          ${r.was.resolution_paused_at !== null}::boolean, ${r.was.first_responded_at !== null || r.was.first_response_breached_at !== null}::boolean,
+          ${r.was.resolution_breached_at !== null}::boolean, ${r.was.next_reply_breached_at !== null}::boolean)`,
+      ),
+  );
+  const result = await sql`
+    UPDATE tickets t SET first_response_due = v.frd, resolution_due = v.rd, next_reply_due = v.nrd
+    FROM (VALUES ${values}) AS v(id, frd, rd, nrd, priority, frd0, rd0, nrd0, reopened0, resumed0, nrfrom0, paused0, first_done0, rbreached0, nrbreached0)
+    WHERE t.tenant_id = ${tenantId} AND t.id = v.id
+      AND t.status IN (${sql.join(SLA_LIVE)}) AND t.solved_at IS NULL AND t.priority = v.priority
+      AND ${sameTime('first_response_due', 'v.frd0')} AND ${sameTime('resolution_due', 'v.rd0')} AND ${sameTime('next_reply_due', 'v.nrd0')}
+      AND ${sameTime('reopened_at', 'v.reopened0')} AND ${sameTime('resolution_resumed_at', 'v.resumed0')} AND ${sameTime('next_reply_from', 'v.nrfrom0')}
+      AND (t.resolution_paused_at IS NOT NULL) = v.paused0
+      AND (t.first_responded_at IS NOT NULL OR t.first_response_breached_at IS NOT NULL) = v.first_done0
+      AND (t.resolution_breached_at IS NOT NULL) = v.rbreached0 AND (t.next_reply_breached_at IS NOT NULL) = v.nrbreached0`.execute(db);
+  return Number(result.numAffectedRows ?? 0);
+}
+
+/** Next-reply clocks started by a customer's message: each ticket that owes none yet gets its due time (one statement). */
+export async function startNextReplies(db: Executor, tenantId: string, starts: { id: string; due: Date }[], at: Date): Promise<void> {
+  if (starts.length === 0) return;
+  const values = sql.join(starts.map((s) => sql`(${s.id}::uuid, ${s.due}::timestamptz)`));
+  await sql`
+    UPDATE tickets t SET next_reply_due = v.due, next_reply_from = ${at}::timestamptz, next_reply_breached_at = NULL
+    FROM (VALUES ${values}) AS v(id, due)
+    WHERE t.tenant_id = ${tenantId} AND t.id = v.id AND t.next_reply_due IS NULL`.execute(db);
 }
 
 /** Whether one ticket passes a filter set, with exactly the list's semantics (macro trigger conditions). */

@@ -19,6 +19,16 @@ type NewEvent = Omit<NewTicketEvent, 'tenant_id'>;
 /** Where a timeline's outbound events go (issue 19); without a sink none are emitted. */
 export interface TimelineSink {
   events?: EventSink | undefined;
+  /** Told about the rows appended, in the appending transaction (the reports journal their facts: issue 37). */
+  reports?: TimelineWatcher | undefined;
+}
+
+/**
+ * Watches the timeline grow: `appended` runs after the rows are inserted, in their transaction, with the ticket's row
+ * already written and locked by the command that wrote them.
+ */
+export interface TimelineWatcher {
+  appended(tx: Executor, tenantId: string, rows: readonly TicketEventRow[]): Promise<void>;
 }
 
 /** How a message event reads in `message.created` (the issue's three kinds). */
@@ -46,6 +56,9 @@ function outboundTypes(e: TicketEventRow, opened: boolean): EventType[] {
       return ['ticket.reopened'];
     case 'sla_breached':
       return ['ticket.sla_breached'];
+    // A time rule fired (issue 37): its own event, beside the events of the changes its actions made.
+    case 'rule_fired':
+      return ['ticket.rule_fired'];
     case 'delivery': {
       // A reply's delivery says so when it reaches the customer or fails for good; its other moves do not.
       const state = (e.meta as { state?: unknown }).state;
@@ -91,6 +104,7 @@ export interface TimelineOptions {
  */
 export async function appendToTimeline(sink: TimelineSink, tx: Executor, tenantId: string, events: NewEvent[], opts: TimelineOptions = {}): Promise<TicketEventRow[]> {
   const rows = await emitting(sink, tx, tenantId, events, opts);
+  if (sink.reports && rows.length > 0) await sink.reports.appended(tx, tenantId, rows);
   let w = written.get(tx);
   if (!w) written.set(tx, (w = { rows: [], fresh: new Map(), files: new Map() }));
   w.rows.push(...rows);

@@ -158,3 +158,54 @@ export function postJson(rawUrl: string, headers: Record<string, string>, body: 
     req.end(body);
   });
 }
+
+/** What a bounded GET read: the status, the body (whole), its declared type. */
+export interface BoundedAnswer {
+  status: number;
+  body: Buffer;
+  contentType: string | undefined;
+}
+
+/**
+ * GETs a URL an admin gave (an iCal holiday feed, issue 37) under the same guard as webhook sends: every address
+ * the host resolves to is checked in the socket's own lookup, IP literals before it. Redirects are not followed
+ * (the answer is returned as it came). Rejects on a refused address, a network error, no whole answer within
+ * `timeoutMs` (a TimeoutError, the lookup and the body included), or a body over `maxBytes` (a TooLargeError,
+ * judged by Content-Length first and by the bytes as they arrive: the connection is dropped at the first byte over).
+ */
+export function getBounded(rawUrl: string, opts: { timeoutMs: number; maxBytes: number; policy: AddressPolicy; headers?: Record<string, string> }): Promise<BoundedAnswer> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(rawUrl);
+    if (literalRefused(url, opts.policy)) return reject(refusedAddress());
+    const client = url.protocol === 'https:' ? https : http;
+    // A fresh connection each time: a feed is read once a day, nothing to keep alive for.
+    const req = client.request(url, { method: 'GET', headers: opts.headers ?? {}, lookup: guardedLookup(opts.policy), agent: false });
+    const fail = (err: Error) => {
+      clearTimeout(timer);
+      reject(err);
+      req.destroy();
+    };
+    const timer = setTimeout(() => fail(Object.assign(new Error(`no whole answer within ${opts.timeoutMs} ms`), { name: 'TimeoutError' })), opts.timeoutMs);
+    const tooLarge = () => Object.assign(new Error(`the answer is larger than ${opts.maxBytes} bytes`), { name: 'TooLargeError' });
+    req.on('response', (res) => {
+      if (Number(res.headers['content-length']) > opts.maxBytes) return fail(tooLarge());
+      const chunks: Buffer[] = [];
+      let bytes = 0;
+      res.on('data', (chunk: Buffer) => {
+        bytes += chunk.length;
+        if (bytes > opts.maxBytes) return fail(tooLarge());
+        chunks.push(chunk);
+      });
+      res.on('end', () => {
+        clearTimeout(timer);
+        resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), contentType: res.headers['content-type'] });
+      });
+      res.on('error', fail);
+      res.on('close', () => {
+        if (!res.complete) fail(new Error('the connection closed before the answer ended'));
+      });
+    });
+    req.on('error', fail);
+    req.end();
+  });
+}

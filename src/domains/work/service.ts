@@ -9,6 +9,7 @@ import type { Principal } from '../identity/principal';
 import { isMember } from '../members/store';
 import { csatDelta, timeDelta, type RollupService } from '../rollups/service';
 import type { EventSink } from '../events/types';
+import type { ReportService } from '../reports/service';
 import * as store from './store';
 
 const presentEntry = (e: TimeEntryRow) => ({
@@ -48,6 +49,8 @@ export function createWorkService(deps: {
   };
   /** Where csat.created goes (issue 19). */
   events?: EventSink;
+  /** Told about time logged, changed or removed, in the same transaction (agent activity reports, issue 37). */
+  reports?: Pick<ReportService, 'entriesChanged'>;
 }) {
   const { db, rollups } = deps;
 
@@ -79,6 +82,8 @@ export function createWorkService(deps: {
           worked_on: input.worked_on ?? null,
         });
         await deps.tickets.bumpVersion(tx, actor.tenantId, row.ticket_id);
+        // After the ticket's row is locked (the version bump): a move of the ticket's dimensions waits or is seen.
+        await deps.reports?.entriesChanged(tx, actor.tenantId, row.ticket_id, { added: [row] });
         return { result: presentEntry(row), deltas: [timeDelta(row, 1)] };
       });
     },
@@ -90,6 +95,7 @@ export function createWorkService(deps: {
         await memberOrRefuse(tx, actor.tenantId, input.user_id, 'user_id');
         const row = await store.updateTimeEntry(tx, actor.tenantId, id, input);
         await deps.tickets.bumpVersion(tx, actor.tenantId, row.ticket_id);
+        await deps.reports?.entriesChanged(tx, actor.tenantId, row.ticket_id, { removed: [old], added: [row] });
         return { result: presentEntry(row), deltas: [timeDelta(old, -1), timeDelta(row, 1)] };
       });
     },
@@ -100,6 +106,7 @@ export function createWorkService(deps: {
         if (!old) throw notFound('time entry');
         await store.deleteTimeEntry(tx, actor.tenantId, id);
         await deps.tickets.bumpVersion(tx, actor.tenantId, old.ticket_id);
+        await deps.reports?.entriesChanged(tx, actor.tenantId, old.ticket_id, { removed: [old] });
         return { result: undefined, deltas: [timeDelta(old, -1)] };
       });
     },

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isValidTimeZone } from '../schedules/business-time';
 
 export const PROVIDER_KEY_NAMES = ['openai', 'anthropic', 'google', 'azure_openai', 'mistral', 'cohere'] as const;
 
@@ -31,6 +32,12 @@ export const patchTenantBody = z
     daily_usd_cap: usd('50.00').nullable().optional(),
     monthly_usd_cap: usd('1000.00').nullable().optional(),
     deployment_mode: z.enum(['shared', 'dedicated', 'self_hosted']).optional(),
+    time_zone: z
+      .string()
+      .max(64)
+      .refine(isValidTimeZone, { message: 'must be an IANA time zone name' })
+      .optional()
+      .meta({ examples: ['Europe/Berlin'], description: 'The IANA zone report days are cut in (UTC unless set). A change re-buckets every report in the workers; until it is done, reports stay in the previous zone and say so.' }),
     onboarding: z
       .record(z.string().min(1).max(100), z.unknown())
       .refine((o) => JSON.stringify(o).length <= 16_384, { message: 'onboarding must serialise to at most 16 KiB' })
@@ -54,6 +61,7 @@ export const tenantView = z.object({
   daily_usd_cap: z.number().nullable().meta({ examples: [50] }),
   monthly_usd_cap: z.number().nullable().meta({ examples: [1000] }),
   deployment_mode: z.enum(['shared', 'dedicated', 'self_hosted']),
+  time_zone: z.string().meta({ examples: ['Europe/Berlin'] }),
   onboarding: z.record(z.string(), z.unknown()).meta({ examples: [ONBOARDING] }),
   provider_keys_set: z
     .object(Object.fromEntries(PROVIDER_KEY_NAMES.map((p) => [p, z.boolean()])) as Record<(typeof PROVIDER_KEY_NAMES)[number], z.ZodBoolean>)

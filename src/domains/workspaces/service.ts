@@ -8,6 +8,7 @@ import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import type { ApiKeyService } from '../api-keys/service';
 import type { AuditService } from '../audit/service';
+import type { ReportService } from '../reports/service';
 import * as memberStore from '../members/store';
 import * as store from './store';
 import { DEFAULT_SLA_TARGETS } from '../sla/targets';
@@ -60,7 +61,13 @@ export const providerKeyContext = (tenantId: string, provider: string) => `provi
  * nothing, and never a read-modify-write of the workspace: two admins saving different settings at once
  * both keep theirs. The database enforces daily cap ≤ monthly cap on the row as it stands.
  */
-export function createWorkspaceSettingsService(deps: { db: Db; config: ConfigSection<'secrets'>; audit: AuditService }) {
+export function createWorkspaceSettingsService(deps: {
+  db: Db;
+  config: ConfigSection<'secrets'>;
+  audit: AuditService;
+  /** Told after a change of the workspace's zone commits (its report days are cut again: issue 37). */
+  reports?: Pick<ReportService, 'zoneChanged'>;
+}) {
   const { db, audit } = deps;
   const providerKeys = createFieldSealer(deps.config.ENCRYPTION_KEYS, providerKeyContext);
 
@@ -76,6 +83,7 @@ export function createWorkspaceSettingsService(deps: { db: Db; config: ConfigSec
       daily_usd_cap: t.daily_usd_cap === null ? null : Number(t.daily_usd_cap),
       monthly_usd_cap: t.monthly_usd_cap === null ? null : Number(t.monthly_usd_cap),
       deployment_mode: t.deployment_mode,
+      time_zone: t.time_zone,
       onboarding: t.onboarding,
       provider_keys_set: Object.fromEntries(PROVIDER_KEY_NAMES.map((p) => [p, set.has(p)])),
       created_at: iso(t.created_at),
@@ -90,12 +98,12 @@ export function createWorkspaceSettingsService(deps: { db: Db; config: ConfigSec
 
     async patch(actor: Principal, input: PatchTenantInput, ifMatch?: VersionCondition) {
       try {
-        return await db.transaction().execute(async (tx) => {
+        const answer = await db.transaction().execute(async (tx) => {
           const t = actor.tenantId;
           // No lost updates: the settings are locked, then the caller's If-Match checked against them.
           await store.lockTenant(tx, t);
           requireVersion(ifMatch, 'workspace settings', (await store.getTenant(tx, t)).version);
-          for (const column of ['name', 'region', 'default_model', 'default_embedding_model', 'deployment_mode', 'daily_usd_cap', 'monthly_usd_cap'] as const) {
+          for (const column of ['name', 'region', 'default_model', 'default_embedding_model', 'deployment_mode', 'daily_usd_cap', 'monthly_usd_cap', 'time_zone'] as const) {
             if (input[column] !== undefined) await store.setColumn(tx, t, column, input[column]);
           }
           if (input.onboarding) await store.mergeOnboarding(tx, t, input.onboarding);
@@ -113,6 +121,8 @@ export function createWorkspaceSettingsService(deps: { db: Db; config: ConfigSec
           await store.bumpTenantVersion(tx, t);
           return read(tx, t);
         });
+        if (input.time_zone !== undefined) await deps.reports?.zoneChanged(actor.tenantId);
+        return answer;
       } catch (err) {
         if ((err as { constraint?: string })?.constraint === 'tenants_cap_order') {
           throw refuse('cap_order', 'The daily cap may not exceed the monthly cap.', [{ path: 'body.daily_usd_cap', message: 'greater than the monthly cap' }]);
