@@ -1,4 +1,4 @@
-import { CompiledQuery, type Compilable } from 'kysely';
+import { CompiledQuery, type Compilable, type RawBuilder } from 'kysely';
 import type { Executor } from './index';
 import { nameStatement } from './named-statements';
 
@@ -93,3 +93,6 @@ export async function named<R>(exec: Executor, query: Compilable<R>, opts: { row
   if ((opts.rows ?? 1) <= NAMED_MAX_ROWS) nameStatement(q.sql);
   return (await exec.executeQuery(q)).rows;
 }
+
+/** A raw `sql` query as `prepared` takes it (a raw builder compiles against an executor). */
+export const compilable = <R>(exec: Executor, query: RawBuilder<R>): Compilable<R> => ({ compile: () => query.compile(exec) });

@@ -1,5 +1,6 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { Executor } from '../../db';
+import { compilable, prepared } from '../../db/prepared';
 import { BUCKET_BOUNDS_LITERAL } from './buckets';
 
 /*
@@ -134,11 +135,11 @@ const newState = (tenantId: string, ticketIds: string[], eventIds: string[]) => 
   WHERE t.tenant_id = ${tenantId} AND t.id = ANY(${ticketIds}::uuid[])`;
 
 /** The facts of these tickets that need business minutes measured (their policy names a schedule). */
-export async function scheduledFacts(db: Executor, tenantId: string, ticketIds: string[], eventIds: string[]): Promise<ScheduledFact[]> {
-  const { rows } = await sql<ScheduledFact>`
+const scheduledFactsQuery = prepared<[string, string[], string[]], ScheduledFact>(3, (db, tenantId, ticketIds, eventIds) => compilable(db, sql<ScheduledFact>`
     SELECT ticket_id, schedule_id, created_at, first_reply_at, resolved_at, frt_same, res_same, old_frt_business, old_res_business
-    FROM (${newState(tenantId, ticketIds, eventIds)}) n WHERE schedule_id IS NOT NULL`.execute(db);
-  return rows;
+    FROM (${newState(tenantId, ticketIds, eventIds)}) n WHERE schedule_id IS NOT NULL`));
+export async function scheduledFacts(db: Executor, tenantId: string, ticketIds: string[], eventIds: string[]): Promise<ScheduledFact[]> {
+  return scheduledFactsQuery(db, tenantId, ticketIds, eventIds);
 }
 
 /** Business minutes measured for one ticket's facts (absent: calendar minutes, the ticket's policy has no schedule). */
@@ -157,10 +158,9 @@ const STATE_COLUMNS = `team_id, agent_id, channel, priority, created_at, first_r
  * and, for a ticket whose dimensions changed (or that was never tracked), all its events and entries moved from
  * the old dimensions to the new; then the state rows replaced. Returns how many journal rows it wrote.
  */
-export async function track(db: Executor, tenantId: string, ticketIds: string[], eventIds: string[], measured: Measured[]): Promise<number> {
-  const { rows } = await sql<{ journaled: number }>`
+const trackQuery = prepared<[string, string[], string[], string], { journaled: number }>(4, (db, tenantId, ticketIds, eventIds, measured) => compilable(db, sql<{ journaled: number }>`
     WITH n0 AS (${newState(tenantId, ticketIds, eventIds)}),
-    b AS (SELECT * FROM jsonb_to_recordset(${JSON.stringify(measured)}::jsonb) AS x(ticket_id uuid, frt_business int, res_business int)),
+    b AS (SELECT * FROM jsonb_to_recordset(${measured}::jsonb) AS x(ticket_id uuid, frt_business int, res_business int)),
     n AS (
       SELECT n0.*,
              CASE WHEN n0.first_reply_at IS NOT NULL THEN CASE WHEN b.ticket_id IS NULL THEN n0.frt_minutes ELSE b.frt_business END END AS frt_business,
@@ -200,7 +200,9 @@ export async function track(db: Executor, tenantId: string, ticketIds: string[],
         )}
       RETURNING 1
     )
-    SELECT (SELECT count(*) FROM j)::int AS journaled, (SELECT count(*) FROM up)::int AS tracked`.execute(db);
+    SELECT (SELECT count(*) FROM j)::int AS journaled, (SELECT count(*) FROM up)::int AS tracked`));
+export async function track(db: Executor, tenantId: string, ticketIds: string[], eventIds: string[], measured: Measured[]): Promise<number> {
+  const rows = await trackQuery(db, tenantId, ticketIds, eventIds, JSON.stringify(measured));
   return rows[0]?.journaled ?? 0;
 }
 
@@ -213,16 +215,17 @@ export interface EntryChange {
 }
 
 /** Journals time entries' changes; false when the ticket is not tracked yet (the caller tracks it: that counts every entry). */
-export async function journalEntries(db: Executor, tenantId: string, ticketId: string, changes: EntryChange[]): Promise<boolean> {
-  const { rows } = await sql<{ tracked: boolean }>`
+const journalEntriesQuery = prepared<[string, string, string], { tracked: boolean }>(3, (db, tenantId, ticketId, changes) => compilable(db, sql<{ tracked: boolean }>`
     WITH s AS (SELECT team_id, channel, priority FROM report_tickets WHERE tenant_id = ${tenantId} AND ticket_id = ${ticketId}),
-    x AS (SELECT * FROM jsonb_to_recordset(${JSON.stringify(changes)}::jsonb) AS x(sign int, created_at timestamptz, user_id uuid, minutes int)),
+    x AS (SELECT * FROM jsonb_to_recordset(${changes}::jsonb) AS x(sign int, created_at timestamptz, user_id uuid, minutes int)),
     j AS (
       INSERT INTO report_journal (tenant_id, ${sql.raw(FACT_COLUMNS)})
       SELECT ${tenantId}, x.created_at, 'minutes', s.team_id, x.user_id, s.channel, s.priority, NULL, x.sign, x.sign * x.minutes FROM x, s
       RETURNING 1
     )
-    SELECT EXISTS (SELECT 1 FROM s) AS tracked, (SELECT count(*) FROM j) AS journaled`.execute(db);
+    SELECT EXISTS (SELECT 1 FROM s) AS tracked, (SELECT count(*) FROM j) AS journaled`));
+export async function journalEntries(db: Executor, tenantId: string, ticketId: string, changes: EntryChange[]): Promise<boolean> {
+  const rows = await journalEntriesQuery(db, tenantId, ticketId, JSON.stringify(changes));
   return rows[0]?.tracked ?? false;
 }
 
