@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 /**
  * Structured figures for bench/run.ts. A bench keeps printing what it printed before and, next to it, records
  * each figure here: its value and unit, the baseline measured in the same run (if any) and the ratio, the
@@ -48,6 +49,17 @@ export const quantile = (xs: number[], q: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length === 0 ? NaN : s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
 };
+
+/** Milliseconds of each of `n` sequential runs of `fn` (a same-run baseline's timings). */
+export async function timedRuns(fn: () => Promise<unknown>, n: number): Promise<number[]> {
+  const ms: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const s = performance.now();
+    await fn();
+    ms.push(performance.now() - s);
+  }
+  return ms;
+}
 
 export const autocannonLoad = (r: { requests: { average: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number }): Load => ({
   rate: r.requests.average,

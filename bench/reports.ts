@@ -24,7 +24,7 @@ import { rawReport } from '../src/domains/reports/verify';
 import { createWorkspaceService } from '../src/domains/workspaces/service';
 import type { QueueHub } from '../src/queue/hub';
 import { benchEnv, freshDatabase, start, stop, type Env } from './processes';
-import { createReport, quantile, runBench } from './report';
+import { createReport, quantile, runBench, timedRuns } from './report';
 
 const EVENTS = Number(process.env.BENCH_REPORT_EVENTS ?? 10_000_000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
@@ -123,7 +123,7 @@ async function main() {
         const path = `/v1/reports/${name}?from=${range.from}&to=${range.to}`;
         await autocannon({ url: `http://127.0.0.1:${PORT}${path}`, headers, connections: 1, duration: 1 });
         const r = await autocannon({ url: `http://127.0.0.1:${PORT}${path}`, headers, connections: 1, duration: SECONDS });
-        const raw = await timed(() => rawReport(db, t, name, range), RAW_RUNS);
+        const raw = await timedRuns(() => rawReport(db, t, name, range), RAW_RUNS);
         const pass = r.latency.p99 <= P99_TARGET_MS && r.non2xx === 0 && r.errors === 0;
         ok &&= pass;
         report.figure({
@@ -149,16 +149,6 @@ async function main() {
   console.log(`${ok ? 'PASS' : 'FAIL'}: every report's p99 ≤ ${P99_TARGET_MS} ms at ${counts.events + counts.entries} events`);
   await handle.close();
   if (!process.env.BENCH_KEEP_DATABASE) await database.drop();
-}
-
-async function timed(fn: () => Promise<unknown>, n: number) {
-  const ms: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const s = performance.now();
-    await fn();
-    ms.push(performance.now() - s);
-  }
-  return ms;
 }
 
 /**

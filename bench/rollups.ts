@@ -18,7 +18,7 @@ import { createAuditService } from '../src/domains/audit/service';
 import * as rollups from '../src/domains/rollups/store';
 import { createWorkspaceService } from '../src/domains/workspaces/service';
 import { benchEnv, freshDatabase, start, stop, type Env } from './processes';
-import { createReport, runBench } from './report';
+import { createReport, runBench, timedRuns } from './report';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 8);
@@ -130,15 +130,6 @@ async function main() {
     union all select 'day', worked_on::text, count(*), sum(minutes), sum(minutes) filter (where billable) from f group by worked_on`.execute(db);
   const rawCsat = () => sql`
     select assignee_id, score, count(*) from csat_responses where tenant_id = ${t}::uuid and created_at > now() - interval '365 days' group by grouping sets ((assignee_id), (score))`.execute(db);
-  const timeRaw = async (fn: () => Promise<unknown>, n: number) => {
-    const ms: number[] = [];
-    for (let i = 0; i < n; i++) {
-      const s = performance.now();
-      await fn();
-      ms.push(performance.now() - s);
-    }
-    return ms;
-  };
 
   const api = await start('src/server.ts', { ...env, PORT: String(PORT) }, null, PORT);
   const headers = { authorization: `Bearer ${ws.api_key.secret}` };
@@ -155,7 +146,7 @@ async function main() {
   for (const c of cases) {
     const r = await measure(c.path, 1);
     const busy = await measure(c.path, CONNECTIONS);
-    const raw = await timeRaw(c.raw, RAW_RUNS);
+    const raw = await timedRuns(c.raw, RAW_RUNS);
     const ratio = pct(raw, 50) / Math.max(0.001, r.latency.p50);
     const pass = ratio >= RATIO_TARGET && r.latency.p99 < 50 && r.non2xx === 0;
     ok &&= pass;
