@@ -9,7 +9,7 @@ const { ctx, ws } = useTestApp({ workspaces: 1 });
 const DETAIL_FIELDS = [
   'id', 'subject', 'description', 'status', 'priority', 'source', 'customer_id', 'customer_name', 'customer_email', 'tags',
   'metadata', 'first_response_due', 'resolution_due', 'sla_breached', 'sla_policy_id', 'created_at', 'updated_at',
-  'legal_next_states', 'time_total_minutes', 'time_billable_minutes', 'todo_counts', 'events',
+  'status_entered_at', 'legal_next_states', 'time_total_minutes', 'time_billable_minutes', 'todo_counts', 'events',
 ];
 
 async function makeTeam(w: Workspace, name = 'Tier 1') {

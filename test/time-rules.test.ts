@@ -158,6 +158,11 @@ describe('the timestamps a rule counts from, kept by the writes that move them',
     await ctx.http.post(`/v1/tickets/${t.id}/replies`).set(bearer(ws.ownerKey)).send({ body: 'Hello' }).expect(201);
     const replied = (await row(t.id)).last_agent_reply_at!;
     expect(Date.now() - replied.getTime()).toBeLessThan(60_000);
+    // The ticket's read shows what a rule counts from.
+    const read = (await h.ticket(ws, t.id)) as unknown as Record<string, unknown>;
+    expect(read.last_agent_reply_at).toBe(replied.toISOString());
+    expect(read.status_entered_at).toBe((await row(t.id)).status_entered_at.toISOString());
+    expect(read).not.toHaveProperty('last_customer_message_at');
     const { rows } = await sql<{ at: Date }>`SELECT created_at AS at FROM ticket_events WHERE ticket_id = ${t.id} AND kind = 'reply'`.execute(ctx.db);
     expect(Math.abs(replied.getTime() - rows[0]!.at.getTime())).toBeLessThan(1_000);
 
@@ -291,6 +296,16 @@ describe('each condition kind fires on the tickets past it, and only on those', 
       async (id) => {
         await ctx.http.post(`/v1/tickets/${id}/replies`).set(bearer(fw.ownerKey)).send({ body: 'Answered' }).expect(201);
         await setAt(id, 'first_response_due', '-1 hour');
+      },
+    ],
+    [
+      'next reply due within 30 minutes (a customer wrote again after a reply), and not once answered',
+      { hours_until: 'next_reply_due', minutes: 30 },
+      {},
+      (id) => setAt(id, 'next_reply_due', '20 minutes'),
+      async (id) => {
+        await setAt(id, 'next_reply_due', '20 minutes');
+        await ctx.http.post(`/v1/tickets/${id}/replies`).set(bearer(fw.ownerKey)).send({ body: 'Answered' }).expect(201);
       },
     ],
     ['resolution due within 4 hours', { hours_until: 'resolution_due', hours: 4 }, {}, (id) => setAt(id, 'resolution_due', '3 hours'), (id) => setAt(id, 'resolution_due', '5 hours')],

@@ -84,6 +84,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     await sql`CREATE INDEX ${sql.raw(name)} ON tickets (tenant_id, ${sql.raw(column)}, id) WHERE status IN ${live}`.execute(db);
   }
   await sql`CREATE INDEX tickets_rule_first_response_due ON tickets (tenant_id, first_response_due, id) WHERE status IN ${live} AND first_responded_at IS NULL`.execute(db);
+  await sql`CREATE INDEX tickets_rule_next_reply_due ON tickets (tenant_id, next_reply_due, id) WHERE status IN ${live} AND next_reply_due IS NOT NULL`.execute(db);
   // A paused resolution clock (pending, on hold: 0040) is approaching no due time; its ticket leaves the index.
   await sql`CREATE INDEX tickets_rule_resolution_due ON tickets (tenant_id, resolution_due, id) WHERE status IN ${live} AND solved_at IS NULL AND resolution_paused_at IS NULL`.execute(db);
 }
@@ -91,7 +92,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 export async function down(db: Kysely<unknown>): Promise<void> {
   await sql`
     DROP INDEX tickets_rule_created, tickets_rule_updated, tickets_rule_status_entered, tickets_rule_customer_message,
-      tickets_rule_agent_reply, tickets_rule_first_response_due, tickets_rule_resolution_due;
+      tickets_rule_agent_reply, tickets_rule_first_response_due, tickets_rule_next_reply_due, tickets_rule_resolution_due;
     DROP INDEX macros_time_rules;
     DROP TABLE time_rule_firings;
     ALTER TABLE tickets DROP COLUMN status_entered_at, DROP COLUMN last_customer_message_at, DROP COLUMN last_agent_reply_at;

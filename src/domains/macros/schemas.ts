@@ -24,9 +24,9 @@ export const TRIGGER_EVENTS = ['ticket.created', 'ticket.updated', 'ticket.reope
 export const TIME_EVENT = 'time';
 
 /** What a time condition counts from: a ticket timestamp, or a target's due time. */
-export const TIME_ANCHORS = ['created', 'updated', 'last_customer_message', 'last_agent_reply', 'status_entered', 'first_response_due', 'resolution_due'] as const;
+export const TIME_ANCHORS = ['created', 'updated', 'last_customer_message', 'last_agent_reply', 'status_entered', 'first_response_due', 'next_reply_due', 'resolution_due'] as const;
 export type TimeAnchor = (typeof TIME_ANCHORS)[number];
-export const DUE_ANCHORS = ['first_response_due', 'resolution_due'] as const satisfies readonly TimeAnchor[];
+export const DUE_ANCHORS = ['first_response_due', 'next_reply_due', 'resolution_due'] as const satisfies readonly TimeAnchor[];
 
 /** The longest a time condition waits: a year. */
 export const MAX_TIME_HOURS = 8760;

@@ -116,6 +116,8 @@ const ANCHORS: Record<TimeAnchor, { column: string; implied: RawBuilder<boolean>
     last_agent_reply: { column: 'last_agent_reply_at', implied: live },
     status_entered: { column: 'status_entered_at', implied: live },
     first_response_due: { column: 'first_response_due', implied: sql<boolean>`${live} AND tickets.first_responded_at IS NULL` },
+    // Set while a customer message after a reply awaits an answer (0040); the reply clears it.
+    next_reply_due: { column: 'next_reply_due', implied: sql<boolean>`${live} AND tickets.next_reply_due IS NOT NULL` },
     // A paused resolution clock (pending, on hold) is not running out: its due time is stale until the clock resumes.
     resolution_due: { column: 'resolution_due', implied: sql<boolean>`${live} AND tickets.solved_at IS NULL AND tickets.resolution_paused_at IS NULL` },
   };
