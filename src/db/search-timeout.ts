@@ -1,9 +1,6 @@
 import { sql } from 'kysely';
-import { refuse } from '../lib/errors';
+import { isQueryCanceled, refuse } from '../lib/errors';
 import type { Db, Tx } from './index';
-
-/** PostgreSQL's SQLSTATE for a statement cancelled by statement_timeout (or an operator's pg_cancel_backend). */
-const QUERY_CANCELED = '57014';
 
 /** How long one search may run, and what its 422 tells the caller to do instead (the end of the detail). */
 export interface SearchBound {
@@ -28,7 +25,7 @@ export async function withSearchTimeout<T>(db: Db, bound: SearchBound, run: (tx:
         return run(tx);
       });
   } catch (err) {
-    if ((err as { code?: unknown } | null)?.code === QUERY_CANCELED) {
+    if (isQueryCanceled(err)) {
       throw refuse('query_too_expensive', `This search ran longer than ${bound.timeoutMs} ms (SEARCH_TIMEOUT_MS) and was stopped; ${bound.advice}`, [
         { path: 'q', message: 'matches too much to answer in time' },
       ]);

@@ -187,6 +187,9 @@ const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNRE
 export const isStalePreparedStatement = (err: unknown): boolean =>
   (err as { code?: unknown })?.code === '0A000' && String((err as Error)?.message).includes('cached plan must not change result type');
 
+/** A statement PostgreSQL cancelled: statement_timeout (SQLSTATE 57014, also an operator's pg_cancel_backend). */
+export const isQueryCanceled = (err: unknown): boolean => (err as { code?: unknown } | null)?.code === '57014';
+
 /**
  * Recognises a lost PostgreSQL or Redis so the caller gets a 503 with Retry-After instead of a 500.
  * Transactions roll back on these errors, so nothing is half-written.

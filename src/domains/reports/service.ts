@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Db, Executor } from '../../db';
 import type { ReadRouting } from '../../db/reads';
 import type { TicketEventRow, TimeEntryRow } from '../../db/types';
+import { isQueryCanceled } from '../../lib/errors';
 import type { QueueHub } from '../../queue/hub';
 import type { Principal } from '../identity/principal';
 import { businessMinutesBetween } from '../schedules/business-time';
@@ -14,9 +15,17 @@ const UNTRACKED_KINDS = new Set(['delivery', 'sla_breached']);
 /** Fold requests: one job per workspace and window; the job waits out its window and a little more (see requestFold). */
 const FOLD_WINDOW_MS = 1000;
 const FOLD_DELAY_MS = 2000;
-/** Journal rows folded per transaction, and transactions per fold job. */
-const FOLD_CHUNK = 10_000;
-const FOLD_CHUNKS = 100;
+/**
+ * Journal rows folded per transaction, sized by time like the time-rule batches: a chunk's cost is not its row
+ * count but how many day rows its facts reach (today's facts share a few keys; a backfill's, spread over months
+ * and every dimension, reach up to 32 rows each), so the chunk doubles while a fold takes under a quarter of
+ * FOLD_TARGET_MS and halves when one takes longer, between the bounds. A chunk stopped by the statement timeout
+ * is rolled back whole and tried again at a quarter of its size. A job folds for FOLD_JOB_MS, then queues the next.
+ */
+const FOLD_TARGET_MS = 1000;
+const FOLD_MIN_CHUNK = 100;
+const FOLD_MAX_CHUNK = 20_000;
+const FOLD_JOB_MS = 30_000;
 /** Day rows whose percentiles are recomputed per transaction, and transactions per fold job. */
 const REFRESH_BATCH = 5000;
 const REFRESH_BATCHES = 200;
@@ -41,6 +50,8 @@ export function createReportService(deps: { db: Db; queues: QueueHub; logger: Lo
   const { db, queues, logger } = deps;
   const reads = deps.reads ?? { forReading: async () => db };
   const asked = new Map<string, number>();
+  /** The next fold's chunk (journal rows), adapted to how long folds take here (see FOLD_TARGET_MS). */
+  let foldChunk = 1000;
 
   /**
    * Asks for a fold of the workspace, once per window per process, without waiting (this runs inside the writing
@@ -113,7 +124,7 @@ export function createReportService(deps: { db: Db; queues: QueueHub; logger: Lo
       return present(name, q, REPORT_READS[name], await reader(actor), actor.tenantId);
     },
 
-    /** The reports.fold job: chunk after chunk, each its own transaction, until the journal is empty (or FOLD_CHUNKS ran). */
+    /** The reports.fold job: chunk after chunk, each its own transaction sized by time, until the journal is empty (or FOLD_JOB_MS passed: the next job goes on). */
     fold,
 
     /**
@@ -155,10 +166,24 @@ export function createReportService(deps: { db: Db; queues: QueueHub; logger: Lo
 
   async function fold(tenantId: string) {
     let moved = 0;
-    for (let i = 0; i < FOLD_CHUNKS; i++) {
-      const chunk = await db.transaction().execute((tx) => store.fold(tx, tenantId, FOLD_CHUNK));
+    const deadline = Date.now() + FOLD_JOB_MS;
+    while (Date.now() < deadline) {
+      const limit = foldChunk;
+      const started = Date.now();
+      let chunk: { moved: number };
+      try {
+        chunk = await db.transaction().execute((tx) => store.fold(tx, tenantId, limit));
+      } catch (err) {
+        if (!isQueryCanceled(err) || limit === FOLD_MIN_CHUNK) throw err;
+        foldChunk = Math.max(FOLD_MIN_CHUNK, Math.floor(limit / 4));
+        logger.warn({ tenant_id: tenantId, chunk: limit, next: foldChunk }, 'report fold chunk ran past the statement timeout; retrying smaller');
+        continue;
+      }
+      const ms = Date.now() - started;
+      if (ms > FOLD_TARGET_MS) foldChunk = Math.max(FOLD_MIN_CHUNK, Math.floor(limit / 2));
+      else if (ms < FOLD_TARGET_MS / 4 && chunk.moved === limit) foldChunk = Math.min(FOLD_MAX_CHUNK, limit * 2);
       moved += chunk.moved;
-      if (chunk.moved < FOLD_CHUNK) return { moved, refreshed: await refresh(tenantId) };
+      if (chunk.moved < limit) return { moved, refreshed: await refresh(tenantId) };
     }
     // More is waiting than one job folds: the next window's job goes on (the sweep would too).
     requestFold(tenantId);
