@@ -216,6 +216,7 @@ export const SETTINGS = {
   TIME_RULE_BATCH_SIZE: setting('workers', int(1, 5000).default(500), 'the most tickets a time rule fires on per transaction of its sweep: the most rows it locks at once'),
   // How long one of those transactions aims to take: the next batch is sized from what the last one cost.
   TIME_RULE_BATCH_MS: setting('workers', int(50, 60_000).default(1000), 'how long a batch of a time rule\'s sweep aims to take: each batch is sized (up to `TIME_RULE_BATCH_SIZE`) from what the last one cost, so a ticket stays locked about this long at most however slow its changes are'),
+  TIME_RULE_LANES: setting('workers', int(1, 16).default(2), 'how many batches of one time rule\'s run go at once, each its own transaction and database connection: a batch mostly waits on the database, so two keep it busier; they share the rule\'s tickets without overlap (SKIP LOCKED and the firings\' key)'),
   AUDIT_RETENTION_DAYS: setting('workers', int(1, 36500).default(365), 'audit entries older than this are pruned daily'),
   // ── tickets ──
   PRESENCE_TTL_SECONDS: setting('tickets', int(1, 86400).default(300), 'presence not refreshed for this long counts as offline for round robin'),

@@ -42,7 +42,7 @@ export function createWorkerServices(deps: ProcessDeps) {
     // iCal holiday feeds (issue 37): read under the outbound address guard, daily and when a feed is set.
     scheduleFeeds: createScheduleFeeds({ db, queues, config: section(config, 'schedules'), logger }),
     // Time-based rules (issue 37): the minute's sweep and each rule's batches, through the macros' apply path.
-    timeRules: createTimeRules({ db, queues, logger, tickets: tickets.commands, macros: shared.macros, batch: { max: config.TIME_RULE_BATCH_SIZE, targetMs: config.TIME_RULE_BATCH_MS } }),
+    timeRules: createTimeRules({ db, queues, logger, tickets: tickets.commands, macros: shared.macros, batch: { max: config.TIME_RULE_BATCH_SIZE, targetMs: config.TIME_RULE_BATCH_MS, lanes: config.TIME_RULE_LANES } }),
     webhookDelivery: createWebhookDelivery({ db, config: section(config, 'outboundWebhooks', 'secrets'), audit, queues, logger, present: events.present, background: intakePriority.background }),
   };
 }

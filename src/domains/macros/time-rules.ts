@@ -80,7 +80,8 @@ export function createTimeRules(deps: {
   tickets: Pick<TicketCommands, 'lockMany' | 'recordEvents'>;
   macros: Pick<MacroService, 'fireRule'>;
   /** TIME_RULE_BATCH_SIZE (the most tickets a batch takes) and TIME_RULE_BATCH_MS (how long a batch aims to take). */
-  batch: { max: number; targetMs: number };
+  /** Batches: at most `max` tickets, sized to last about `targetMs`; `lanes` of them at once in one run. */
+  batch: { max: number; targetMs: number; lanes?: number };
 }) {
   const { db, logger } = deps;
 
@@ -104,10 +105,31 @@ export function createTimeRules(deps: {
     macroId: string,
     opts: { budgetMs?: number; onBatch?: (b: { limit: number; seen: number; fired: number; ms: number }) => void } = {},
   ): Promise<RuleRun> {
-    const { max, targetMs } = deps.batch;
-    let limit = Math.min(FIRST_BATCH, max);
     const deadline = Date.now() + (opts.budgetMs ?? RUN_BUDGET_MS);
     const out: RuleRun = { fired: 0, batches: 0, seen: 0, longestBatchMs: 0, done: false };
+    // A batch waits on the database most of its time (the apply path's statements one after another), so a run
+    // takes `lanes` batches at once, each its own transaction: they share the rule's tickets through SKIP LOCKED and
+    // the firings' key exactly as two workers' runs do, each following its own keyset. The run is done when every
+    // lane has come to the end of what it can take.
+    const lanes = Math.max(1, deps.batch.lanes ?? 1);
+    const done = await Promise.all(Array.from({ length: lanes }, () => lane(tenantId, macroId, deadline, out, opts.onBatch)));
+    out.done = done.every(Boolean);
+    if (out.fired > 0 || !out.done) {
+      logger.info({ tenant_id: tenantId, macro_id: macroId, fired: out.fired, batches: out.batches, longest_batch_ms: Math.round(out.longestBatchMs), done: out.done }, 'time rule run');
+    }
+    return out;
+  }
+
+  /** One lane of a run: batch after batch along its own keyset; true when it came to the end (or the rule went). */
+  async function lane(
+    tenantId: string,
+    macroId: string,
+    deadline: number,
+    out: RuleRun,
+    onBatch?: (b: { limit: number; seen: number; fired: number; ms: number }) => void,
+  ): Promise<boolean> {
+    const { max, targetMs } = deps.batch;
+    let limit = Math.min(FIRST_BATCH, max);
     let after: { stretch: string; id: string } | null = null;
     for (;;) {
       const started = performance.now();
@@ -127,30 +149,20 @@ export function createTimeRules(deps: {
         await deps.tickets.recordEvents(tx, tenantId, events);
         return { candidates, fired: tickets.length };
       });
-      if (!batch) {
-        out.done = true;
-        break;
-      }
+      if (!batch) return true;
       const ms = performance.now() - started;
       out.batches += 1;
       out.fired += batch.fired;
       out.seen += batch.candidates.length;
       out.longestBatchMs = Math.max(out.longestBatchMs, ms);
       logger.debug({ tenant_id: tenantId, macro_id: macroId, limit, seen: batch.candidates.length, fired: batch.fired, ms: Math.round(ms) }, 'time rule batch');
-      opts.onBatch?.({ limit, seen: batch.candidates.length, fired: batch.fired, ms });
+      onBatch?.({ limit, seen: batch.candidates.length, fired: batch.fired, ms });
       const last = batch.candidates.at(-1);
-      if (batch.candidates.length < limit || !last) {
-        out.done = true;
-        break;
-      }
+      if (batch.candidates.length < limit || !last) return true;
       after = { stretch: last.stretch, id: last.id };
       limit = nextBatchSize(limit, ms, targetMs, max);
-      if (Date.now() >= deadline) break;
+      if (Date.now() >= deadline) return false;
     }
-    if (out.fired > 0 || !out.done) {
-      logger.info({ tenant_id: tenantId, macro_id: macroId, fired: out.fired, batches: out.batches, longest_batch_ms: Math.round(out.longestBatchMs), done: out.done }, 'time rule run');
-    }
-    return out;
   }
 
   return { sweep, run };
