@@ -55,7 +55,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     );
 
     CREATE TABLE report_journal (
-      id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      id bigint GENERATED ALWAYS AS IDENTITY,
       tenant_id uuid NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
       at timestamptz NOT NULL,
       metric text NOT NULL CHECK (metric IN ('created', 'backlog', 'frt', 'frt_b', 'res', 'res_b', 'rpt', 'reo', 'slaf', 'slar',
@@ -69,7 +69,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       v bigint NOT NULL DEFAULT 0
     );
     -- Folds take a workspace's oldest rows first, a bounded chunk per transaction; reads take all of its rows (few).
-    CREATE INDEX report_journal_tenant ON report_journal (tenant_id, id);
+    -- The key leads with the workspace, as every tenant table's does (a distributed table's key must hold it).
+    ALTER TABLE report_journal ADD PRIMARY KEY (tenant_id, id);
 
     CREATE TABLE report_days (
       tenant_id uuid NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,

@@ -390,7 +390,7 @@ export async function fold(db: Executor, tenantId: string, limit: number): Promi
   const zone = await bucketZone(db, tenantId);
   const { rows } = await sql<{ team: string; agent: string; channel: string; priority: string; grain: string; period: string; empty: boolean; moved: number }>`
     WITH moved AS (
-      DELETE FROM report_journal WHERE id IN (SELECT id FROM report_journal WHERE tenant_id = ${tenantId} ORDER BY id LIMIT ${limit})
+      DELETE FROM report_journal WHERE tenant_id = ${tenantId} AND id IN (SELECT id FROM report_journal WHERE tenant_id = ${tenantId} ORDER BY id LIMIT ${limit})
       RETURNING ${sql.raw(FACT_COLUMNS)}
     ),
     ${daysOf(sql`SELECT * FROM moved`, zone)},
