@@ -6,6 +6,12 @@
  * (REPORTS_EQUALITY_EVENTS, 50,000 by default; docs/decisions/reports.md records a run at 1,000,000).
  */
 import { sql } from 'kysely';
+import pino from 'pino';
+import { createDb } from '../src/db';
+import { createReportService } from '../src/domains/reports/service';
+import { foldLock, foldUnlock } from '../src/domains/reports/store';
+import type { QueueHub } from '../src/queue/hub';
+import { sleep } from './helpers/wait';
 import { bucketOf, BUCKET_BOUNDS, percentile } from '../src/domains/reports/buckets';
 import { wantsCsv } from '../src/domains/reports/csv';
 import { verifyWorkspace } from '../src/domains/reports/verify';
@@ -334,6 +340,51 @@ describe('GET /v1/reports/{name} over HTTP', () => {
   test("another workspace's reports see none of this one's tickets", async () => {
     const other = await createWorkspace(ctx);
     expect((await get(other, 'volume', { from: today(), to: today() })).body.total).toEqual({ created: 0, solved: 0, reopened: 0 });
+  });
+});
+
+describe('the fold under a statement timeout', () => {
+  test('a chunk stopped by the statement timeout is rolled back and tried again a quarter the size, until it folds', async () => {
+    const ws = await createWorkspace(ctx);
+    await createTicket(ctx, ws);
+    await createTicket(ctx, ws);
+    const pending = await journalRows(ctx.db, ws.tenantId);
+    expect(pending).toBeGreaterThan(0);
+    // A service over connections whose statements may run 300 ms. Another session holds the workspace's fold lock,
+    // so each chunk's lock wait is cancelled by the timeout, exactly as a chunk too slow to fold in time is; the lock
+    // is let go at the second retry's warning, so the third attempt folds.
+    const short = createDb({ ...ctx.config, PG_STATEMENT_TIMEOUT_MS: 300 });
+    const warnings: { chunk: number; next: number }[] = [];
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((r) => (release = r));
+    const logger = pino({ level: 'warn' }, {
+      write(line: string) {
+        const entry = JSON.parse(line) as { msg: string; chunk: number; next: number };
+        if (!entry.msg.includes('statement timeout')) return;
+        warnings.push({ chunk: entry.chunk, next: entry.next });
+        if (warnings.length === 2) release();
+      },
+    });
+    const service = createReportService({ db: short.db, queues: { enqueue: async () => undefined } as unknown as QueueHub, logger });
+    const holder = ctx.db.connection().execute(async (conn) => {
+      await foldLock(ws.tenantId).execute(conn);
+      await released;
+      await foldUnlock(ws.tenantId).execute(conn);
+    });
+    try {
+      await sleep(50);
+      const out = await service.fold(ws.tenantId);
+      expect(out.moved).toBe(pending);
+      expect(warnings).toEqual([
+        { chunk: 1000, next: 250 },
+        { chunk: 250, next: 100 },
+      ]);
+      expect(await journalRows(ctx.db, ws.tenantId)).toBe(0);
+    } finally {
+      release();
+      await holder;
+      await short.close();
+    }
   });
 });
 
