@@ -343,6 +343,22 @@ describe('GET /v1/reports/{name} over HTTP', () => {
   });
 });
 
+describe('the per-minute sweep', () => {
+  test('folds every workspace with deltas waiting (their fold jobs lost), and nothing of the others', async () => {
+    const a = await createWorkspace(ctx);
+    const b = await createWorkspace(ctx);
+    await createTicket(ctx, a);
+    await createTicket(ctx, b);
+    expect(await journalRows(ctx.db, a.tenantId)).toBeGreaterThan(0);
+    expect(await journalRows(ctx.db, b.tenantId)).toBeGreaterThan(0);
+    const out = await reports().sweep();
+    expect(out.folded).toBeGreaterThanOrEqual(2);
+    expect(await journalRows(ctx.db, a.tenantId)).toBe(0);
+    expect(await journalRows(ctx.db, b.tenantId)).toBe(0);
+    expect((await reports().sweep()).folded).toBe(0);
+  });
+});
+
 describe('the fold under a statement timeout', () => {
   test('a chunk stopped by the statement timeout is rolled back and tried again a quarter the size, until it folds', async () => {
     const ws = await createWorkspace(ctx);

@@ -410,7 +410,15 @@ export async function fold(db: Executor, tenantId: string, limit: number): Promi
 
 /** Workspaces with deltas waiting, and those whose days are cut in a zone other than the one set. */
 export async function crossTenantNeedingWork(db: Executor): Promise<{ fold: string[]; rezone: string[] }> {
-  const fold = await sql<{ tenant_id: string }>`SELECT DISTINCT tenant_id FROM report_journal`.execute(db);
+  // A skip scan over the journal's key (one index probe per workspace with deltas), not a DISTINCT over every row:
+  // this runs every minute, and a backfill or stopped workers leave millions of rows.
+  const fold = await sql<{ tenant_id: string }>`
+    WITH RECURSIVE w(tenant_id) AS (
+      (SELECT tenant_id FROM report_journal ORDER BY tenant_id LIMIT 1)
+      UNION ALL
+      SELECT (SELECT j.tenant_id FROM report_journal j WHERE j.tenant_id > w.tenant_id ORDER BY j.tenant_id LIMIT 1) FROM w WHERE w.tenant_id IS NOT NULL
+    )
+    SELECT tenant_id FROM w WHERE tenant_id IS NOT NULL`.execute(db);
   const rezone = await sql<{ tenant_id: string }>`
     SELECT t.id AS tenant_id FROM tenants t LEFT JOIN report_zones z ON z.tenant_id = t.id WHERE t.time_zone <> coalesce(z.zone, 'UTC')`.execute(db);
   return { fold: fold.rows.map((r) => r.tenant_id), rezone: rezone.rows.map((r) => r.tenant_id) };
