@@ -20,6 +20,8 @@ export interface TenantsTable {
   onboarding: ColumnType<Record<string, unknown>, string | undefined, string>;
   /** The IANA zone the workspace's report days are cut in (0042); UTC unless set. */
   time_zone: ColumnType<string, string | undefined, string>;
+  /** Solved and closed tickets older than this many days have their conversation erased (0043); null: off. */
+  retention_days: ColumnType<number | null, number | null | undefined, number | null>;
   /** Bumped by a trigger on every update: the settings' strong ETag. */
   version: ColumnType<number, never, never>;
   created_at: CreatedAt;
@@ -182,8 +184,42 @@ export interface CustomersTable {
   company: string;
   country: string;
   metadata: ColumnType<Record<string, unknown>, string, string>;
+  /** Bumped by a trigger on every update (0043): the customer's strong ETag. */
+  version: ColumnType<number, never, never>;
+  phone: ColumnType<string, string | undefined, string>;
+  notes: ColumnType<string, string | undefined, string>;
+  locale: ColumnType<string, string | undefined, string>;
+  time_zone: ColumnType<string, string | undefined, string>;
+  /** Set when the person was erased: the row keeps only its id and timestamps. */
+  erased_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   created_at: CreatedAt;
   updated_at: UpdatedAt;
+}
+
+/** Where a merged-away (deleted) customer went (0043): reads of its id answer the survivor's. */
+export interface CustomerMergesTable {
+  tenant_id: string;
+  id: string;
+  merged_into_id: string;
+  merged_at: CreatedAt;
+}
+
+/** One export or erasure of a customer (0043): what the job works from and what a client polls. */
+export interface CustomerJobsTable {
+  tenant_id: string;
+  id: string;
+  customer_id: string;
+  kind: 'export' | 'erase';
+  state: ColumnType<'queued' | 'done' | 'failed', 'queued' | 'done' | 'failed' | undefined, 'queued' | 'done' | 'failed'>;
+  reason: ColumnType<string, string | undefined, string>;
+  requested_by_user_id: string | null;
+  requested_by_api_key_id: string | null;
+  file_key: ColumnType<string | null, string | null | undefined, string | null>;
+  file_bytes: ColumnType<string | null, number | null | undefined, number | null>;
+  expires_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  error: ColumnType<string | null, string | null | undefined, string | null>;
+  created_at: CreatedAt;
+  completed_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 export interface TeamsTable {
@@ -321,6 +357,8 @@ export interface TicketsTable {
   last_customer_message_at: Date | null;
   /** An agent's latest reply (0041); internal notes do not count. */
   last_agent_reply_at: Date | null;
+  /** When the conversation's text was erased (retention or the customer's erasure; 0043). */
+  content_erased_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
   /** The next-reply target (0040): due from the first customer message after an agent reply (`next_reply_from`), met by the next reply. */
   next_reply_due: ColumnType<Date | null, Date | null | undefined, Date | null>;
   next_reply_from: ColumnType<Date | null, Date | null | undefined, Date | null>;
@@ -349,6 +387,8 @@ export interface TicketEventsTable {
   actor_user_id: string | null;
   actor_name: string | null;
   created_at: CreatedAt;
+  /** When the event's text was removed (redaction, erasure, retention; 0043). */
+  redacted_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
 }
 
 /**
@@ -756,6 +796,8 @@ export interface Database {
   event_deliveries: EventDeliveriesTable;
   event_delivery_attempts: EventDeliveryAttemptsTable;
   customer_handles: CustomerHandlesTable;
+  customer_jobs: CustomerJobsTable;
+  customer_merges: CustomerMergesTable;
   oauth_states: OauthStatesTable;
   mailboxes: MailboxesTable;
   outbound_messages: OutboundMessagesTable;
@@ -797,6 +839,7 @@ export type NewApiKey = Insertable<ApiKeysTable>;
 export type UserRow = Selectable<UsersTable>;
 export type AuditRow = Selectable<AuditLogTable>;
 export type CustomerRow = Selectable<CustomersTable>;
+export type CustomerJobRow = Selectable<CustomerJobsTable>;
 export type NewCustomer = Insertable<CustomersTable>;
 export type TicketRow = Selectable<TicketsTable>;
 export type NewTicket = Insertable<TicketsTable>;

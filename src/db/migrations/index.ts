@@ -41,6 +41,7 @@ import * as m0039 from './0039_search_people_articles';
 import * as m0040 from './0040_schedules';
 import * as m0041 from './0041_time_rules';
 import * as m0042 from './0042_reports';
+import * as m0043 from './0043_customers_as_people';
 
 // Static imports keep migrations working the same under tsx, jest and a bundler; names sort by version.
 const migrations: Record<string, Migration> = {
@@ -86,6 +87,7 @@ const migrations: Record<string, Migration> = {
   '0040_schedules': m0040,
   '0041_time_rules': m0041,
   '0042_reports': m0042,
+  '0043_customers_as_people': m0043,
 };
 
 export const migrationProvider: MigrationProvider = {
