@@ -6,12 +6,13 @@
  * Each case spreads BENCH_CONNECTIONS (16) callers over BENCH_TICKETS (1,000) tickets for BENCH_SECONDS (5):
  * PATCH /v1/tickets/{id}, POST …/replies, POST …/notes, GET /v1/tickets/{id} (50 events), GET /v1/tickets
  * (first page), POST /v1/teams/{id}/assign, and PATCH on one ticket with 5,000 events against PATCH on one new
- * ticket. For each it prints the rate as a ratio to its baseline, and the database round trips and Redis
+ * ticket, and PATCH /v1/customers/{id} (issue 38: a name change, which also re-indexes the customer's 3 tickets)
+ * against PATCH /v1/tickets/{id} in the same run. For each it prints the rate as a ratio to its baseline, and the database round trips and Redis
  * commands per request (every statement the pool sends, BEGIN and COMMIT included), and CPU-ms per request
  * by component: this process's main thread (the app and the baselines; the load generator runs in a thread
  * of its own and is not counted), PostgreSQL and Redis, from /proc.
  * Targets: every write ≥ 0.5× the write baseline; GET ticket ≥ 0.7× the read baseline; PATCH on the
- * 5,000-event ticket within 10 % of a new ticket.
+ * 5,000-event ticket within 10 % of a new ticket; PATCH customer at least PATCH ticket's throughput (issue 38).
  *   npm run bench:writes     BENCH_SECONDS, BENCH_CONNECTIONS, BENCH_TICKETS, BENCH_CASES (a comma list of
  *                            words: only the cases whose name holds one, e.g. "GET,PATCH"; the baselines always run)
  */
@@ -64,6 +65,7 @@ async function caller(deadline) {
       const b = body === 'patch' ? { priority: pass % 2 ? 'high' : 'low' }
         : body === 'message' ? { body: 'Bench message ' + i }
         : body === 'assign' ? { ticket_id: id }
+        : body === 'customer' ? { display_name: 'Bench Customer ' + (pass % 2 ? 'B' : 'A'), notes: 'Bench note ' + i }
         : undefined;
       const res = await fetch(base + path.replace('{id}', id), { method, headers: { authorization: 'Bearer ' + key, 'content-type': 'application/json' }, body: b === undefined ? undefined : JSON.stringify(b) });
       status = res.status;
@@ -92,7 +94,7 @@ const cpuText = (c: Cpu) => `api ${c.api.toFixed(2)} pg ${c.postgres.toFixed(2)}
 interface Plan {
   method: 'GET' | 'POST' | 'PATCH';
   path: string;
-  body?: 'patch' | 'message' | 'assign';
+  body?: 'patch' | 'message' | 'assign' | 'customer';
   ids: string[];
 }
 interface LoadResult {
@@ -161,6 +163,20 @@ async function main() {
       ).rows.map((r) => r.id);
     const ticketIds = await seed(TICKETS);
     const [withFifty, withHistory, fresh] = await seed(3);
+    // Customers for PATCH /v1/customers/{id} (issue 38), each with a handle and three tickets (a name change
+    // re-indexes them), in three statements.
+    const customerIds = (
+      await sql<{ id: string }>`
+        INSERT INTO customers (id, tenant_id, display_name, email)
+        SELECT gen_random_uuid(), ${ws.tenant_id}::uuid, 'Bench Customer ' || g, 'person' || g || '@bench.test' FROM generate_series(1, ${TICKETS}::int) g
+        RETURNING id`.execute(db)
+    ).rows.map((r) => r.id);
+    await sql`INSERT INTO customer_handles (tenant_id, kind, handle, customer_id)
+      SELECT ${ws.tenant_id}::uuid, 'whatsapp_id', '4915' || lpad(row_number() OVER ()::text, 9, '0'), c FROM unnest(${customerIds}::uuid[]) AS c`.execute(db);
+    await sql`INSERT INTO tickets (id, tenant_id, subject, description, status, priority, source, customer_id, sla_policy_id, first_response_due, resolution_due)
+      SELECT gen_random_uuid(), ${ws.tenant_id}::uuid, 'Customer bench ticket', 'Seeded.', 'open', 'normal', 'api', c, p.id, now() + interval '4 hours', now() + interval '1 day'
+      FROM unnest(${customerIds}::uuid[]) AS c, generate_series(1, 3), sla_policies p
+      WHERE p.tenant_id = ${ws.tenant_id}::uuid AND p.is_default`.execute(db);
     /** `n` internal notes on a ticket, in one statement (a history, not something the bench measures). */
     const history = (ticketId: string, n: number) =>
       sql`INSERT INTO ticket_events (id, tenant_id, ticket_id, kind, body, meta, actor_type, actor_name, created_at)
@@ -218,6 +234,14 @@ async function main() {
     ];
     const cases: { name: string; load: Case; against: 'write' | 'read' | null; target?: number }[] = [];
     for (const c of plans.filter((p) => wanted(p.name))) cases.push({ ...c, load: await run(c.name, c.plan) });
+    // Issue 38: a customer's write against a ticket's, back to back in this run (the ticket's measured again here,
+    // next to it, so both see the same machine).
+    const people = wanted('customers')
+      ? {
+          ticket: await run('PATCH /v1/tickets/{id} (beside customers)', { method: 'PATCH', path: '/v1/tickets/{id}', body: 'patch', ids: ticketIds }),
+          customer: await run('PATCH /v1/customers/{id}', { method: 'PATCH', path: '/v1/customers/{id}', body: 'customer', ids: customerIds }),
+        }
+      : null;
     const longTicket = wanted('5,000') ? { fresh: await run('PATCH one new ticket', { method: 'PATCH', path: '/v1/tickets/{id}', body: 'patch', ids: [fresh!] }), long: await run('PATCH one ticket with 5,000 events', { method: 'PATCH', path: '/v1/tickets/{id}', body: 'patch', ids: [withHistory!] }) } : null;
 
     report.figure({ name: 'baseline: lock, update, insert (no auth)', value: writeBase.rate, unit: 'req/s' });
@@ -245,6 +269,21 @@ async function main() {
       const historyRatio = longTicket.long.rate / longTicket.fresh.rate;
       report.figure({ name: 'PATCH one ticket with 5,000 events: throughput', value: longTicket.long.rate, unit: 'req/s', baseline: longTicket.fresh.rate, target: 'within 10 % of a new ticket (issue 21)', met: historyRatio >= 0.9 });
       console.log(`${historyRatio >= 0.9 ? 'PASS' : 'MISS'}: PATCH on a ticket with 5,000 events ${historyRatio.toFixed(2)}× a new ticket (target ≥ 0.90×)`);
+    }
+    if (people) {
+      const ratio = people.customer.rate / people.ticket.rate;
+      report.figure({ name: 'PATCH /v1/customers/{id}: throughput', value: people.customer.rate, unit: 'req/s', baseline: people.ticket.rate, target: '≥ PATCH /v1/tickets/{id} in the same run (issue 38)', met: ratio >= 1 });
+      report.figure({ name: 'PATCH /v1/customers/{id}: p99', value: people.customer.p99, unit: 'ms', baseline: people.ticket.p99 });
+      report.figure({ name: 'PATCH /v1/customers/{id}: db round trips and Redis commands per request', value: `${people.customer.trips.toFixed(1)} round trips (ticket ${people.ticket.trips.toFixed(1)}), ${people.customer.cmds.toFixed(1)} Redis commands` });
+      report.figure({
+        name: `PATCH /v1/customers/{id}: CPU-ms per request (${cpuText(people.customer.cpu)})`,
+        value: cpuTotal(people.customer.cpu),
+        unit: 'ms',
+        baseline: cpuTotal(people.ticket.cpu),
+        ratio: cpuTotal(people.ticket.cpu) / cpuTotal(people.customer.cpu),
+        ratioKind: 'baseline/value',
+      });
+      console.log(`${ratio >= 1 ? 'PASS' : 'MISS'}: PATCH customer ${ratio.toFixed(2)}× PATCH ticket (target ≥ 1×)`);
     }
   } finally {
     if (baselineServer) await new Promise<void>((r) => baselineServer!.close(() => r()));

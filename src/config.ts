@@ -221,6 +221,7 @@ export const SETTINGS = {
   // ── tickets ──
   PRESENCE_TTL_SECONDS: setting('tickets', int(1, 86400).default(300), 'presence not refreshed for this long counts as offline for round robin'),
   THREAD_WINDOW_HOURS: setting('tickets', int(1, 24 * 365).default(72), 'a chat message threads into the sender\'s open ticket updated within this window'),
+  CUSTOMER_EXPORT_TTL_HOURS: setting('tickets', int(1, 24 * 365).default(72), 'how long a finished customer export (`POST /v1/customers/{customer_id}/export`) can be downloaded; its file, and the links to the customer\'s files inside it, expire then and the file is deleted by the hourly sweep'),
   // Rendered ticket timelines kept per process for GET /v1/tickets/{id}, in MiB (0: none kept).
   TICKET_TIMELINE_CACHE_MB: setting('tickets', int(0, 4096).default(32), 'rendered ticket timelines each API process keeps for `GET /v1/tickets/{id}`, checked against the ticket\'s version in the same statement that reads it (0: none kept)'),
   // ── events ──

@@ -3,6 +3,8 @@ import { apiKeyOperations } from './domains/api-keys/routes';
 import { auditOperations } from './domains/audit/routes';
 import { memberOperations } from './domains/members/routes';
 import { customerOperations } from './domains/customers/routes';
+import { customerExportOperations } from './domains/customers/export-routes';
+import { privacyOperations } from './domains/privacy/routes';
 import { slaPolicyOperations } from './domains/sla/routes';
 import { scheduleOperations } from './domains/schedules/routes';
 import { ticketOperations } from './domains/tickets/routes';
@@ -19,6 +21,7 @@ import { rollupOperations } from './domains/rollups/routes';
 import { reportOperations } from './domains/reports/routes';
 import { workOperations } from './domains/work/routes';
 import { workspaceOperations } from './domains/workspaces/routes';
+import { retentionOperations } from './domains/retention/routes';
 import { helpCentreOperations } from './domains/help-centre/routes';
 import { ingestOperations } from './domains/ingest/routes';
 import { eventOperations } from './domains/events/routes';
@@ -35,6 +38,8 @@ const ALL: Operation<ApiServices>[] = [
   ...memberOperations,
   ...agentOperations,
   ...customerOperations,
+  ...customerExportOperations,
+  ...privacyOperations,
   ...ticketOperations,
   ...slaPolicyOperations,
   ...scheduleOperations,
@@ -51,6 +56,7 @@ const ALL: Operation<ApiServices>[] = [
   ...rollupOperations,
   ...reportOperations,
   ...workspaceOperations,
+  ...retentionOperations,
   ...helpCentreOperations,
   ...ingestOperations,
   ...eventOperations,

@@ -158,6 +158,8 @@ describe('nosniff on every answer, no-store on answers carrying a secret', () =>
     'upload_web_chat_file',
     'create_web_chat_session',
     'start_mailprovider_oauth',
+    // Issue 38: a done export's answer carries its signed download link (a bearer credential for the document).
+    'get_customer_export',
   ];
 
   test('exactly the operations that answer a secret declare secretInAnswer, and the document shows Cache-Control on their answer', () => {

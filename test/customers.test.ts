@@ -56,7 +56,10 @@ describe('POST /v1/customers', () => {
       .set(bearer(ws.ownerKey))
       .send({ display_name: 'Ada Lovelace', email, company: 'Analytical Engines', country: 'de', metadata: { plan: 'gold', seats: 3, tags: ['vip'] } });
     expect(res.status).toBe(201);
-    expect(Object.keys(res.body).sort()).toEqual(['company', 'country', 'created_at', 'display_name', 'email', 'id', 'metadata', 'updated_at']);
+    // The spec's eight fields, and the person's profile (issue 38): phone, notes, locale, time zone, handles, version, erased_at.
+    expect(Object.keys(res.body).sort()).toEqual(
+      ['company', 'country', 'created_at', 'display_name', 'email', 'erased_at', 'handles', 'id', 'locale', 'metadata', 'notes', 'phone', 'time_zone', 'updated_at', 'version'].sort(),
+    );
     expect(res.body.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
     expect(res.body).toMatchObject({
       display_name: 'Ada Lovelace',

@@ -30,7 +30,7 @@ describe('GET /v1/tenants/me', () => {
     const res = await ctx.http.get('/v1/tenants/me').set(bearer(viewer.token));
     expect(res.status).toBe(200);
     expect(Object.keys(res.body).sort()).toEqual(
-      ['created_at', 'daily_usd_cap', 'default_embedding_model', 'default_model', 'deployment_mode', 'id', 'monthly_usd_cap', 'name', 'onboarding', 'provider_keys_set', 'region', 'time_zone', 'updated_at'],
+      ['created_at', 'daily_usd_cap', 'default_embedding_model', 'default_model', 'deployment_mode', 'id', 'monthly_usd_cap', 'name', 'onboarding', 'provider_keys_set', 'region', 'retention_days', 'time_zone', 'updated_at'],
     );
     expect(res.body).toMatchObject({
       id: ws.tenantId,
@@ -42,6 +42,7 @@ describe('GET /v1/tenants/me', () => {
       monthly_usd_cap: null,
       deployment_mode: 'shared',
       time_zone: 'UTC',
+      retention_days: null,
       onboarding: {},
       provider_keys_set: allUnset,
     });

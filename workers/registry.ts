@@ -14,6 +14,9 @@ import { reportProcessors } from './processors/reports';
 import { eventProcessors } from './processors/events';
 import { inboundFileProcessors } from './processors/inbound-files';
 import { scheduleProcessors } from './processors/schedules';
+import { retentionProcessors } from './processors/retention';
+import { customerExportProcessors } from './processors/customer-exports';
+import { privacyProcessors } from './processors/privacy';
 import type { RedisClient } from '../src/queue/connection';
 
 /** `run` says which try this is and whether it is the last (the last records a failure or tells the waiters). */
@@ -30,6 +33,9 @@ export const defaultProcessorGroups = (services: WorkerServices, config: Config,
   eventProcessors(services),
   inboundFileProcessors(services),
   scheduleProcessors(services, config),
+  retentionProcessors(services),
+  customerExportProcessors(services),
+  privacyProcessors(services),
 ];
 
 /**

@@ -132,6 +132,11 @@ export const ERRORS = {
   schedule_in_use: ['conflict', 'SLA policy "Business hours (EU)" counts on this schedule, and a policy keeps its schedule: change the schedule\'s hours instead.'],
   sla_target_unreachable: ['unprocessable', 'The schedule gives 60 business minutes a week; a target of 525600 minutes could not be met within 10 years.'],
   ical_url_refused: ['unprocessable', 'The iCal feed URL must be https:// (or webcal://).'],
+  // Customers as people (issue 38): update, merge, erasure.
+  customer_merged: ['conflict', 'Customer 0b6f1c2d-3e4a-4b5c-8d6e-7f8091a2b3c4 was merged into 7d3f9a21-5b8c-4e6d-a1f0-2c9b8e7d6a54; use 7d3f9a21-5b8c-4e6d-a1f0-2c9b8e7d6a54.'],
+  customer_erased: ['conflict', 'This customer was erased; an erased customer cannot be changed.'],
+  handle_taken: ['conflict', 'A whatsapp_id handle sent belongs to customer 7d3f9a21-5b8c-4e6d-a1f0-2c9b8e7d6a54; merge the two customers instead.'],
+  event_not_redactable: ['conflict', 'This event has no text of a message to redact (a status change); only messages and notes can be redacted.'],
   /** Answered by the operator dashboard (/admin/queues), not by an API operation. */
   cross_site_request: ['forbidden', 'State-changing requests to the operator dashboard must come from the dashboard itself.'],
 } as const satisfies Record<string, readonly [ErrorKind, string]>;
@@ -159,6 +164,9 @@ export const unauthenticated = (detail = 'A valid bearer credential is required.
 export const insufficientRole = (floor: string) => new DomainError('insufficient_role', `This operation requires the ${floor} role or above.`);
 
 export const insufficientScope = (needed: string) => new DomainError('insufficient_scope', `This API key lacks a scope covering ${needed}.`);
+
+/** PostgreSQL refused a row a unique constraint already holds (SQLSTATE 23505). */
+export const isUniqueViolation = (err: unknown) => (err as { code?: string })?.code === '23505';
 
 export const notFound = (what = 'resource') => new DomainError('not_found', `No such ${what}.`);
 

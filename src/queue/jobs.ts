@@ -163,6 +163,27 @@ export const JOBS = {
     data: z.object({}),
     schedule: { id: 'files-orphans', everyMs: () => 15 * 60 * 1000 },
   },
+  /**
+   * Retention (issue 38), every 15 minutes: one `retention.run` per workspace with `retention_days` set and a
+   * solved or closed ticket past it (src/domains/retention/service.ts).
+   */
+  'retention.sweep': {
+    queue: 'maintenance',
+    data: z.object({}),
+    options: () => SINGLE_SHOT,
+    schedule: { id: 'retention-sweep', everyMs: () => 15 * 60 * 1000 },
+  },
+  /**
+   * One workspace's due conversations erased, in batches, until a time budget; then the run queues its continuation
+   * (`continued`: how many came before it). The id names the workspace, so the sweep queues it once while it waits;
+   * a continuation alternates between two ids of its own, so it can be queued while the run before it is active.
+   */
+  'retention.run': {
+    queue: 'maintenance',
+    data: z.object({ tenant_id: z.uuid(), continued: z.number().int().min(0).optional() }),
+    jobId: (d: { tenant_id: string; continued?: number }) => (d.continued ? `retention-${d.tenant_id}-${d.continued % 2}` : `retention-${d.tenant_id}`),
+    options: () => SINGLE_SHOT,
+  },
   /** Expired Idempotency-Keys of every workspace, hourly. */
   'idempotency.prune': {
     queue: 'maintenance',
@@ -249,6 +270,17 @@ export const JOBS = {
     data: z.object({}),
     options: () => SINGLE_SHOT,
     schedule: { id: 'schedules-ical-daily', everyMs: () => 24 * 3600 * 1000 },
+  },
+  /**
+   * A person's erasure (issue 38): their tickets in batches, then the closing transaction that empties the customer.
+   * The job names only ids (nothing of the person travels through Redis); its id is the erasure's, so a repeat is
+   * one job, and a rerun after a stop resumes (the erasure is idempotent).
+   */
+  'customers.erase': {
+    queue: 'maintenance',
+    data: z.object({ tenant_id: z.uuid(), erasure_id: z.uuid() }),
+    jobId: (d: { erasure_id: string }) => `customer-erase-${d.erasure_id}`,
+    options: () => ({ removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 }, attempts: 8, backoff: { type: 'exponential', delay: 2000 } }),
   },
   /** Asks the mail provider what the workspace's grant allows now and stores the checks. */
   'mailbox.refresh': {
@@ -381,6 +413,24 @@ export const JOBS = {
     data: z.object({}),
     options: () => SINGLE_SHOT,
     schedule: { id: 'files-inbound-sweep', everyMs: () => 5 * 60 * 1000 },
+  },
+  /**
+   * A customer's export (issue 38, access request): one JSON document of everything held on the person, written to
+   * the file store in bounded batches. The customer_jobs row names the job, so a second add while it is kept is a
+   * no-op, and a run of a job already done or failed does nothing.
+   */
+  'customers.export': {
+    queue: 'maintenance',
+    data: z.object({ tenant_id: z.uuid(), export_id: z.uuid() }),
+    jobId: (d: { export_id: string }) => `customer-export-${d.export_id}`,
+    options: () => ({ attempts: 5, backoff: { type: 'exponential', delay: 5000 } }),
+  },
+  /** Hourly: expired exports' files deleted (their rows keep the record), and exports a lost enqueue left waiting queued again. */
+  'customers.exports_sweep': {
+    queue: 'maintenance',
+    data: z.object({}),
+    options: () => SINGLE_SHOT,
+    schedule: { id: 'customers-exports-sweep', everyMs: () => 3600 * 1000 },
   },
 } as const satisfies Record<string, JobRow>;
 

@@ -6,6 +6,8 @@ import { createReadRouting } from '../db/reads';
 import { createAuditService } from '../domains/audit/service';
 import { createChannelService } from '../domains/channels/service';
 import { createCustomerService } from '../domains/customers/service';
+import { createPrivacyService } from '../domains/privacy/service';
+import { createCustomerExportService } from '../domains/customers/export';
 import { createEventService } from '../domains/events/service';
 import { blobStoreFromConfig } from '../domains/files/blobs';
 import { scannerFromConfig } from '../domains/files/scan';
@@ -19,6 +21,7 @@ import { createNotificationService } from '../domains/notifications/service';
 import { createOutboundService, createOutboundSink } from '../domains/outbound/service';
 import { createRollupService } from '../domains/rollups/service';
 import { createReportService } from '../domains/reports/service';
+import { createRetentionService } from '../domains/retention/service';
 import { createTicketService } from '../domains/tickets/service';
 import { ticketSearchFromConfig } from '../domains/search/engine';
 import type { AfterAnswer } from '../lib/after-answer';
@@ -59,7 +62,7 @@ export function createSharedServices(deps: ProcessDeps, hooks: SharedHooks) {
   const reads = createReadRouting({ primary: db, replica: deps.readDb ?? null, redis, config, logger });
   const audit = createAuditService({ db });
   const events = createEventService({ db, config: section(config, 'events', 'redis'), redis, logger });
-  const customers = createCustomerService({ db, events, reads, search: section(config, 'search') });
+  const customers = createCustomerService({ db, events, audit, reads, search: section(config, 'search') });
   const notifications = createNotificationService({ db });
   const channels = createChannelService({ db, config: section(config, 'secrets') });
   // Whether a workspace has a macro listening for a ticket event, remembered while this process LISTENs for
@@ -76,6 +79,7 @@ export function createSharedServices(deps: ProcessDeps, hooks: SharedHooks) {
   // file's state change moves its ticket's version (the tickets service is made just below).
   // One blob store for the process: uploads, downloads and the inbound fetches share its client (and S3 pool).
   const blobs = blobStoreFromConfig(section(config, 'files'));
+  const fileLinkKey = createHmac('sha256', config.API_KEY_PEPPER).update('helpdesk file links v1').digest();
   const files = createFileService({
     db,
     config: section(config, 'files'),
@@ -87,8 +91,10 @@ export function createSharedServices(deps: ProcessDeps, hooks: SharedHooks) {
     scanner: scannerFromConfig(section(config, 'scanning')),
     bumpTicketVersion: (tx, tenantId, ticketId) => tickets.commands.bumpVersion(tx, tenantId, ticketId),
     // Signed file links (Twilio's MMS media): a key of their own, derived from the pepper.
-    linkKey: createHmac('sha256', config.API_KEY_PEPPER).update('helpdesk file links v1').digest(),
+    linkKey: fileLinkKey,
   });
+  // Customer exports (issue 38): the document in the blob store, its links signed with the file links' key.
+  const customerExports = createCustomerExportService({ db, blobs, audit, queues, logger, files, linkKey: fileLinkKey, config: { CUSTOMER_EXPORT_TTL_HOURS: config.CUSTOMER_EXPORT_TTL_HOURS, PUBLIC_BASE_URL: config.PUBLIC_BASE_URL } });
   // Reports (issue 37): every timeline append journals its facts in the writing transaction.
   const reports = createReportService({ db, queues, logger, reads });
   const tickets = createTicketService({
@@ -127,12 +133,18 @@ export function createSharedServices(deps: ProcessDeps, hooks: SharedHooks) {
   });
   const mailbox = createMailboxService({ db, config: section(config, 'mailbox', 'secrets', 'http'), queues, logger, channels, events, files: inboundFiles });
   const outbound = createOutboundService({ db, config: section(config, 'outbound', 'http'), queues, logger, channels, mailbox, tickets: tickets.commands, sink: outboundSink, files });
+  // Retention (issue 38): the dry run (the API's) and the sweep's runs (the workers'), the files' bytes deleted from this process's store.
+  const retention = createRetentionService({ db, queues, logger, audit, blobs, redis, redisPrefix: config.REDIS_PREFIX });
+  // Erasure and redaction (issue 38): the API takes requests and redacts; the workers erase.
+  const privacy = createPrivacyService({ db, events, audit, queues, queueShards: config.INTAKE_QUEUE_SHARDS, deleteObject: (key) => blobs.delete(key), logger });
   return {
     reads,
     macroTriggers,
+    privacy,
     audit,
     events,
     customers,
+    customerExports,
     notifications,
     channels,
     tickets,
@@ -143,6 +155,7 @@ export function createSharedServices(deps: ProcessDeps, hooks: SharedHooks) {
     inboundFiles,
     mailbox,
     outbound,
+    retention,
   };
 }
 

@@ -32,9 +32,23 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       ADD COLUMN erased_at timestamptz;
     CREATE TRIGGER customers_version BEFORE UPDATE ON customers FOR EACH ROW EXECUTE FUNCTION bump_version();
 
-    -- Duplicate suggestions: customers sharing a phone (by its digits) or a name within one mail domain.
+    -- Duplicate suggestions: customers sharing an address (lower case, +tag dropped), a phone (by its digits) or
+    -- a name within one mail domain; the customer's own fields and its handles alike.
+    CREATE FUNCTION customer_email_key(text) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+      AS $$ SELECT CASE WHEN position('@' IN $1) = 0 THEN lower($1)
+                        ELSE lower(split_part(split_part($1, '@', 1), '+', 1) || '@' || substr($1, position('@' IN $1) + 1)) END $$;
+    CREATE INDEX customers_email_norm ON customers (tenant_id, customer_email_key(email)) WHERE email <> '';
+    CREATE INDEX customer_handles_email_norm ON customer_handles (tenant_id, customer_email_key(handle)) WHERE kind = 'email';
     CREATE INDEX customers_phone_digits ON customers (tenant_id, search_phone_digits(phone)) WHERE phone <> '';
+    CREATE INDEX customer_handles_phone_digits ON customer_handles (tenant_id, search_phone_digits(handle)) WHERE kind IN ('phone', 'whatsapp_id');
     CREATE INDEX customers_name_domain ON customers (tenant_id, lower(display_name), lower(split_part(email, '@', 2))) WHERE email <> '';
+
+    -- A person's rows elsewhere, found by a merge (which moves them) and an export (which reads them).
+    CREATE INDEX ingest_deliveries_customer ON ingest_deliveries (tenant_id, customer_id, seq) WHERE customer_id IS NOT NULL;
+    CREATE INDEX transcript_events_requester ON transcript_events (tenant_id, lower(requester)) WHERE requester IS NOT NULL;
+    CREATE INDEX csat_responses_ticket ON csat_responses (tenant_id, ticket_id);
+    -- A ticket's notifications, found by retention and erasure (which erase their text) without a pass over the workspace's.
+    CREATE INDEX notifications_ticket ON notifications (tenant_id, ticket_id) WHERE ticket_id IS NOT NULL;
 
     CREATE TABLE customer_merges (
       tenant_id uuid NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
@@ -63,7 +77,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       PRIMARY KEY (tenant_id, id)
     );
     CREATE INDEX customer_jobs_customer ON customer_jobs (tenant_id, customer_id, created_at DESC);
-    -- Expired export files, found by the sweep that deletes them.
+    -- The orphan sweep's probe of a stored object's key, and the expired export files the export sweep deletes.
+    CREATE INDEX customer_jobs_file ON customer_jobs (tenant_id, file_key) WHERE file_key IS NOT NULL;
     CREATE INDEX customer_jobs_expiring ON customer_jobs (expires_at) INCLUDE (tenant_id) WHERE file_key IS NOT NULL;
 
     ALTER TABLE tenants ADD COLUMN retention_days integer CHECK (retention_days BETWEEN 1 AND 36500);
@@ -82,8 +97,16 @@ export async function down(db: Kysely<unknown>): Promise<void> {
     ALTER TABLE tenants DROP COLUMN retention_days;
     DROP TABLE customer_jobs;
     DROP TABLE customer_merges;
+    DROP INDEX notifications_ticket;
+    DROP INDEX csat_responses_ticket;
+    DROP INDEX transcript_events_requester;
+    DROP INDEX ingest_deliveries_customer;
     DROP INDEX customers_name_domain;
+    DROP INDEX customer_handles_phone_digits;
     DROP INDEX customers_phone_digits;
+    DROP INDEX customer_handles_email_norm;
+    DROP INDEX customers_email_norm;
+    DROP FUNCTION customer_email_key(text);
     DROP TRIGGER customers_version ON customers;
     ALTER TABLE customers DROP COLUMN version, DROP COLUMN phone, DROP COLUMN notes, DROP COLUMN locale, DROP COLUMN time_zone,
       DROP COLUMN erased_at;

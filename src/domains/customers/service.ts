@@ -3,12 +3,13 @@ import type { Db, Executor } from '../../db';
 import type { ReadRouting } from '../../db/reads';
 import { withSearchTimeout } from '../../db/search-timeout';
 import type { CustomerRow } from '../../db/types';
-import { notFound, refuse } from '../../lib/errors';
+import { isUniqueViolation, notFound, refuse, requireVersion, validationFailed, type VersionCondition } from '../../lib/errors';
 import { pageOf } from '../../lib/paging';
 import type { Principal } from '../identity/principal';
 import { newId } from '../../lib/ids';
 import { iso } from '../../lib/time';
-import { MATCH_ORDER, type CreateCustomerInput, type CustomerMatch, type SearchCustomersQuery } from './schemas';
+import { MATCH_ORDER, MAX_HANDLES, type CreateCustomerInput, type CustomerMatch, type PatchCustomerInput, type SearchCustomersQuery } from './schemas';
+import type { AuditService } from '../audit/service';
 import type { EventSink } from '../events/types';
 import { boundedText, isLetterOrDigit, type SearchLimits } from '../search/limits';
 import * as store from './store';
@@ -25,16 +26,30 @@ export interface Sender {
 // The kind never contains "|", so the key is unambiguous; it doubles as the sender lock's name.
 export const senderKey = (s: Pick<Sender, 'kind' | 'handle'>) => `${s.kind}|${s.kind === 'email' ? s.handle.toLowerCase() : s.handle}`;
 
-export const presentCustomer = (c: CustomerRow) => ({
+/** A customer as the API shows it; `handles` read beside it (empty when the caller did not read them). */
+export const presentCustomer = (c: CustomerRow, handles: store.Handle[] = []) => ({
   id: c.id,
   display_name: c.display_name,
   email: c.email,
   company: c.company,
   country: c.country,
   metadata: c.metadata,
+  phone: c.phone,
+  notes: c.notes,
+  locale: c.locale,
+  time_zone: c.time_zone,
+  handles: handles.map((h) => ({ kind: h.kind, handle: h.handle })),
+  version: Number(c.version),
+  erased_at: c.erased_at ? iso(c.erased_at) : null,
   created_at: iso(c.created_at),
   updated_at: iso(c.updated_at),
 });
+
+/** A handle as stored: an address lower-cased (intake compares addresses case-insensitively), the rest as sent. */
+export const normalHandle = (h: store.Handle): store.Handle => ({ kind: h.kind, handle: h.kind === 'email' ? h.handle.toLowerCase() : h.handle });
+
+/** The most customers a duplicates suggestion lists. */
+export const DUPLICATES_MAX = 20;
 
 /** The fewest letters or digits a customer search fragment holds: fewer has no trigram to look up. */
 export const MIN_FRAGMENT_CHARS = 3;
@@ -79,7 +94,29 @@ export function customerFragment(q: string, limits: SearchLimits): { fragment: s
   return { fragment, digits: phoneLike && digits.length >= MIN_FRAGMENT_CHARS ? digits : null };
 }
 
-export function createCustomerService(deps: { db: Db; events?: EventSink; reads?: Pick<ReadRouting, 'forReading'>; search: ConfigSection<'search'> }) {
+/** 409 customer_merged: the customer was merged away; the detail names the survivor. */
+const mergedAway = (id: string, into: string) => refuse('customer_merged', `Customer ${id} was merged into ${into}; use ${into}.`);
+
+/** Why a customer id was not found: merged away (409 naming the survivor) or unknown (404). */
+async function missing(db: Executor, tenantId: string, id: string) {
+  const merge = await store.mergeOf(db, tenantId, id);
+  return merge ? mergedAway(id, merge.merged_into_id) : notFound('customer');
+}
+
+/** The senders' lock names (senderKey) of a customer: its handles, and its address as an email sender. */
+async function senderKeysOf(db: Executor, tenantId: string, id: string): Promise<string[]> {
+  const c = await store.getCustomer(db, tenantId, id);
+  const handles = (await store.handlesOf(db, tenantId, [id])).get(id) ?? [];
+  return [...handles.map(senderKey), ...(c && c.email !== '' ? [senderKey({ kind: 'email', handle: c.email })] : [])];
+}
+
+export function createCustomerService(deps: {
+  db: Db;
+  events?: EventSink;
+  audit?: Pick<AuditService, 'record'>;
+  reads?: Pick<ReadRouting, 'forReading'>;
+  search: ConfigSection<'search'>;
+}) {
   const { db, search } = deps;
   const reads = deps.reads ?? { forReading: async () => db };
   const limits = { maxChars: search.SEARCH_QUERY_MAX_CHARS, maxTerms: search.SEARCH_QUERY_MAX_TERMS };
@@ -106,7 +143,11 @@ export function createCustomerService(deps: { db: Db; events?: EventSink; reads?
   return {
     async create(actor: Principal, input: CreateCustomerInput) {
       // A transaction of its own: the customer and its event commit together.
-      const row = await db.transaction().execute((tx) => insert(tx, actor.tenantId, input));
+      const row = await db.transaction().execute(async (tx) => {
+        // An address a merge gave another customer as an extra email handle is that person's.
+        if ((await store.findByEmailHandle(tx, actor.tenantId, [input.email])).size > 0) return undefined;
+        return insert(tx, actor.tenantId, input);
+      });
       if (!row) throw refuse('customer_exists', 'A customer with this email already exists in the workspace.');
       return presentCustomer(row);
     },
@@ -115,6 +156,9 @@ export function createCustomerService(deps: { db: Db; events?: EventSink; reads?
     async findOrCreateByEmail(tx: Executor, tenantId: string, email: string, displayName?: string): Promise<CustomerRow> {
       const existing = await store.findCustomerByEmail(tx, tenantId, email);
       if (existing) return existing;
+      // An address a merge gave to its survivor as an extra email handle threads to the survivor.
+      const holder = (await store.findByEmailHandle(tx, tenantId, [email])).get(email.toLowerCase());
+      if (holder) return (await store.getCustomer(tx, tenantId, holder))!;
       const created = await insert(tx, tenantId, { email, display_name: displayName ?? email.split('@')[0]! });
       return created ?? (await store.findCustomerByEmail(tx, tenantId, email))!;
     },
@@ -141,6 +185,10 @@ export function createCustomerService(deps: { db: Db; events?: EventSink; reads?
       ];
       if (byEmail.length > 0) {
         const found = await store.findByEmails(tx, tenantId, byEmail.map((e) => e.email));
+        // Addresses held as extra email handles (given to a merge's survivor) thread to their holder.
+        const held = await store.findByEmailHandle(tx, tenantId, byEmail.filter((e) => !found.has(e.email.toLowerCase())).map((e) => e.email));
+        const holders = await store.customersByIds(tx, tenantId, [...new Set(held.values())]);
+        for (const [address, holder] of held) found.set(address, holders.get(holder)!);
         const missing = [...new Map(byEmail.filter((e) => !found.has(e.email.toLowerCase())).map((e) => [e.email.toLowerCase(), e])).values()];
         if (missing.length > 0) {
           await created(tx, tenantId, await store.insertManyByEmail(tx, tenantId, missing.map((e) => ({ id: newId(), display_name: e.s.name.slice(0, 200), email: e.email }))));
@@ -157,16 +205,27 @@ export function createCustomerService(deps: { db: Db; events?: EventSink; reads?
 
     exists: async (tx: Executor, tenantId: string, id: string) => (await store.getCustomer(tx, tenantId, id)) !== undefined,
 
+    /** One customer with its handles and version. */
     async get(actor: Principal, id: string) {
       const row = await store.getCustomer(db, actor.tenantId, id);
       if (!row) throw notFound('customer');
-      return presentCustomer(row);
+      return presentCustomer(row, (await store.handlesOf(db, actor.tenantId, [id])).get(id));
+    },
+
+    /** A read of a customer's id: the customer, or (301-like) where a merged-away customer went. */
+    async read(actor: Principal, id: string) {
+      const row = await store.getCustomer(db, actor.tenantId, id);
+      if (row) return presentCustomer(row, (await store.handlesOf(db, actor.tenantId, [id])).get(id));
+      const merge = await store.mergeOf(db, actor.tenantId, id);
+      if (!merge) throw notFound('customer');
+      return { id, merged_into_id: merge.merged_into_id, merged_at: iso(merge.merged_at) };
     },
 
     async list(actor: Principal, page: { limit?: number; offset: number }) {
       const from = await reads.forReading(actor);
       const [rows, total] = await Promise.all([store.listCustomers(from, actor.tenantId, page), store.countCustomers(from, actor.tenantId)]);
-      return { total, limit: page.limit ?? null, offset: page.offset, customers: rows.map(presentCustomer) };
+      const handles = await store.handlesOf(from, actor.tenantId, rows.map((r) => r.id));
+      return { total, limit: page.limit ?? null, offset: page.offset, customers: rows.map((r) => presentCustomer(r, handles.get(r.id))) };
     },
 
     /**
@@ -206,7 +265,131 @@ export function createCustomerService(deps: { db: Db; events?: EventSink; reads?
         return [...shown, ...rest];
       });
       const last = rows[Math.min(rows.length, limit) - 1];
-      return pageOf('customers', rows, limit, MATCH_ORDER[last?.tier ?? 0]!, presentCustomer);
+      const handles = await store.handlesOf(from, actor.tenantId, rows.slice(0, limit).map((r) => r.id));
+      return pageOf('customers', rows, limit, MATCH_ORDER[last?.tier ?? 0]!, (r) => presentCustomer(r, handles.get(r.id)));
+    },
+
+    /**
+     * PATCH /v1/customers/{id} (issue 38): the profile fields sent, under the customer's row lock, refused with
+     * nothing written on a stale If-Match. The address stays unique per workspace ignoring case, against other
+     * customers' addresses and their extra email handles alike; handles sent replace the customer's, and a
+     * handle (or the phone, held as a phone handle) that another customer holds is refused: merge them instead.
+     * The customer's tickets' search documents follow its name, address and handles in the same transaction.
+     */
+    async patch(actor: Principal, id: string, input: PatchCustomerInput, ifMatch?: VersionCondition) {
+      const tenantId = actor.tenantId;
+      const { row, handles } = await db.transaction().execute(async (tx) => {
+        const [current] = await store.lockCustomers(tx, tenantId, [id]);
+        if (!current) throw await missing(tx, tenantId, id);
+        if (current.erased_at) throw refuse('customer_erased', 'This customer was erased; an erased customer cannot be changed.');
+        requireVersion(ifMatch, 'customer', Number(current.version));
+        const before = (await store.handlesOf(tx, tenantId, [id])).get(id)!;
+        const email = input.email === undefined ? undefined : (input.email ?? '');
+        if (email && email.toLowerCase() !== current.email.toLowerCase()) {
+          const holder = (await store.findByEmailHandle(tx, tenantId, [email])).get(email.toLowerCase());
+          if (holder && holder !== id) throw refuse('customer_exists', 'Another customer holds this email address; merge the two customers instead.');
+        }
+        let wanted = input.handles ? input.handles.map(normalHandle) : before;
+        const phone = input.phone === undefined ? undefined : (input.phone ?? '');
+        if (phone) wanted = [...wanted, { kind: 'phone', handle: phone }];
+        // Distinct by kind and handle; the customer's own address is not also an email handle.
+        const target = [...new Map(wanted.map((h) => [store.handleId(h), h])).values()].filter(
+          (h) => !(h.kind === 'email' && h.handle === (email ?? current.email).toLowerCase()),
+        );
+        if (target.length > MAX_HANDLES) throw validationFailed([{ path: 'handles', message: `at most ${MAX_HANDLES} handles` }]);
+        const handlesChanged = target.length !== before.length || target.some((h) => !before.some((b) => store.handleId(b) === store.handleId(h)));
+        if (handlesChanged) {
+          const holders = await store.holdersOf(tx, tenantId, target);
+          const taken = target.find((h) => { const holder = holders.get(store.handleId(h)); return holder !== undefined && holder !== id; });
+          if (taken) throw refuse('handle_taken', `A ${taken.kind} handle sent belongs to customer ${holders.get(store.handleId(taken))}; merge the two customers instead.`);
+          await store.replaceHandles(tx, tenantId, id, target);
+        }
+        const change: store.CustomerChange = {
+          ...(input.display_name !== undefined ? { display_name: input.display_name } : {}),
+          ...(email !== undefined ? { email } : {}),
+          ...(phone !== undefined ? { phone } : {}),
+          ...(input.notes !== undefined ? { notes: input.notes } : {}),
+          ...(input.locale !== undefined ? { locale: input.locale ?? '' } : {}),
+          ...(input.time_zone !== undefined ? { time_zone: input.time_zone ?? '' } : {}),
+          ...(input.company !== undefined ? { company: input.company } : {}),
+          ...(input.country !== undefined ? { country: input.country ?? '' } : {}),
+          ...(input.metadata !== undefined ? { metadataPatch: input.metadata } : {}),
+        };
+        const row = await store.updateCustomer(tx, tenantId, id, change).catch((err: unknown) => {
+          if (isUniqueViolation(err)) throw refuse('customer_exists', 'A customer with this email already exists in the workspace.');
+          throw err;
+        });
+        const handles = handlesChanged ? (await store.handlesOf(tx, tenantId, [id])).get(id)! : before;
+        if (handlesChanged || row.display_name !== current.display_name || row.email !== current.email) await store.reindexTicketsOf(tx, tenantId, id);
+        const view = presentCustomer(row, handles);
+        if (deps.events) await deps.events.emit(tx, tenantId, [{ type: 'customer.updated', data: view }]);
+        return { row, handles };
+      });
+      return presentCustomer(row, handles);
+    },
+
+    /**
+     * POST /v1/customers/{id}/merge (issue 38): `id` into `into`, in one transaction. The senders' locks of
+     * `id`'s handles and address are taken first (as intake takes them), so a message from any of them either
+     * committed before (its ticket moves with the rest) or reads the survivor after; then both rows, in id
+     * order. A merge in the opposite direction at the same time waits for the first and finds its source or
+     * target gone: 409 customer_merged. Repeating a merge that is done answers the survivor again.
+     */
+    async merge(actor: Principal, id: string, intoId: string) {
+      const tenantId = actor.tenantId;
+      if (id === intoId) throw refuse('merge_self', 'A customer cannot be merged into itself.');
+      const result = await db.transaction().execute(async (tx) => {
+        const done = await store.mergeOf(tx, tenantId, id);
+        if (done) {
+          if (done.merged_into_id === intoId) return { row: undefined, moved: [] as string[], again: true };
+          throw mergedAway(id, done.merged_into_id);
+        }
+        const keys = await senderKeysOf(tx, tenantId, id);
+        await store.lockSenderKeys(tx, tenantId, keys);
+        const rows = await store.lockCustomers(tx, tenantId, [id, intoId]);
+        const from = rows.find((r) => r.id === id);
+        const into = rows.find((r) => r.id === intoId);
+        if (!from) throw await missing(tx, tenantId, id);
+        if (!into) throw await missing(tx, tenantId, intoId);
+        if (from.erased_at || into.erased_at) throw refuse('customer_erased', 'An erased customer cannot be merged.');
+        const moved = await store.mergeInto(tx, tenantId, from, into);
+        // The survivor's empty fields take the merged-away person's; its own are kept.
+        const row = await store.updateCustomer(tx, tenantId, into.id, {
+          ...(into.phone === '' && from.phone !== '' ? { phone: from.phone } : {}),
+          ...(into.company === '' && from.company !== '' ? { company: from.company } : {}),
+          ...(into.country === '' && from.country !== '' ? { country: from.country } : {}),
+          ...(into.locale === '' && from.locale !== '' ? { locale: from.locale } : {}),
+          ...(into.time_zone === '' && from.time_zone !== '' ? { time_zone: from.time_zone } : {}),
+          ...(from.notes !== '' ? { notes: into.notes === '' ? from.notes : `${into.notes}\n\n${from.notes}`.slice(0, 10_000) } : {}),
+          ...(into.email === '' && from.email !== '' ? { email: from.email } : {}),
+          metadataPatch: Object.fromEntries(Object.entries(from.metadata).filter(([k]) => !(k in into.metadata))),
+        });
+        await store.reindexTickets(tx, tenantId, moved);
+        const handles = (await store.handlesOf(tx, tenantId, [into.id])).get(into.id)!;
+        const view = presentCustomer(row, handles);
+        if (deps.events) await deps.events.emit(tx, tenantId, [{ type: 'customer.merged', data: { id, merged_into_id: into.id, tickets_moved: moved.length, customer: view } }]);
+        if (deps.audit) await deps.audit.record(tx, actor, 'customer.merged', { type: 'customer', id }, { merged_into_id: into.id, tickets_moved: moved.length });
+        return { row, handles, moved, again: false };
+      });
+      if (result.again) return this.get(actor, intoId);
+      return presentCustomer(result.row!, result.handles);
+    },
+
+    /** GET /v1/customers/{id}/duplicates: who may be the same person (shared address, phone, or name at one domain). */
+    async duplicates(actor: Principal, id: string) {
+      const from = await reads.forReading(actor);
+      const c = await store.getCustomer(from, actor.tenantId, id);
+      if (!c) throw await missing(from, actor.tenantId, id);
+      const own = (await store.handlesOf(from, actor.tenantId, [id])).get(id)!;
+      const hits = await store.duplicatesOf(from, actor.tenantId, c, own, DUPLICATES_MAX);
+      const rows = await store.customersByIds(from, actor.tenantId, hits.map((h) => h.id));
+      const handles = await store.handlesOf(from, actor.tenantId, hits.map((h) => h.id));
+      return {
+        customers: hits.flatMap((h) => {
+          const r = rows.get(h.id);
+          return r ? [{ customer: presentCustomer(r, handles.get(h.id)), reasons: h.reasons as ('email' | 'phone' | 'name_domain')[] }] : [];
+        }),
+      };
     },
   };
 }

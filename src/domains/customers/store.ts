@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { Executor } from '../../db';
 import { pageKey } from '../../db/keyset';
 import type { CustomerRow, NewCustomer } from '../../db/types';
+import { emailKey, phoneDigits } from './keys';
 
 export async function insertCustomer(db: Executor, tenantId: string, c: Omit<NewCustomer, 'tenant_id'>): Promise<CustomerRow | undefined> {
   return db
@@ -269,4 +270,164 @@ export async function newestCustomerHits(
     ORDER BY c.created_at DESC, c.id DESC
     LIMIT ${s.limit + 1}`.execute(db);
   return rows;
+}
+
+// ------------------------------------------------------------------------------------------------ people (issue 38)
+
+/** The handles of some customers, in kind and handle order, keyed by customer. */
+export async function handlesOf(db: Executor, tenantId: string, customerIds: string[]): Promise<Map<string, Handle[]>> {
+  const out = new Map<string, Handle[]>(customerIds.map((id) => [id, []]));
+  if (customerIds.length === 0) return out;
+  const rows = await db
+    .selectFrom('customer_handles')
+    .select(['customer_id', 'kind', 'handle'])
+    .where('tenant_id', '=', tenantId)
+    .where('customer_id', 'in', customerIds)
+    .orderBy('kind')
+    .orderBy('handle')
+    .execute();
+  for (const r of rows) out.get(r.customer_id)?.push({ kind: r.kind, handle: r.handle });
+  return out;
+}
+
+/** Customers locked for a change, in id order (two writers locking the same pair cannot wait on each other). */
+export async function lockCustomers(db: Executor, tenantId: string, ids: string[]): Promise<CustomerRow[]> {
+  const { rows } = await sql<CustomerRow>`
+    SELECT * FROM customers WHERE tenant_id = ${tenantId} AND id = ANY(${ids}::uuid[]) ORDER BY id FOR UPDATE`.execute(db);
+  return rows;
+}
+
+/** Where a merged-away customer went, or undefined. */
+export async function mergeOf(db: Executor, tenantId: string, id: string): Promise<{ id: string; merged_into_id: string; merged_at: Date } | undefined> {
+  return db.selectFrom('customer_merges').select(['id', 'merged_into_id', 'merged_at']).where('tenant_id', '=', tenantId).where('id', '=', id).executeTakeFirst();
+}
+
+export type CustomerChange = Partial<Pick<CustomerRow, 'display_name' | 'email' | 'phone' | 'notes' | 'locale' | 'time_zone' | 'company' | 'country'>> & {
+  metadataPatch?: Record<string, unknown>;
+};
+
+/**
+ * One customer's UPDATE (the row trigger moves the version). An address another customer holds answers
+ * undefined: the unique index (tenant_id, lower(email)) refuses it, caught as ON CONFLICT cannot be on UPDATE.
+ */
+export async function updateCustomer(db: Executor, tenantId: string, id: string, change: CustomerChange): Promise<CustomerRow> {
+  const { metadataPatch, ...columns } = change;
+  return db
+    .updateTable('customers')
+    .set({
+      ...columns,
+      ...(metadataPatch ? { metadata: sql`jsonb_strip_nulls(metadata || ${JSON.stringify(metadataPatch)}::jsonb)` as unknown as string } : {}),
+      updated_at: sql`now()`,
+    })
+    .where('tenant_id', '=', tenantId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+}
+
+/** Who holds these handles (any customer), keyed by handleId. */
+export async function holdersOf(db: Executor, tenantId: string, handles: Handle[]): Promise<Map<string, string>> {
+  return findHandles(db, tenantId, handles);
+}
+
+/** Replaces a customer's handles with these (kinds and handles already normalised; none held by another). */
+export async function replaceHandles(db: Executor, tenantId: string, customerId: string, handles: Handle[]): Promise<void> {
+  await sql`
+    DELETE FROM customer_handles h
+    WHERE h.tenant_id = ${tenantId} AND h.customer_id = ${customerId}
+      AND (h.kind, h.handle) NOT IN (SELECT * FROM unnest(${handles.map((x) => x.kind)}::text[], ${handles.map((x) => x.handle)}::text[]))`.execute(db);
+  await insertHandles(db, tenantId, handles.map((h) => ({ ...h, customer_id: customerId })));
+}
+
+/** The customer holding this address as an extra email handle (a merged-away person's address), if any. */
+export async function findByEmailHandle(db: Executor, tenantId: string, emails: string[]): Promise<Map<string, string>> {
+  if (emails.length === 0) return new Map();
+  const found = await findHandles(db, tenantId, emails.map((e) => ({ kind: 'email', handle: e.toLowerCase() })));
+  return new Map([...found].map(([k, v]) => [k.slice('email|'.length), v]));
+}
+
+/**
+ * Merge: everything of `from` moves to `into` (its handles, its address as an email handle, its tickets, its
+ * intake ledger rows), `from` is deleted (the directory count follows by its trigger) and remembered in
+ * customer_merges, earlier merges into `from` now pointing at `into`. The callers hold both rows locked.
+ * Answers the ids of the tickets moved.
+ */
+export async function mergeInto(db: Executor, tenantId: string, from: CustomerRow, into: CustomerRow): Promise<string[]> {
+  await sql`UPDATE customer_handles SET customer_id = ${into.id} WHERE tenant_id = ${tenantId} AND customer_id = ${from.id}`.execute(db);
+  // The merged-away address stays the person's: an extra email handle of the survivor (or its address, when it had none).
+  if (into.email !== '' && from.email !== '' && from.email.toLowerCase() !== into.email.toLowerCase()) {
+    await insertHandles(db, tenantId, [{ kind: 'email', handle: from.email.toLowerCase(), customer_id: into.id }]);
+  }
+  const { rows } = await sql<{ id: string }>`
+    UPDATE tickets SET customer_id = ${into.id}, updated_at = now() WHERE tenant_id = ${tenantId} AND customer_id = ${from.id} RETURNING id`.execute(db);
+  await sql`UPDATE ingest_deliveries SET customer_id = ${into.id} WHERE tenant_id = ${tenantId} AND customer_id = ${from.id}`.execute(db);
+  await sql`UPDATE customer_merges SET merged_into_id = ${into.id} WHERE tenant_id = ${tenantId} AND merged_into_id = ${from.id}`.execute(db);
+  await sql`INSERT INTO customer_merges (tenant_id, id, merged_into_id) VALUES (${tenantId}, ${from.id}, ${into.id})`.execute(db);
+  await sql`DELETE FROM customers WHERE tenant_id = ${tenantId} AND id = ${from.id}`.execute(db);
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Customers who may be the same person as `c`: the same address once lower-cased and stripped of a +tag (their
+ * address or an email handle), the same phone digits (their phone or a phone/WhatsApp handle), or the same name
+ * at the same mail domain. Each reason is an index lookup; at most `limit` customers, newest first.
+ */
+export async function duplicatesOf(db: Executor, tenantId: string, c: CustomerRow, handles: Handle[], limit: number): Promise<{ id: string; reasons: string[] }[]> {
+  const emailKeys = [...new Set([c.email, ...handles.filter((h) => h.kind === 'email').map((h) => h.handle)].filter((e) => e !== '').map(emailKey))];
+  const digits = [...new Set([c.phone, ...handles.filter((h) => h.kind === 'phone' || h.kind === 'whatsapp_id').map((h) => h.handle)].map(phoneDigits).filter((d) => d.length >= 7))];
+  const domain = c.email.includes('@') ? c.email.slice(c.email.indexOf('@') + 1).toLowerCase() : '';
+  const { rows } = await sql<{ id: string; reasons: string[] }>`
+    WITH hits AS (
+      SELECT id, 'email' AS reason FROM customers
+      WHERE tenant_id = ${tenantId} AND email <> '' AND customer_email_key(email) = ANY(${emailKeys}::text[])
+      UNION ALL
+      SELECT customer_id, 'email' FROM customer_handles
+      WHERE tenant_id = ${tenantId} AND kind = 'email' AND customer_email_key(handle) = ANY(${emailKeys}::text[])
+      UNION ALL
+      SELECT id, 'phone' FROM customers
+      WHERE tenant_id = ${tenantId} AND phone <> '' AND search_phone_digits(phone) = ANY(${digits}::text[])
+      UNION ALL
+      SELECT customer_id, 'phone' FROM customer_handles
+      WHERE tenant_id = ${tenantId} AND kind IN ('phone', 'whatsapp_id') AND search_phone_digits(handle) = ANY(${digits}::text[])
+      UNION ALL
+      SELECT id, 'name_domain' FROM customers
+      WHERE tenant_id = ${tenantId} AND email <> '' AND ${domain} <> ''
+        AND lower(display_name) = lower(${c.display_name}) AND lower(split_part(email, '@', 2)) = ${domain}
+    )
+    SELECT h.id, array_agg(DISTINCT h.reason ORDER BY h.reason) AS reasons
+    FROM hits h JOIN customers c ON c.tenant_id = ${tenantId} AND c.id = h.id
+    WHERE h.id <> ${c.id} AND c.erased_at IS NULL
+    GROUP BY h.id, c.created_at
+    ORDER BY c.created_at DESC, h.id DESC
+    LIMIT ${limit}`.execute(db);
+  return rows;
+}
+
+/** Customers by id, keyed by id. */
+export async function customersByIds(db: Executor, tenantId: string, ids: string[]): Promise<Map<string, CustomerRow>> {
+  if (ids.length === 0) return new Map();
+  const rows = await db.selectFrom('customers').selectAll().where('tenant_id', '=', tenantId).where('id', 'in', ids).execute();
+  return new Map(rows.map((r) => [r.id, r]));
+}
+
+/**
+ * Takes the senders' locks by their names (senderKey), as intake takes them (the ingest store's lockSenders): one
+ * statement, in hash order, so two holders never wait on each other in a cycle.
+ */
+export async function lockSenderKeys(db: Executor, tenantId: string, keys: string[]): Promise<void> {
+  if (keys.length === 0) return;
+  await sql`
+    select pg_advisory_xact_lock(h)
+    from (select distinct hashtextextended(${tenantId} || '|' || k, 0) as h from unnest(${keys}::text[]) as k order by h) as ordered`.execute(db);
+}
+
+/** The search documents of these tickets rebuilt (their customer's name, address or handles changed). */
+export async function reindexTickets(db: Executor, tenantId: string, ticketIds: string[]): Promise<void> {
+  if (ticketIds.length === 0) return;
+  await sql`SELECT search_rebuild_ticket(${tenantId}::uuid, t) FROM unnest(${ticketIds}::uuid[]) AS t`.execute(db);
+}
+
+/** The search documents of every ticket of a customer rebuilt, in one statement. */
+export async function reindexTicketsOf(db: Executor, tenantId: string, customerId: string): Promise<void> {
+  await sql`SELECT search_rebuild_ticket(${tenantId}::uuid, t.id) FROM tickets t WHERE t.tenant_id = ${tenantId} AND t.customer_id = ${customerId}`.execute(db);
 }

@@ -16,6 +16,14 @@ export const EVENT_TYPES = [
   'message.delivered',
   'message.delivery_failed',
   'customer.created',
+  /** A customer's profile or handles changed (issue 38): `data` is the customer as it now stands. */
+  'customer.updated',
+  /** A customer was merged into another (issue 38): `data.id` is gone, `data.merged_into_id` holds its handles and tickets. */
+  'customer.merged',
+  /** A person was erased (issue 38): `data` names only the customer's id and when; none of the erased data. */
+  'customer.erased',
+  /** One message's text was removed (issue 38): `data` names the ticket and the event, not the text. */
+  'message.redacted',
   'csat.created',
   'transcript.event_recorded',
   'mailbox.health_changed',

@@ -137,7 +137,9 @@ export async function crossTenantUnheldKeys(db: Executor, objects: { tenant_id: 
     WHERE NOT EXISTS (
       SELECT 1 FROM attachments a
       WHERE a.tenant_id = o.tenant_id AND a.storage_key = o.key AND a.state IN ('pending', 'stored', 'infected')
-    )`.execute(db);
+    )
+    -- A customer export's file (issue 38) is held by its customer_jobs row until the exports sweep clears the key.
+    AND NOT EXISTS (SELECT 1 FROM customer_jobs j WHERE j.tenant_id = o.tenant_id AND j.file_key = o.key)`.execute(db);
   return rows.map((r) => r.key);
 }
 

@@ -5,7 +5,7 @@ import { LRUCache } from 'lru-cache';
 import type { ConfigSection } from '../../config';
 import type { Db } from '../../db';
 import type { AuditService } from '../audit/service';
-import { dependencyUnavailable, notFound, refuse, unauthenticated } from '../../lib/errors';
+import { dependencyUnavailable, isUniqueViolation, notFound, refuse, unauthenticated } from '../../lib/errors';
 import type { Principal } from './principal';
 import { isUuid } from '../../lib/ids';
 import { API_KEY_MARK, apiKeyPrefixOf, hashApiKeySecret, sameHash } from '../../lib/secrets';
@@ -26,7 +26,6 @@ const VERIFIED_FOR_MS = 5 * 60 * 1000;
 const tokenKey = (token: string) => createHash('sha256').update(token).digest('base64url');
 const bearerToken = (authorization: string | undefined) => /^Bearer ([^\s]+)$/i.exec(authorization?.trim() ?? '')?.[1];
 
-const isUniqueViolation = (err: unknown) => (err as { code?: string })?.code === '23505';
 
 /** The standard OIDC email claims, only when the realm vouches for the address (`email_verified` true). */
 function verifiedEmailOf(payload: JWTPayload): string | null {

@@ -92,15 +92,10 @@ export async function recentDeliveries(db: Executor, tenantId: string, page: { l
 
 /**
  * Takes the senders' locks (serialising work on one sender within a workspace, so two first messages create
- * one customer) in one statement, in hash order so that two batches never wait on each other in a cycle.
+ * one customer, and a customer merge waits for a message of the person being merged): the customers' store's.
  * Callers read customers in a later statement: a statement's snapshot is taken before its lock waits.
  */
-export async function lockSenders(db: Executor, tenantId: string, keys: string[]): Promise<void> {
-  if (keys.length === 0) return;
-  await sql`
-    select pg_advisory_xact_lock(h)
-    from (select distinct hashtextextended(${tenantId} || '|' || k, 0) as h from unnest(${keys}::text[]) as k order by h) as ordered`.execute(db);
-}
+export { lockSenderKeys as lockSenders } from '../customers/store';
 
 export async function crossTenantAgentWorkspace(db: Executor, agentId: string): Promise<string | undefined> {
   return crossTenantRoute(db, 'agent', agentId);

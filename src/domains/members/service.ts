@@ -1,6 +1,6 @@
 import type { Db, Executor } from '../../db';
 import type { Role } from '../../db/types';
-import { insufficientRole, notFound, refuse } from '../../lib/errors';
+import { insufficientRole, isUniqueViolation, notFound, refuse } from '../../lib/errors';
 import { roleAtLeast } from '../identity/roles';
 import { pageOf, type Cursor } from '../../lib/paging';
 import { MEMBER_SORT } from './schemas';
@@ -25,7 +25,6 @@ const present = (m: store.MemberRow) => ({
   updated_at: iso(m.updated_at),
 });
 
-const isUniqueViolation = (err: unknown) => (err as { code?: string })?.code === '23505';
 
 const subjectTaken = () => refuse('realm_subject_taken', 'This realm subject is already bound to another member of this workspace.');
 

@@ -276,7 +276,8 @@ export function createTicketCommands(deps: {
     // Only solved and closed reopen; a merged ticket is refused here too (it is neither).
     if (!REOPENABLE.includes(t.status)) throw refuse('reopen_not_allowed', `Only a solved or closed ticket can be reopened; this one is ${t.status}.`);
     const now = new Date();
-    const fresh = await store.updateTicketDetail(tx, tenantId, t.id, { status: 'open', status_entered_at: now, reopened_at: now, ...(await sla.restartedClock(tx, tenantId, t, now)) });
+    // A conversation erased by retention goes on: once solved again, the sweep erases what was added (issue 38).
+    const fresh = await store.updateTicketDetail(tx, tenantId, t.id, { status: 'open', status_entered_at: now, reopened_at: now, content_erased_at: null, ...(await sla.restartedClock(tx, tenantId, t, now)) });
     const reopenEvent = eventFor(by, t.id, 'reopen', '', { from: t.status });
     await timeline(tx, tenantId, [reopenEvent, eventFor(by, t.id, 'status_changed', '', { from: t.status, to: 'open' })], freshly(fresh));
     return reopenEvent.id;
@@ -375,6 +376,8 @@ export function createTicketCommands(deps: {
       // gets reopen's clock: otherwise the ticket would be open with its resolution already counted as met.
       if (t.status === 'spam' && t.solved_at !== null) {
         Object.assign(update, await sla.restartedClock(tx, tenantId, { ...t, priority: input.priority ?? t.priority }, new Date()));
+        // As reopen: a conversation retention erased is live again, and due again once resolved (issue 38).
+        update.content_erased_at = null;
         restarted = true;
       }
       events.push(eventFor(by, t.id, 'status_changed', '', { from: t.status, to }));

@@ -78,6 +78,7 @@ export type TicketUpdate = Partial<
     | 'resolution_remaining_minutes'
     | 'resolution_resumed_at'
     | 'resolution_elapsed_minutes'
+    | 'content_erased_at'
   >
 > & { metadataPatch?: Record<string, unknown> };
 

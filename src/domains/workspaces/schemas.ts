@@ -38,6 +38,14 @@ export const patchTenantBody = z
       .refine(isValidTimeZone, { message: 'must be an IANA time zone name' })
       .optional()
       .meta({ examples: ['Europe/Berlin'], description: 'The IANA zone report days are cut in (UTC unless set). A change re-buckets every report in the workers; until it is done, reports stay in the previous zone and say so.' }),
+    retention_days: z
+      .number()
+      .int()
+      .min(1)
+      .max(36_500)
+      .nullable()
+      .optional()
+      .meta({ examples: [365], description: 'Solved and closed tickets resolved longer ago than this many days have their conversation erased (text, messages, files; the ticket, its timings and the reports stay). null turns retention off (the default). Count first with GET /v1/tenants/me/retention?retention_days=N.' }),
     onboarding: z
       .record(z.string().min(1).max(100), z.unknown())
       .refine((o) => JSON.stringify(o).length <= 16_384, { message: 'onboarding must serialise to at most 16 KiB' })
@@ -62,6 +70,7 @@ export const tenantView = z.object({
   monthly_usd_cap: z.number().nullable().meta({ examples: [1000] }),
   deployment_mode: z.enum(['shared', 'dedicated', 'self_hosted']),
   time_zone: z.string().meta({ examples: ['Europe/Berlin'] }),
+  retention_days: z.number().int().nullable().meta({ examples: [365], description: 'Days after which solved and closed tickets\' conversations are erased; null when retention is off.' }),
   onboarding: z.record(z.string(), z.unknown()).meta({ examples: [ONBOARDING] }),
   provider_keys_set: z
     .object(Object.fromEntries(PROVIDER_KEY_NAMES.map((p) => [p, z.boolean()])) as Record<(typeof PROVIDER_KEY_NAMES)[number], z.ZodBoolean>)

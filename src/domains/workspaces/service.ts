@@ -84,6 +84,7 @@ export function createWorkspaceSettingsService(deps: {
       monthly_usd_cap: t.monthly_usd_cap === null ? null : Number(t.monthly_usd_cap),
       deployment_mode: t.deployment_mode,
       time_zone: t.time_zone,
+      retention_days: t.retention_days,
       onboarding: t.onboarding,
       provider_keys_set: Object.fromEntries(PROVIDER_KEY_NAMES.map((p) => [p, set.has(p)])),
       created_at: iso(t.created_at),
@@ -103,7 +104,7 @@ export function createWorkspaceSettingsService(deps: {
           // No lost updates: the settings are locked, then the caller's If-Match checked against them.
           await store.lockTenant(tx, t);
           requireVersion(ifMatch, 'workspace settings', (await store.getTenant(tx, t)).version);
-          for (const column of ['name', 'region', 'default_model', 'default_embedding_model', 'deployment_mode', 'daily_usd_cap', 'monthly_usd_cap', 'time_zone'] as const) {
+          for (const column of ['name', 'region', 'default_model', 'default_embedding_model', 'deployment_mode', 'daily_usd_cap', 'monthly_usd_cap', 'time_zone', 'retention_days'] as const) {
             if (input[column] !== undefined) await store.setColumn(tx, t, column, input[column]);
           }
           if (input.onboarding) await store.mergeOnboarding(tx, t, input.onboarding);

@@ -33,10 +33,10 @@ export async function providerKeysSet(db: Executor, tenantId: string): Promise<s
   return (await db.selectFrom('tenant_provider_keys').select('provider').where('tenant_id', '=', tenantId).execute()).map((r) => r.provider);
 }
 
-type ColumnSetting = 'name' | 'region' | 'default_model' | 'default_embedding_model' | 'daily_usd_cap' | 'monthly_usd_cap' | 'deployment_mode' | 'time_zone';
+type ColumnSetting = 'name' | 'region' | 'default_model' | 'default_embedding_model' | 'daily_usd_cap' | 'monthly_usd_cap' | 'deployment_mode' | 'time_zone' | 'retention_days';
 
 /** One setting, one statement: a concurrent writer of another setting is never overwritten. */
-export async function setColumn(db: Executor, tenantId: string, column: ColumnSetting, value: string | null) {
+export async function setColumn(db: Executor, tenantId: string, column: ColumnSetting, value: string | number | null) {
   await db
     .updateTable('tenants')
     .set({ [column]: value, updated_at: sql`now()` } as never)
