@@ -369,7 +369,7 @@ describe('who may ask, and for whom', () => {
     expect(again.filter((j) => j.name === 'customers.export' && (j.data as { export_id: string }).export_id === first.body.id)).toHaveLength(1);
   });
 
-  test('an unknown customer, another workspace\'s customer and a merged-away customer are 404', async () => {
+  test('an unknown customer and another workspace\'s customer are 404; a merged-away customer is 409 customer_merged naming the survivor', async () => {
     const [ws, other] = workspaces;
     const unknown = await ctx.http.post(`/v1/customers/0195a1c4-7d2e-7b31-9f0a-6c2d8e4b1a57/export`).set(bearer(ws.ownerKey)).send({});
     expect(unknown.status).toBe(404);
@@ -378,7 +378,8 @@ describe('who may ask, and for whom', () => {
     const goneId = '0195a1c4-7d2e-7b31-9f0a-6c2d8e4b1a58';
     await ctx.db.insertInto('customer_merges').values({ tenant_id: ws.tenantId, id: goneId, merged_into_id: seeded.customerId }).execute();
     const merged = await ctx.http.post(`/v1/customers/${goneId}/export`).set(bearer(ws.ownerKey)).send({});
-    expect(merged.status).toBe(404);
+    expect(merged.status).toBe(409);
+    expect(merged.body.code).toBe('customer_merged');
     expect(merged.body.detail).toContain(`merged into ${seeded.customerId}`);
     // Another workspace cannot read this workspace's export.
     const mine = await ctx.db.selectFrom('customer_jobs').select('id').where('tenant_id', '=', ws.tenantId).where('kind', '=', 'export').executeTakeFirstOrThrow();

@@ -77,10 +77,10 @@ test('a unique violation is logged without the duplicated value from its detail'
 
 test("an unhandled PostgreSQL error on a request logs neither the value in the request's error line nor in its access line", async () => {
   const token = secret();
-  const original = ctx.services.customers.get;
+  const original = ctx.services.customers.read;
   // A service failing the way a statement with a refused parameter does: a real PostgreSQL error, through
   // the router, the error handler and pino-http's own error serializer.
-  ctx.services.customers.get = async () => {
+  ctx.services.customers.read = async () => {
     await sql`select ${token}::uuid`.execute(ctx.db);
     throw new Error('unreachable');
   };
@@ -92,6 +92,6 @@ test("an unhandled PostgreSQL error on a request logs neither the value in the r
     expect(ctx.logs.text).toContain('22P02');
     expect(ctx.logs.text).not.toContain(token);
   } finally {
-    ctx.services.customers.get = original;
+    ctx.services.customers.read = original;
   }
 });

@@ -22,10 +22,11 @@ export const customerExportOperations = [
     path: '/v1/customers/{customer_id}/export',
     summary: 'Export everything held on a customer (an access request)',
     description:
-      'A job writes one JSON document (CustomerExportDocument); poll the export for its link. A merged-away customer is 404 naming the survivor. Audited.',
+      'A job writes one JSON document (CustomerExportDocument); poll the export for its link. A merged-away customer is 409 customer_merged naming the survivor. Audited.',
     access: admin,
     params: customerIdParams,
     body: requestExportBody,
+    errors: ['customer_merged'],
     response: { status: 202, description: 'The export, queued', schema: customerExport },
     handler: async ({ principal, params, body }, s) => ({ status: 202, body: await s.customerExports.request(principal, params.customer_id, body) }),
   }),

@@ -102,30 +102,6 @@ export async function crossTenantStaleExports(db: Executor, before: Date, limit:
 
 // ------------------------------------------------------------------------------------------------ the person
 
-/** Where a merged-away customer went (customer_merges), if it was merged away. */
-export async function mergedInto(db: Executor, tenantId: string, customerId: string): Promise<string | undefined> {
-  const row = await db.selectFrom('customer_merges').select('merged_into_id').where('tenant_id', '=', tenantId).where('id', '=', customerId).executeTakeFirst();
-  return row?.merged_into_id;
-}
-
-export interface HandleRow {
-  kind: string;
-  handle: string;
-  unreachable_at: Date | null;
-}
-
-/** The customer's channel handles (a person has a few), by kind and handle. */
-export async function handlesOf(db: Executor, tenantId: string, customerId: string): Promise<HandleRow[]> {
-  return db
-    .selectFrom('customer_handles')
-    .select(['kind', 'handle', 'unreachable_at'])
-    .where('tenant_id', '=', tenantId)
-    .where('customer_id', '=', customerId)
-    .orderBy('kind')
-    .orderBy('handle')
-    .execute();
-}
-
 export interface TicketRow {
   id: string;
   subject: string;

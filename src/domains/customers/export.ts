@@ -14,8 +14,8 @@ import type { BlobStore } from '../files/types';
 import type { Principal } from '../identity/principal';
 import * as store from './export-store';
 import type { RequestExportInput } from './export-schemas';
-import { presentCustomer } from './service';
-import { getCustomer } from './store';
+import { missingCustomer, presentCustomer } from './service';
+import { getCustomer, handlesOf } from './store';
 
 /*
  * Customer export (issue 38, access request): everything the workspace holds on one person, as one JSON document in
@@ -180,20 +180,14 @@ export function createCustomerExportService(deps: CustomerExportDeps) {
 
   const downloadUrl = (r: CustomerJobRow & { expires_at: Date }) => `${base}/v1/customer-exports/${signDownload(r.tenant_id, r.id, r.expires_at)}`;
 
-  /** A customer id that names nobody: 404, saying where a merged-away customer went. */
-  async function missing(tenantId: string, customerId: string): Promise<DomainError> {
-    const into = await store.mergedInto(db, tenantId, customerId);
-    return into ? new DomainError('not_found', `No such customer: ${customerId} was merged into ${into}; export that customer.`) : notFound('customer');
-  }
-
   /** The document, as JSON text in order, read from `tx` (one snapshot). */
   async function* document(tx: Executor, job: CustomerJobRow, customer: CustomerRow, expiresAt: Date, counts: Counts): AsyncGenerator<string> {
     const tenantId = job.tenant_id;
     const ttlSeconds = Math.max(1, Math.floor((expiresAt.getTime() - Date.now()) / 1000));
     const fileUrl = (id: string) => `${base}/v1/files/${files.signLink(tenantId, id, ttlSeconds)}`;
     yield `{"format":${J(EXPORT_FORMAT)},"export_id":${J(job.id)},"workspace_id":${J(tenantId)},"generated_at":${J(iso(new Date()))},"expires_at":${J(iso(expiresAt))}`;
-    yield `,"customer":${J(presentCustomer(customer))}`;
-    const handles = await store.handlesOf(tx, tenantId, customer.id);
+    const handles = (await handlesOf(tx, tenantId, [customer.id])).get(customer.id)!;
+    yield `,"customer":${J(presentCustomer(customer, handles))}`;
     yield `,"handles":${J(handles.map((h) => ({ kind: h.kind, handle: h.handle, unreachable_at: isoOrNull(h.unreachable_at) })))}`;
 
     // Tickets, each with its visible events in order and their files: a page of tickets, then the events of that
@@ -327,7 +321,7 @@ export function createCustomerExportService(deps: CustomerExportDeps) {
      */
     async request(actor: Principal, customerId: string, input: RequestExportInput) {
       const customer = await getCustomer(db, actor.tenantId, customerId);
-      if (!customer) throw await missing(actor.tenantId, customerId);
+      if (!customer) throw await missingCustomer(db, actor.tenantId, customerId);
       const id = newId();
       const row = await db.transaction().execute(async (tx) => {
         const r = await store.insertExport(tx, actor.tenantId, {

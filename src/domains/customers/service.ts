@@ -98,7 +98,7 @@ export function customerFragment(q: string, limits: SearchLimits): { fragment: s
 const mergedAway = (id: string, into: string) => refuse('customer_merged', `Customer ${id} was merged into ${into}; use ${into}.`);
 
 /** Why a customer id was not found: merged away (409 naming the survivor) or unknown (404). */
-async function missing(db: Executor, tenantId: string, id: string) {
+export async function missingCustomer(db: Executor, tenantId: string, id: string) {
   const merge = await store.mergeOf(db, tenantId, id);
   return merge ? mergedAway(id, merge.merged_into_id) : notFound('customer');
 }
@@ -280,7 +280,7 @@ export function createCustomerService(deps: {
       const tenantId = actor.tenantId;
       const { row, handles } = await db.transaction().execute(async (tx) => {
         const [current] = await store.lockCustomers(tx, tenantId, [id]);
-        if (!current) throw await missing(tx, tenantId, id);
+        if (!current) throw await missingCustomer(tx, tenantId, id);
         if (current.erased_at) throw refuse('customer_erased', 'This customer was erased; an erased customer cannot be changed.');
         requireVersion(ifMatch, 'customer', Number(current.version));
         const before = (await store.handlesOf(tx, tenantId, [id])).get(id)!;
@@ -349,8 +349,8 @@ export function createCustomerService(deps: {
         const rows = await store.lockCustomers(tx, tenantId, [id, intoId]);
         const from = rows.find((r) => r.id === id);
         const into = rows.find((r) => r.id === intoId);
-        if (!from) throw await missing(tx, tenantId, id);
-        if (!into) throw await missing(tx, tenantId, intoId);
+        if (!from) throw await missingCustomer(tx, tenantId, id);
+        if (!into) throw await missingCustomer(tx, tenantId, intoId);
         if (from.erased_at || into.erased_at) throw refuse('customer_erased', 'An erased customer cannot be merged.');
         const moved = await store.mergeInto(tx, tenantId, from, into);
         // The survivor's empty fields take the merged-away person's; its own are kept.
@@ -379,7 +379,7 @@ export function createCustomerService(deps: {
     async duplicates(actor: Principal, id: string) {
       const from = await reads.forReading(actor);
       const c = await store.getCustomer(from, actor.tenantId, id);
-      if (!c) throw await missing(from, actor.tenantId, id);
+      if (!c) throw await missingCustomer(from, actor.tenantId, id);
       const own = (await store.handlesOf(from, actor.tenantId, [id])).get(id)!;
       const hits = await store.duplicatesOf(from, actor.tenantId, c, own, DUPLICATES_MAX);
       const rows = await store.customersByIds(from, actor.tenantId, hits.map((h) => h.id));

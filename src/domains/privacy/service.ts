@@ -7,6 +7,7 @@ import { iso } from '../../lib/time';
 import type { QueueHub } from '../../queue/hub';
 import { queueNames } from '../../queue/jobs';
 import type { AuditService } from '../audit/service';
+import { missingCustomer } from '../customers/service';
 import * as customers from '../customers/store';
 import type { EventSink } from '../events/types';
 import type { Principal } from '../identity/principal';
@@ -149,11 +150,7 @@ export function createPrivacyService(deps: PrivacyDeps) {
       const tenantId = actor.tenantId;
       const job = await db.transaction().execute(async (tx) => {
         const [c] = await customers.lockCustomers(tx, tenantId, [customerId]);
-        if (!c) {
-          const merge = await customers.mergeOf(tx, tenantId, customerId);
-          if (merge) throw refuse('customer_merged', `Customer ${customerId} was merged into ${merge.merged_into_id}; erase ${merge.merged_into_id}.`);
-          throw notFound('customer');
-        }
+        if (!c) throw await missingCustomer(tx, tenantId, customerId);
         // The customer's row lock orders two requests: the second finds the first's erasure, pending or done.
         const pending = await store.latestErasure(tx, tenantId, customerId, c.erased_at ? 'done' : 'queued');
         if (pending) return pending;
