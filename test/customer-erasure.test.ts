@@ -116,6 +116,9 @@ describe('POST /v1/customers/{id}/erase', () => {
     await recorded(ctx, front, delivery(frontEvent({ recipient: p.email, subject: `Refund for ${p.name}` }) as unknown as Record<string, unknown>));
     // The bystander: a ticket and a transcript of their own, which must survive.
     const theirs = await ctx.http.post('/v1/ingest/email').send({ tenant_id: ws.tenantId, payload: emailPayload({ from: bystander.email, fromName: bystander.name, text: `I am ${bystander.name}` }) });
+    // The person's WhatsApp ticket merged into the bystander's: the winner holds copies of the person's messages.
+    expect(wa.body.ticket_id).not.toBe(ticketId);
+    await ctx.http.post(`/v1/tickets/${wa.body.ticket_id}/merge`).set(bearer(ws.ownerKey)).send({ target_ticket_id: theirs.body.ticket_id }).expect(200);
     // A job still queued naming the person (and the bystander in the same batch).
     const queue = ctx.runtime.queues.queue('ingest');
     const job = await queue.add(

@@ -80,9 +80,12 @@ export function createPrivacyService(deps: PrivacyDeps) {
   /** One batch of the person's tickets: their messages emptied, their name and addresses erased from the rest. */
   async function eraseTicketBatch(tx: Executor, tenantId: string, customerId: string, after: string | null, terms: Term[], visitorIds: string[]) {
     const tickets = await store.lockTicketsOf(tx, tenantId, customerId, after, ERASE_BATCH_TICKETS);
-    if (tickets.length === 0) return { ids: [] as string[], objects: [] as string[] };
+    if (tickets.length === 0) return { ids: [] as string[], winners: [] as string[], objects: [] as string[] };
     const ids = tickets.map((t) => t.id);
-    const events = await store.eventsOfTickets(tx, tenantId, ids);
+    // Their tickets' events, and the copies a ticket merge made of them on a winner that is not theirs.
+    const mine = new Set(ids);
+    const merged = tickets.flatMap((t) => (t.merged_into_id && !mine.has(t.merged_into_id) ? [{ id: t.id, merged_into_id: t.merged_into_id }] : []));
+    const events = [...(await store.eventsOfTickets(tx, tenantId, ids)), ...(await store.mergedCopies(tx, tenantId, merged))];
     const own = events.filter((e) => e.actor_type === 'customer');
     const rewritten = events.flatMap((e) => {
       const mine = e.actor_type === 'customer';
@@ -106,7 +109,7 @@ export function createPrivacyService(deps: PrivacyDeps) {
       })),
     );
     const objects = await store.deleteFilesOf(tx, tenantId, { eventIds: own.map((e) => e.id), visitorIds });
-    return { ids, objects };
+    return { ids, winners: merged.map((m) => m.merged_into_id), objects };
   }
 
   /** Jobs still in Redis that name the person: queued ones lose the items naming them (or go, when nothing else is left), finished ones go. */
@@ -191,11 +194,13 @@ export function createPrivacyService(deps: PrivacyDeps) {
       const visitorIds = handles.filter((h) => h.kind === 'visitor_id').map((h) => h.handle);
       const objects: string[] = [];
       const tickets: string[] = [];
+      const winners = new Set<string>();
       for (;;) {
         const batch = await db.transaction().execute((tx) => eraseTicketBatch(tx, tenantId, c.id, tickets.at(-1) ?? null, terms, visitorIds));
         objects.push(...batch.objects);
         if (batch.ids.length === 0) break;
         tickets.push(...batch.ids);
+        for (const w of batch.winners) winners.add(w);
       }
       const erasedAt = await db.transaction().execute(async (tx) => {
         // The customer is locked against a merge or a change while its row is emptied; a second run of the job
@@ -210,6 +215,8 @@ export function createPrivacyService(deps: PrivacyDeps) {
         objects.push(...(await store.dropExportFiles(tx, tenantId, c.id)));
         await store.scrubCustomer(tx, tenantId, c.id);
         await customers.reindexTicketsOf(tx, tenantId, c.id);
+        // Another customer's tickets that hold merged copies of theirs: their documents held the copies' text.
+        await customers.reindexTickets(tx, tenantId, [...winners]);
         const at = new Date();
         await deps.events.emit(tx, tenantId, [{ type: 'customer.erased', data: { id: c.id, erased_at: iso(at) } }]);
         await deps.audit.recordBySystem(tx, tenantId, 'customer.erased', { type: 'customer', id: c.id }, { erasure_id: erasureId });

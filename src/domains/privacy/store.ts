@@ -25,12 +25,14 @@ export interface TicketText {
   metadata: Record<string, unknown>;
   /** What threads a channel's next message into this ticket (the channel and the person's handle). */
   conversation_key: string | null;
+  /** The winner, when the ticket was merged: it holds copies of this ticket's events (meta.via_merge). */
+  merged_into_id?: string | null;
 }
 
 /** The next `limit` tickets of a customer past `after` (by id), locked for the batch's transaction. */
 export async function lockTicketsOf(db: Executor, tenantId: string, customerId: string, after: string | null, limit: number): Promise<TicketText[]> {
   const { rows } = await sql<TicketText>`
-    SELECT id, subject, description, metadata, conversation_key FROM tickets
+    SELECT id, subject, description, metadata, conversation_key, merged_into_id FROM tickets
     WHERE tenant_id = ${tenantId} AND customer_id = ${customerId} ${after ? sql`AND id > ${after}` : sql``}
     ORDER BY id LIMIT ${limit} FOR UPDATE`.execute(db);
   return rows;
@@ -68,6 +70,16 @@ export async function writeEvents(db: Executor, tenantId: string, rows: { id: st
     FROM unnest(${rows.map((r) => r.id)}::uuid[], ${rows.map((r) => r.body)}::text[], ${rows.map((r) => JSON.stringify(r.meta))}::jsonb[],
                 ${rows.map((r) => r.actor_name)}::text[], ${rows.map((r) => r.redacted)}::boolean[]) AS u(id, body, meta, actor_name, redacted)
     WHERE e.tenant_id = ${tenantId} AND e.id = u.id`.execute(db);
+}
+
+/** The copies a merge made of these tickets' events on their winners (meta.via_merge names the source ticket). */
+export async function mergedCopies(db: Executor, tenantId: string, sources: { id: string; merged_into_id: string }[]): Promise<EventText[]> {
+  if (sources.length === 0) return [];
+  const { rows } = await sql<EventText>`
+    SELECT e.id, e.ticket_id, e.kind, e.actor_type, e.body, e.meta, e.actor_name, e.redacted_at
+    FROM unnest(${sources.map((s) => s.merged_into_id)}::uuid[], ${sources.map((s) => s.id)}::text[]) AS m(winner, source)
+    JOIN ticket_events e ON e.tenant_id = ${tenantId} AND e.ticket_id = m.winner AND e.meta->>'via_merge' = m.source`.execute(db);
+  return rows;
 }
 
 /** Tickets' text written back (the version trigger moves each ticket's version: cached timelines are not reused). */
