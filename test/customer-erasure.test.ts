@@ -233,6 +233,24 @@ test('two runs of one erasure at once over 150 tickets (two workers, a retry) er
   for (const n of needles(p)) expect(await databaseHits(n)).toEqual([]);
 });
 
+test('an erasure whose job never reached Redis is queued again by the sweep and done', async () => {
+  const p = newPerson();
+  const c = await ctx.http.post('/v1/customers').set(bearer(ws.ownerKey)).send({ display_name: p.name, email: p.email }).expect(201);
+  // The request's row, committed, with no job behind it (Redis away at that moment), asked for 20 minutes ago.
+  const job = await ctx.db
+    .insertInto('customer_jobs')
+    .values({ tenant_id: ws.tenantId, id: crypto.randomUUID(), customer_id: c.body.id, kind: 'erase', reason: 'lost job', requested_by_user_id: null, requested_by_api_key_id: null, created_at: new Date(Date.now() - 20 * 60_000) })
+    .returning('id')
+    .executeTakeFirstOrThrow();
+  await expect(ctx.workerServices.privacy.requeueStale()).resolves.toEqual({ requeued: 1 });
+  await eventually(
+    async () => ((await ctx.http.get(`/v1/customers/${c.body.id}/erasures/${job.id}`).set(bearer(ws.ownerKey))).body.state === 'done' ? true : undefined),
+    30_000,
+    'the requeued erasure to finish',
+  );
+  await expect(ctx.workerServices.privacy.requeueStale()).resolves.toEqual({ requeued: 0 });
+});
+
 describe('POST /v1/tickets/{id}/events/{event_id}/redact', () => {
   test("removes one message's text from the timeline, its outbound events and the search, and leaves the others", async () => {
     const secret = `card 4111-1111-1111-${digits(4)}`;

@@ -61,6 +61,7 @@ test('every store function takes the tenant id second, or says in its name that 
     'crossTenantPruneOAuthStates',
     'crossTenantRetentionDue',
     'crossTenantRoute',
+    'crossTenantStaleErasures',
     'crossTenantStaleExports',
     'crossTenantStaleOutbound',
     'crossTenantTimeRules',

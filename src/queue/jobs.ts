@@ -432,6 +432,16 @@ export const JOBS = {
     options: () => SINGLE_SHOT,
     schedule: { id: 'customers-exports-sweep', everyMs: () => 3600 * 1000 },
   },
+  /**
+   * Erasures asked for but not queued (Redis away between the request's commit and its enqueue, a process killed
+   * there) are queued again: an erasure a client was told about is never left undone.
+   */
+  'customers.erase_sweep': {
+    queue: 'maintenance',
+    data: z.object({}),
+    options: () => SINGLE_SHOT,
+    schedule: { id: 'customers-erase-sweep', everyMs: () => 15 * 60 * 1000 },
+  },
 } as const satisfies Record<string, JobRow>;
 
 export type JobName = keyof typeof JOBS;

@@ -17,6 +17,9 @@ import { asciiLower, ERASED, eraseInJson, eraseMessageMeta, eraseTerms, likePatt
 /** Tickets erased per transaction: a person with thousands of tickets never holds them all locked at once. */
 export const ERASE_BATCH_TICKETS = 100;
 
+/** How long an erasure waits in PostgreSQL before the sweep queues it again (a running one is not queued twice: same job id). */
+export const STALE_ERASURE_MS = 15 * 60 * 1000;
+
 /** Jobs read per page while the queues are searched for the person. */
 const JOB_PAGE = 500;
 
@@ -170,6 +173,14 @@ export function createPrivacyService(deps: PrivacyDeps) {
       });
       if (job.state === 'queued') await deps.queues.enqueue('customers.erase', { tenant_id: tenantId, erasure_id: job.id });
       return presentErasure(job);
+    },
+
+    /** The sweep: erasures queued in PostgreSQL for 15 minutes are queued in Redis again (at most 1,000 a run). */
+    async requeueStale() {
+      const stale = await store.crossTenantStaleErasures(db, new Date(Date.now() - STALE_ERASURE_MS), 1000);
+      for (const s of stale) await deps.queues.enqueue('customers.erase', { tenant_id: s.tenant_id, erasure_id: s.id });
+      if (stale.length > 0) logger.info({ requeued: stale.length }, 'customer erasures queued again');
+      return { requeued: stale.length };
     },
 
     async getErasure(actor: Principal, customerId: string, id: string) {

@@ -218,3 +218,14 @@ export async function latestErasure(db: Executor, tenantId: string, customerId: 
 export async function finishJob(db: Executor, tenantId: string, id: string, reason: string): Promise<void> {
   await db.updateTable('customer_jobs').set({ state: 'done', completed_at: new Date(), reason }).where('tenant_id', '=', tenantId).where('id', '=', id).execute();
 }
+
+/**
+ * Erasures still queued that were asked for before `before`, across workspaces, oldest first: their job may never
+ * have reached Redis. Queuing one again is harmless (the job id is the erasure's; the erasure is idempotent).
+ */
+export async function crossTenantStaleErasures(db: Executor, before: Date, limit: number): Promise<{ tenant_id: string; id: string }[]> {
+  const { rows } = await sql<{ tenant_id: string; id: string }>`
+    SELECT tenant_id, id FROM customer_jobs WHERE kind = 'erase' AND state = 'queued' AND created_at < ${before}
+    ORDER BY created_at LIMIT ${limit}`.execute(db);
+  return rows;
+}
