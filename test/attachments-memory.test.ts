@@ -91,8 +91,9 @@ function postStream(path: string, headers: Record<string, string>, body: Readabl
         resolve({ status: res.statusCode!, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} });
       });
     });
-    // Writes after the refusal fail when the server closes the connection: that is the point.
-    req.on('error', (err) => setTimeout(() => reject(err), 2000));
+    // Writes after the refusal fail when the server closes the connection: that is the point. The answer may still
+    // be on its way (a loaded host took over 2 s once): it is waited for, and only its absence fails.
+    req.on('error', (err) => setTimeout(() => reject(err), 10_000));
     body.on('error', () => {});
     body.pipe(req);
   });
