@@ -1,4 +1,5 @@
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { signedTokens } from '../../lib/signed-tokens';
 import { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ConfigSection } from '../../config';
@@ -148,33 +149,18 @@ async function* chunked(pieces: AsyncIterable<string>): AsyncGenerator<Buffer> {
 export function createCustomerExportService(deps: CustomerExportDeps) {
   const { db, blobs, audit, queues, logger, files, config } = deps;
   const base = (config.PUBLIC_BASE_URL ?? '').replace(/\/$/, '');
-  const mac = (payload: string) => createHmac('sha256', deps.linkKey).update(`customer-export\n${payload}`).digest();
+  const links = signedTokens(deps.linkKey, 'customer-export');
 
   /**
    * A download token: base64url of `{t: tenant, x: export, e: expiry (unix seconds)}`, a dot, and its HMAC-SHA256
    * under the file links' key with the purpose `customer-export` (a file link's MAC covers `file-link`).
    */
-  function signDownload(tenantId: string, exportId: string, expiresAt: Date): string {
-    const payload = Buffer.from(J({ t: tenantId, x: exportId, e: Math.floor(expiresAt.getTime() / 1000) })).toString('base64url');
-    return `${payload}.${mac(payload).toString('base64url')}`;
-  }
+  const signDownload = (tenantId: string, exportId: string, expiresAt: Date) => links.sign({ t: tenantId, x: exportId, e: Math.floor(expiresAt.getTime() / 1000) });
 
   /** The claims of a token this service signed that has not expired, or undefined (altered, foreign, expired, malformed). */
   function readToken(token: string): { t: string; x: string } | undefined {
-    const dot = token.indexOf('.');
-    if (dot <= 0) return undefined;
-    const payload = token.slice(0, dot);
-    const got = Buffer.from(token.slice(dot + 1), 'base64url');
-    const want = mac(payload);
-    if (got.length !== want.length || !timingSafeEqual(got, want)) return undefined;
-    let claims: { t?: unknown; x?: unknown; e?: unknown };
-    try {
-      claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as typeof claims;
-    } catch {
-      return undefined;
-    }
-    if (typeof claims.t !== 'string' || typeof claims.x !== 'string' || typeof claims.e !== 'number' || !isUuid(claims.t) || !isUuid(claims.x)) return undefined;
-    if (claims.e * 1000 <= Date.now()) return undefined;
+    const claims = links.open(token);
+    if (!claims || typeof claims.t !== 'string' || typeof claims.x !== 'string' || !isUuid(claims.t) || !isUuid(claims.x)) return undefined;
     return { t: claims.t, x: claims.x };
   }
 

@@ -299,7 +299,7 @@ export function createCustomerService(deps: {
         if (target.length > MAX_HANDLES) throw validationFailed([{ path: 'handles', message: `at most ${MAX_HANDLES} handles` }]);
         const handlesChanged = target.length !== before.length || target.some((h) => !before.some((b) => store.handleId(b) === store.handleId(h)));
         if (handlesChanged) {
-          const holders = await store.holdersOf(tx, tenantId, target);
+          const holders = await store.findHandles(tx, tenantId, target);
           const taken = target.find((h) => { const holder = holders.get(store.handleId(h)); return holder !== undefined && holder !== id; });
           if (taken) throw refuse('handle_taken', `A ${taken.kind} handle sent belongs to customer ${holders.get(store.handleId(taken))}; merge the two customers instead.`);
           await store.replaceHandles(tx, tenantId, id, target);

@@ -341,11 +341,6 @@ export async function updateCustomer(db: Executor, tenantId: string, id: string,
     .executeTakeFirstOrThrow();
 }
 
-/** Who holds these handles (any customer), keyed by handleId. */
-export async function holdersOf(db: Executor, tenantId: string, handles: Handle[]): Promise<Map<string, string>> {
-  return findHandles(db, tenantId, handles);
-}
-
 /** Replaces a customer's handles with these (kinds and handles already normalised; none held by another). */
 export async function replaceHandles(db: Executor, tenantId: string, customerId: string, handles: Handle[]): Promise<void> {
   await sql`

@@ -1,4 +1,5 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { signedTokens } from '../../lib/signed-tokens';
 import type { Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { ConfigSection } from '../../config';
@@ -323,7 +324,7 @@ export function createFileService(deps: FileServiceDeps) {
   };
   const cursorKey = `${deps.redisPrefix ?? 'hd'}:files:orphan-cursor`;
 
-  const linkMac = (payload: string) => createHmac('sha256', deps.linkKey!).update(`file-link\n${payload}`).digest();
+  const links = deps.linkKey ? signedTokens(deps.linkKey, 'file-link') : undefined;
 
   return {
     ...binder,
@@ -382,9 +383,8 @@ export function createFileService(deps: FileServiceDeps) {
      * `{t: tenant, a: attachment, e: expiry (unix seconds)}`, a dot, and its HMAC-SHA256 under the link key.
      */
     signLink(tenantId: string, attachmentId: string, ttlSeconds: number): string {
-      if (!deps.linkKey) throw new Error('no file link key configured');
-      const payload = Buffer.from(JSON.stringify({ t: tenantId, a: attachmentId, e: Math.floor(Date.now() / 1000) + ttlSeconds })).toString('base64url');
-      return `${payload}.${linkMac(payload).toString('base64url')}`;
+      if (!links) throw new Error('no file link key configured');
+      return links.sign({ t: tenantId, a: attachmentId, e: Math.floor(Date.now() / 1000) + ttlSeconds });
     },
 
     /**
@@ -393,21 +393,8 @@ export function createFileService(deps: FileServiceDeps) {
      */
     async openLink(token: string) {
       const invalid = () => new DomainError('file_link_invalid', 'This file link is unknown, altered or expired.');
-      if (!deps.linkKey) throw invalid();
-      const dot = token.indexOf('.');
-      if (dot <= 0) throw invalid();
-      const payload = token.slice(0, dot);
-      const mac = Buffer.from(token.slice(dot + 1), 'base64url');
-      const want = linkMac(payload);
-      if (mac.length !== want.length || !timingSafeEqual(mac, want)) throw invalid();
-      let claims: { t?: unknown; a?: unknown; e?: unknown };
-      try {
-        claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as typeof claims;
-      } catch {
-        throw invalid();
-      }
-      if (typeof claims.t !== 'string' || typeof claims.a !== 'string' || typeof claims.e !== 'number' || !isUuid(claims.t) || !isUuid(claims.a)) throw invalid();
-      if (claims.e * 1000 <= Date.now()) throw invalid();
+      const claims = links?.open(token);
+      if (!claims || typeof claims.t !== 'string' || typeof claims.a !== 'string' || !isUuid(claims.t) || !isUuid(claims.a)) throw invalid();
       const row = await store.getAttachment(db, claims.t, claims.a);
       if (!row || row.state !== 'stored') throw invalid();
       const got = await blobs.get(row.storage_key);

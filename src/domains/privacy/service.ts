@@ -27,7 +27,7 @@ const JOB_PAGE = 500;
 const WAITING_STATES = ['waiting', 'delayed', 'prioritized', 'waiting-children'] as const;
 const FINISHED_STATES = ['completed', 'failed'] as const;
 
-/** Events whose body is what someone wrote (a message or a note), the only ones a redaction applies to. */
+/** Events whose body is what someone wrote (a message or a note), the only ones a redaction applies to (retention's store says the same in SQL, MESSAGE). */
 export const isMessageKind = (kind: string) => kind === 'ticket_created' || kind === 'reply' || kind === 'internal_note' || kind.startsWith('inbound_');
 
 /** Tables whose rows belong to a ticket (the person's lose every term), and the workspace's tables (exact terms only). */
@@ -65,15 +65,11 @@ export function createPrivacyService(deps: PrivacyDeps) {
   /** Text rows of a table erased of the terms; answers how many changed. */
   async function eraseRows(tx: Executor, tenantId: string, table: store.TextTable, terms: Term[], patterns: string[], ticketIds?: string[]) {
     const rows = await store.rowsMentioning(tx, tenantId, table, patterns, ticketIds);
+    const shape = store.TEXT_TABLES[table];
+    const isJson = shape.columns.map((c) => (shape.jsonb as readonly string[]).includes(c));
     const changed: store.TextRow[] = [];
     for (const r of rows) {
-      const values = r.values.map((v, i) => {
-        if (v === null) return v;
-        const shape = store.TEXT_TABLES[table];
-        const col = shape.columns[i]!;
-        if ((shape.jsonb as readonly string[]).includes(col)) return JSON.stringify(eraseInJson(JSON.parse(v), terms));
-        return eraseTerms(v, terms);
-      });
+      const values = r.values.map((v, i) => (v === null ? v : isJson[i] ? JSON.stringify(eraseInJson(JSON.parse(v), terms)) : eraseTerms(v, terms)));
       if (values.some((v, i) => v !== r.values[i])) changed.push({ key: r.key, values });
     }
     await store.writeRows(tx, tenantId, table, changed);

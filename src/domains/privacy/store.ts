@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
 import type { CustomerJobRow } from '../../db/types';
+import { ERASED } from './terms';
 
 /*
  * The erasure's and redaction's SQL (issue 38). Rows are read, their text erased in code (literal terms, see
@@ -178,7 +179,7 @@ export async function digestLedgerKeys(db: Executor, tenantId: string, patterns:
 export async function scrubCustomer(db: Executor, tenantId: string, customerId: string): Promise<void> {
   await sql`DELETE FROM customer_handles WHERE tenant_id = ${tenantId} AND customer_id = ${customerId}`.execute(db);
   await sql`
-    UPDATE customers SET display_name = '[erased]', email = '', phone = '', notes = '', locale = '', time_zone = '', company = '',
+    UPDATE customers SET display_name = ${ERASED}, email = '', phone = '', notes = '', locale = '', time_zone = '', company = '',
       country = '', metadata = '{}'::jsonb, erased_at = coalesce(erased_at, now()), updated_at = now()
     WHERE tenant_id = ${tenantId} AND id = ${customerId}`.execute(db);
 }

@@ -7,6 +7,7 @@ import type { QueueHub } from '../../queue/hub';
 import type { AuditService } from '../audit/service';
 import type { BlobStore } from '../files/types';
 import type { Principal } from '../identity/principal';
+import { reindexTickets } from '../customers/store';
 import * as store from './store';
 
 /**
@@ -91,9 +92,8 @@ export function createRetentionService(deps: {
       // The events first: the search trigger the tickets' update fires rebuilds each document from them.
       const messages = await store.eraseMessages(tx, tenantId, all);
       await store.eraseTickets(tx, tenantId, all);
-      await store.rebuildSearch(tx, tenantId, claimed.filter((c) => c.head_erased).map((c) => c.id));
-      const from = await store.earliestCreated(tx, tenantId, all);
-      if (from) await store.eraseCopies(tx, tenantId, all, from);
+      await reindexTickets(tx, tenantId, claimed.filter((c) => c.head_erased).map((c) => c.id));
+      await store.eraseCopies(tx, tenantId, all);
       const files = await store.deleteFiles(tx, tenantId, all);
       const count = (group: string[]) => group.reduce((n, id) => n + (messages.get(id) ?? 0), 0);
       const erased = {

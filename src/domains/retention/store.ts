@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Executor } from '../../db';
+import { ERASED } from '../privacy/terms';
 
 /*
  * Retention's SQL (issue 38): which tickets are due, how much is due (the dry run), and the erasure of one batch,
@@ -10,9 +11,6 @@ import type { Executor } from '../../db';
  * `tickets_retention_due` (0043): its predicate and key are written here as the index writes them, so the planner
  * matches them, and an erased ticket leaves the index.
  */
-
-/** What an erased text reads as. */
-export const ERASED = '[erased]';
 
 /** The due tickets of a workspace before `cutoff` (the partial index's predicate and key, spelt as the index spells them). */
 const due = (tenantId: string, cutoff: Date) => sql`
@@ -193,25 +191,19 @@ export async function eraseTickets(db: Executor, tenantId: string, ticketIds: st
   return Number(r.numAffectedRows ?? 0);
 }
 
-/** The search documents of tickets the search trigger did not rebuild (their subject and description already read '[erased]'), in one statement. */
-export async function rebuildSearch(db: Executor, tenantId: string, ticketIds: string[]): Promise<void> {
-  if (ticketIds.length === 0) return;
-  await sql`SELECT search_rebuild_ticket(${tenantId}::uuid, t.id) FROM unnest(${ticketIds}::uuid[]) AS t(id)`.execute(db);
-}
-
 /**
  * The other copies of the conversation's text kept per ticket: notifications (their body is the ticket's subject),
  * satisfaction comments, todo titles, and WhatsApp template parameters on the outbox rows (found by the message
- * events' ids: the outbox's key). CSAT responses are read from the ticket's creation on (their only index is by time).
+ * events' ids: the outbox's key). Each table is read by ticket (the indexes 0043 added for notifications and CSAT).
  */
-export async function eraseCopies(db: Executor, tenantId: string, ticketIds: string[], createdFrom: Date): Promise<void> {
+export async function eraseCopies(db: Executor, tenantId: string, ticketIds: string[]): Promise<void> {
   if (ticketIds.length === 0) return;
   await sql`
     UPDATE notifications SET body = ${ERASED}
     WHERE tenant_id = ${tenantId}::uuid AND ticket_id = ANY(${ticketIds}::uuid[]) AND body <> ${ERASED}`.execute(db);
   await sql`
     UPDATE csat_responses SET comment = ''
-    WHERE tenant_id = ${tenantId}::uuid AND created_at >= ${createdFrom}::timestamptz AND ticket_id = ANY(${ticketIds}::uuid[]) AND comment <> ''`.execute(db);
+    WHERE tenant_id = ${tenantId}::uuid AND ticket_id = ANY(${ticketIds}::uuid[]) AND comment <> ''`.execute(db);
   await sql`
     UPDATE todos SET title = ${ERASED}
     WHERE tenant_id = ${tenantId}::uuid AND ticket_id = ANY(${ticketIds}::uuid[]) AND title <> ${ERASED}`.execute(db);
@@ -222,14 +214,6 @@ export async function eraseCopies(db: Executor, tenantId: string, ticketIds: str
     WHERE e.tenant_id = ${tenantId}::uuid AND e.ticket_id = ANY(${ticketIds}::uuid[]) AND e.kind = 'reply'
       AND o.tenant_id = e.tenant_id AND o.event_id = e.id
       AND jsonb_typeof(o.template) = 'object' AND o.template - 'name' - 'language' <> '{}'::jsonb`.execute(db);
-}
-
-/** The earliest creation among these tickets (where their satisfaction responses start). */
-export async function earliestCreated(db: Executor, tenantId: string, ticketIds: string[]): Promise<Date | null> {
-  if (ticketIds.length === 0) return null;
-  const { rows } = await sql<{ at: Date | null }>`
-    SELECT min(created_at) AS at FROM tickets WHERE tenant_id = ${tenantId}::uuid AND id = ANY(${ticketIds}::uuid[])`.execute(db);
-  return rows[0]?.at ?? null;
 }
 
 /**
